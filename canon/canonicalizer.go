@@ -1,0 +1,637 @@
+package canon
+
+import (
+	"bytes"
+	"hash"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Canonicalizer parses and serializes in one pass over a byte slice. It keeps
+// its buffers between calls, so a long-lived Canonicalizer does not allocate
+// per document once they have grown. It is not safe for concurrent use; the
+// package-level functions draw Canonicalizers from a pool.
+type Canonicalizer struct {
+	profile Profile
+	cfg     config
+	cmp     func(a, b []byte) int
+
+	src     []byte
+	out     []byte
+	members []member
+	keys    []byte // names whose output form differs from their value
+	str     []byte // decoded string
+	nfc     []byte // NFC of str
+	tmp     []byte // scratch for reordering members
+
+	// Span in out of the top-level artifact_id member, or idStart < 0,
+	// and where its name stood in the input.
+	idStart, idEnd int
+	idSrcOff       int
+	topObject      bool
+
+	h hash.Hash
+}
+
+type member struct {
+	key    span // normalized, unescaped name
+	pre    span // name before NFC when NFC changed it; pre.n < 0 otherwise
+	start  int  // member span in out, from the name's opening quote
+	end    int  // to the end of the value
+	srcOff int  // offset of the name in the input
+}
+
+// span addresses bytes in out (inKeys=false) or in keys (inKeys=true). Spans
+// are offsets, not slices, because both buffers grow while parsing.
+type span struct {
+	off, n int
+	inKeys bool
+}
+
+// New returns a Canonicalizer for the profile. A zero Profile means AMD.
+func New(p Profile, opts ...Option) *Canonicalizer {
+	if p != JCS {
+		p = AMD
+	}
+	c := &Canonicalizer{profile: p, cfg: defaultConfig()}
+	for _, o := range opts {
+		o(&c.cfg)
+	}
+	if p == JCS {
+		c.cmp = compareUTF16
+	} else {
+		c.cmp = compareUTF8
+	}
+	return c
+}
+
+// Profile returns the profile the Canonicalizer implements.
+func (c *Canonicalizer) Profile() Profile { return c.profile }
+
+// Append appends the canonical form of src to dst. On error dst is returned
+// unchanged and the error is a *Error.
+func (c *Canonicalizer) Append(dst, src []byte) ([]byte, error) {
+	if err := c.run(src); err != nil {
+		return dst, err
+	}
+	return append(dst, c.out...), nil
+}
+
+// Canonicalize returns the canonical form of src in a new slice.
+func (c *Canonicalizer) Canonicalize(src []byte) ([]byte, error) {
+	return c.Append(nil, src)
+}
+
+func (c *Canonicalizer) keyBytes(s span) []byte {
+	if s.inKeys {
+		return c.keys[s.off : s.off+s.n]
+	}
+	return c.out[s.off : s.off+s.n]
+}
+
+// run canonicalizes src into c.out.
+func (c *Canonicalizer) run(src []byte) error {
+	c.src = src
+	c.out = c.out[:0]
+	c.members = c.members[:0]
+	c.keys = c.keys[:0]
+	c.idStart, c.idEnd = -1, -1
+	c.topObject = false
+	defer func() { c.src = nil }()
+	if len(src) > c.cfg.maxSize {
+		return at(ErrSize, c.cfg.maxSize, strconv.Itoa(len(src))+" bytes, limit "+strconv.Itoa(c.cfg.maxSize))
+	}
+	if len(src) == 0 {
+		return at(ErrEmpty, 0, "")
+	}
+	if len(src) >= 3 && src[0] == 0xEF && src[1] == 0xBB && src[2] == 0xBF {
+		return at(ErrBOM, 0, "")
+	}
+	i := c.ws(0)
+	if i == len(src) {
+		return at(ErrUnexpectedEnd, i, "no value")
+	}
+	c.topObject = src[i] == '{'
+	i, err := c.value(i, 0)
+	if err != nil {
+		return err
+	}
+	i = c.ws(i)
+	if i != len(src) {
+		return at(ErrTrailingData, i, "")
+	}
+	return nil
+}
+
+func (c *Canonicalizer) ws(i int) int {
+	for i < len(c.src) {
+		switch c.src[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func (c *Canonicalizer) value(i, depth int) (int, error) {
+	src := c.src
+	switch b := src[i]; b {
+	case '{':
+		return c.object(i, depth+1)
+	case '[':
+		return c.array(i, depth+1)
+	case '"':
+		next, _, err := c.string(i, false)
+		return next, err
+	case 't':
+		return c.literal(i, "true")
+	case 'f':
+		return c.literal(i, "false")
+	case 'n':
+		return c.literal(i, "null")
+	case 'N':
+		return c.nonFinite(i, "NaN")
+	case 'I':
+		return c.nonFinite(i, "Infinity")
+	default:
+		if b == '-' && i+1 < len(src) && src[i+1] == 'I' {
+			return c.nonFinite(i, "-Infinity")
+		}
+		if b == '-' || (b >= '0' && b <= '9') {
+			return c.number(i)
+		}
+		if b >= utf8.RuneSelf {
+			if r, n := utf8.DecodeRune(src[i:]); r == utf8.RuneError && n <= 1 {
+				return i, at(ErrInvalidUTF8, i, "")
+			}
+		}
+		return i, at(ErrSyntax, i, "unexpected "+quoteByte(b))
+	}
+}
+
+func quoteByte(b byte) string {
+	if b >= 0x20 && b < 0x7F {
+		return strconv.QuoteRune(rune(b))
+	}
+	return "byte 0x" + strconv.FormatUint(uint64(b), 16)
+}
+
+func (c *Canonicalizer) literal(i int, lit string) (int, error) {
+	src := c.src
+	for k := 0; k < len(lit); k++ {
+		if i+k >= len(src) {
+			return i + k, at(ErrUnexpectedEnd, i+k, "in literal "+lit)
+		}
+		if src[i+k] != lit[k] {
+			return i + k, at(ErrSyntax, i+k, "invalid literal")
+		}
+	}
+	c.out = append(c.out, lit...)
+	return i + len(lit), nil
+}
+
+// nonFinite classifies the NaN and Infinity tokens some encoders emit as an
+// unsupported value (the upstream class) rather than as garbage.
+func (c *Canonicalizer) nonFinite(i int, tok string) (int, error) {
+	if bytes.HasPrefix(c.src[i:], []byte(tok)) {
+		return i, at(ErrNonFinite, i, tok)
+	}
+	return i, at(ErrSyntax, i, "unexpected "+quoteByte(c.src[i]))
+}
+
+func (c *Canonicalizer) number(i int) (int, error) {
+	t, e := scanNumber(c.src, i)
+	if e != nil {
+		return i, e
+	}
+	if c.profile == AMD {
+		if t.hasFrac {
+			return i, at(ErrFraction, i, "")
+		}
+		if t.hasExp {
+			return i, at(ErrExponent, i, "")
+		}
+		digits := c.src[t.intStart:t.intEnd]
+		if len(digits) > c.cfg.maxIntDigits {
+			return i, at(ErrIntegerDigits, i, strconv.Itoa(len(digits))+" digits, limit "+strconv.Itoa(c.cfg.maxIntDigits))
+		}
+		var v uint64
+		for _, d := range digits {
+			v = v*10 + uint64(d-'0')
+		}
+		if v > maxSafe {
+			return i, at(ErrIntegerRange, i, "")
+		}
+		if v == 0 {
+			c.out = append(c.out, '0') // -0 is written 0
+		} else {
+			c.out = append(c.out, c.src[i:t.end]...)
+		}
+		return t.end, nil
+	}
+	v, nonInt, ok := integerValue(c.src, t)
+	if !ok {
+		if nonInt {
+			return i, at(ErrNonInteger, i, "")
+		}
+		return i, at(ErrIntegerRange, i, "")
+	}
+	if t.neg && v != 0 {
+		c.out = append(c.out, '-')
+	}
+	c.out = strconv.AppendUint(c.out, v, 10)
+	return t.end, nil
+}
+
+func (c *Canonicalizer) array(i, depth int) (int, error) {
+	if depth > c.cfg.maxDepth {
+		return i, at(ErrDepth, i, "limit "+strconv.Itoa(c.cfg.maxDepth))
+	}
+	src := c.src
+	c.out = append(c.out, '[')
+	i = c.ws(i + 1)
+	if i < len(src) && src[i] == ']' {
+		c.out = append(c.out, ']')
+		return i + 1, nil
+	}
+	for {
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in array")
+		}
+		var err error
+		if i, err = c.value(i, depth); err != nil {
+			return i, err
+		}
+		i = c.ws(i)
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in array")
+		}
+		switch src[i] {
+		case ',':
+			c.out = append(c.out, ',')
+			i = c.ws(i + 1)
+		case ']':
+			c.out = append(c.out, ']')
+			return i + 1, nil
+		default:
+			return i, at(ErrSyntax, i, "expected ',' or ']'")
+		}
+	}
+}
+
+func (c *Canonicalizer) object(i, depth int) (int, error) {
+	if depth > c.cfg.maxDepth {
+		return i, at(ErrDepth, i, "limit "+strconv.Itoa(c.cfg.maxDepth))
+	}
+	src := c.src
+	objStart := len(c.out)
+	c.out = append(c.out, '{')
+	i = c.ws(i + 1)
+	if i < len(src) && src[i] == '}' {
+		c.out = append(c.out, '}')
+		return i + 1, nil
+	}
+	base := len(c.members)
+	for {
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in object")
+		}
+		if src[i] != '"' {
+			return i, at(ErrSyntax, i, "expected a member name")
+		}
+		start := len(c.out)
+		next, m, err := c.string(i, true)
+		if err != nil {
+			return next, err
+		}
+		m.start, m.srcOff = start, i
+		i = c.ws(next)
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in object")
+		}
+		if src[i] != ':' {
+			return i, at(ErrSyntax, i, "expected ':'")
+		}
+		c.out = append(c.out, ':')
+		i = c.ws(i + 1)
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in object")
+		}
+		if i, err = c.value(i, depth); err != nil {
+			return i, err
+		}
+		m.end = len(c.out)
+		c.members = append(c.members, m)
+		i = c.ws(i)
+		if i >= len(src) {
+			return i, at(ErrUnexpectedEnd, i, "in object")
+		}
+		if src[i] == ',' {
+			c.out = append(c.out, ',')
+			i = c.ws(i + 1)
+			continue
+		}
+		if src[i] == '}' {
+			i++
+			break
+		}
+		return i, at(ErrSyntax, i, "expected ',' or '}'")
+	}
+	c.out = append(c.out, '}')
+	err := c.finishObject(objStart, base, depth == 1)
+	c.members = c.members[:base]
+	return i, err
+}
+
+// finishObject puts the members of the object that starts at out[objStart]
+// in canonical order and rejects duplicate (and, for AMD, NFC-colliding)
+// names. Members are moved as opaque byte spans: nested objects were
+// finished before.
+func (c *Canonicalizer) finishObject(objStart, base int, top bool) error {
+	ms := c.members[base:]
+	sorted := true
+	for k := 1; k < len(ms); k++ {
+		if c.cmp(c.keyBytes(ms[k-1].key), c.keyBytes(ms[k].key)) >= 0 {
+			sorted = false
+			break
+		}
+	}
+	if !sorted {
+		slices.SortStableFunc(ms, func(a, b member) int {
+			return c.cmp(c.keyBytes(a.key), c.keyBytes(b.key))
+		})
+		// Equal neighbours are duplicates. Report the one whose second
+		// occurrence comes first in the input.
+		dup := -1
+		for k := 1; k < len(ms); k++ {
+			if bytes.Equal(c.keyBytes(ms[k-1].key), c.keyBytes(ms[k].key)) {
+				if dup < 0 || max(ms[k-1].srcOff, ms[k].srcOff) < max(ms[dup-1].srcOff, ms[dup].srcOff) {
+					dup = k
+				}
+			}
+		}
+		if dup > 0 {
+			return c.duplicate(ms[dup-1], ms[dup])
+		}
+		// Rewrite the member area in sorted order.
+		areaStart, areaEnd := objStart+1, len(c.out)-1
+		c.tmp = append(c.tmp[:0], c.out[areaStart:areaEnd]...)
+		w := areaStart
+		for k := range ms {
+			if k > 0 {
+				c.out[w] = ','
+				w++
+			}
+			m := &ms[k]
+			n := copy(c.out[w:], c.tmp[m.start-areaStart:m.end-areaStart])
+			// Names that live in out move with their member.
+			if !m.key.inKeys {
+				m.key.off += w - m.start
+			}
+			m.start, m.end = w, w+n
+			w += n
+		}
+	}
+	if top {
+		for _, m := range ms {
+			if string(c.keyBytes(m.key)) == "artifact_id" {
+				c.idStart, c.idEnd, c.idSrcOff = m.start, m.end, m.srcOff
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Canonicalizer) duplicate(a, b member) error {
+	first, second := a, b
+	if first.srcOff > second.srcOff {
+		first, second = second, first
+	}
+	if c.profile == AMD {
+		pa, pb := first.key, second.key
+		if first.pre.n >= 0 {
+			pa = first.pre
+		}
+		if second.pre.n >= 0 {
+			pb = second.pre
+		}
+		if !bytes.Equal(c.keyBytes(pa), c.keyBytes(pb)) {
+			return at(ErrNFCCollision, second.srcOff, strconv.Quote(string(c.keyBytes(second.key))))
+		}
+	}
+	return at(ErrDuplicateName, second.srcOff, strconv.Quote(string(c.keyBytes(second.key))))
+}
+
+// plain marks the bytes that stand for themselves inside a string in both
+// input and canonical output: printable ASCII other than '"' and '\'.
+var plain = func() (t [256]bool) {
+	for b := 0x20; b < 0x80; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
+// string parses the string at src[i] (a '"'), appends its canonical form to
+// out and, for member names, describes the name.
+func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
+	src := c.src
+	var m member
+	m.pre.n = -1
+	j := i + 1
+	for j < len(src) && plain[src[j]] {
+		j++
+	}
+	if j < len(src) && src[j] == '"' {
+		// Plain ASCII: the input spelling is the canonical one.
+		m.key = span{off: len(c.out) + 1, n: j - i - 1}
+		c.out = append(c.out, src[i:j+1]...)
+		return j + 1, m, nil
+	}
+	next, nonASCII, err := c.decodeString(i)
+	if err != nil {
+		return next, m, err
+	}
+	s := c.str
+	if nonASCII && c.profile == AMD && !isNFC(s) {
+		c.nfc = norm.NFC.Append(c.nfc[:0], s...)
+		if isKey && !bytes.Equal(c.nfc, s) {
+			m.pre = span{off: len(c.keys), n: len(s), inKeys: true}
+			c.keys = append(c.keys, s...)
+		}
+		s = c.nfc
+	}
+	c.out = append(c.out, '"')
+	contentStart := len(c.out)
+	escaped := c.appendEscaped(s)
+	c.out = append(c.out, '"')
+	if isKey {
+		if escaped {
+			m.key = span{off: len(c.keys), n: len(s), inKeys: true}
+			c.keys = append(c.keys, s...)
+		} else {
+			m.key = span{off: contentStart, n: len(s)}
+		}
+	}
+	return next, m, nil
+}
+
+// appendEscaped writes s with the canonical escapes, reporting whether any
+// byte needed one.
+func (c *Canonicalizer) appendEscaped(s []byte) bool {
+	escaped := false
+	last := 0
+	for k := 0; k < len(s); k++ {
+		b := s[k]
+		if b >= 0x20 && b != '"' && b != '\\' {
+			continue
+		}
+		escaped = true
+		c.out = append(c.out, s[last:k]...)
+		switch b {
+		case '"':
+			c.out = append(c.out, '\\', '"')
+		case '\\':
+			c.out = append(c.out, '\\', '\\')
+		case '\b':
+			c.out = append(c.out, '\\', 'b')
+		case '\f':
+			c.out = append(c.out, '\\', 'f')
+		case '\n':
+			c.out = append(c.out, '\\', 'n')
+		case '\r':
+			c.out = append(c.out, '\\', 'r')
+		case '\t':
+			c.out = append(c.out, '\\', 't')
+		default:
+			c.out = append(c.out, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+		}
+		last = k + 1
+	}
+	c.out = append(c.out, s[last:]...)
+	return escaped
+}
+
+const hexDigits = "0123456789abcdef"
+
+// decodeString decodes the string at src[i] into c.str, validating UTF-8,
+// escapes and surrogate pairs. It returns the index after the closing quote.
+func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, err error) {
+	src := c.src
+	buf := c.str[:0]
+	defer func() { c.str = buf }()
+	j := i + 1
+	for {
+		run := j
+		for j < len(src) && plain[src[j]] {
+			j++
+		}
+		buf = append(buf, src[run:j]...)
+		if j >= len(src) {
+			return j, nonASCII, at(ErrUnexpectedEnd, j, "in string")
+		}
+		b := src[j]
+		switch {
+		case b == '"':
+			return j + 1, nonASCII, nil
+		case b == '\\':
+			r, n, e := c.escape(j)
+			if e != nil {
+				return j, nonASCII, e
+			}
+			if r >= utf8.RuneSelf {
+				nonASCII = true
+			}
+			buf = utf8.AppendRune(buf, r)
+			j += n
+		case b < 0x20:
+			return j, nonASCII, at(ErrControlChar, j, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
+		default: // b >= 0x80
+			r, n := utf8.DecodeRune(src[j:])
+			if r == utf8.RuneError && n <= 1 {
+				return j, nonASCII, at(ErrInvalidUTF8, j, "")
+			}
+			nonASCII = true
+			buf = append(buf, src[j:j+n]...)
+			j += n
+		}
+	}
+}
+
+// escape decodes the escape sequence at src[j] (a '\'), pairing surrogates.
+func (c *Canonicalizer) escape(j int) (rune, int, error) {
+	src := c.src
+	if j+1 >= len(src) {
+		return 0, 0, at(ErrUnexpectedEnd, j+1, "in escape")
+	}
+	switch src[j+1] {
+	case '"':
+		return '"', 2, nil
+	case '\\':
+		return '\\', 2, nil
+	case '/':
+		return '/', 2, nil
+	case 'b':
+		return '\b', 2, nil
+	case 'f':
+		return '\f', 2, nil
+	case 'n':
+		return '\n', 2, nil
+	case 'r':
+		return '\r', 2, nil
+	case 't':
+		return '\t', 2, nil
+	case 'u':
+		r, err := c.hex4(j + 2)
+		if err != nil {
+			return 0, 0, err
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return 0, 0, at(ErrLoneSurrogate, j, "low surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a high one")
+		case r >= 0xD800 && r <= 0xDBFF:
+			k := j + 6
+			if k+1 < len(src) && src[k] == '\\' && src[k+1] == 'u' {
+				lo, err := c.hex4(k + 2)
+				if err != nil {
+					return 0, 0, err
+				}
+				if lo >= 0xDC00 && lo <= 0xDFFF {
+					return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil
+				}
+				// Point at the escape that should have been the low half.
+				return 0, 0, at(ErrLoneSurrogate, k, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" followed by \\u"+strconv.FormatInt(int64(lo), 16))
+			}
+			return 0, 0, at(ErrLoneSurrogate, j, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a low one")
+		}
+		return r, 6, nil
+	}
+	return 0, 0, at(ErrInvalidEscape, j, "")
+}
+
+func (c *Canonicalizer) hex4(k int) (rune, error) {
+	src := c.src
+	var r rune
+	for n := 0; n < 4; n++ {
+		if k+n >= len(src) {
+			return 0, at(ErrUnexpectedEnd, k+n, "in \\u escape")
+		}
+		b := src[k+n]
+		switch {
+		case b >= '0' && b <= '9':
+			r = r<<4 | rune(b-'0')
+		case b >= 'a' && b <= 'f':
+			r = r<<4 | rune(b-'a'+10)
+		case b >= 'A' && b <= 'F':
+			r = r<<4 | rune(b-'A'+10)
+		default:
+			return 0, at(ErrInvalidEscape, k-2, "\\u needs four hex digits")
+		}
+	}
+	return r, nil
+}
