@@ -2,6 +2,7 @@ package canon
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash"
 	"slices"
 	"strconv"
@@ -33,7 +34,9 @@ type Canonicalizer struct {
 	idSrcOff       int
 	topObject      bool
 
-	h hash.Hash
+	h   hash.Hash
+	sum []byte
+	it  norm.Iter
 }
 
 type member struct {
@@ -443,32 +446,71 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	src := c.src
 	var m member
 	m.pre.n = -1
+	// Fast path: a string without escapes needs no decoding, and its input
+	// spelling is its output spelling once it is known to hold no control
+	// character and only valid UTF-8. The quote and the backslash are found
+	// with the vectorized bytes.IndexByte.
 	j := i + 1
-	for j < len(src) && plain[src[j]] {
-		j++
-	}
-	if j < len(src) && src[j] == '"' {
-		// Plain ASCII: the input spelling is the canonical one.
-		m.key = span{off: len(c.out) + 1, n: j - i - 1}
-		c.out = append(c.out, src[i:j+1]...)
-		return j + 1, m, nil
-	}
-	next, nonASCII, err := c.decodeString(i)
-	if err != nil {
-		return next, m, err
-	}
-	s := c.str
-	if nonASCII && c.profile == AMD && !isNFC(s) {
-		c.nfc = norm.NFC.Append(c.nfc[:0], s...)
-		if isKey && !bytes.Equal(c.nfc, s) {
-			m.pre = span{off: len(c.keys), n: len(s), inKeys: true}
-			c.keys = append(c.keys, s...)
+	nonASCII, unstable, firstUnstable := false, false, 0
+	var s []byte
+	next := 0
+	escapes := true
+	if q := bytes.IndexByte(src[j:], '"'); q >= 0 && bytes.IndexByte(src[j:j+q], '\\') < 0 {
+		body := src[j : j+q]
+		for k := 0; k < len(body); {
+			if k+8 <= len(body) {
+				const ones, highs = 0x0101010101010101, 0x8080808080808080
+				w := binary.LittleEndian.Uint64(body[k:])
+				if ((w-ones*0x20)&^w|w)&highs == 0 {
+					k += 8
+					continue
+				}
+			}
+			b := body[k]
+			if b < 0x20 {
+				return j + k, m, at(ErrControlChar, j+k, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
+			}
+			if b < utf8.RuneSelf {
+				k++
+				continue
+			}
+			r, n := utf8.DecodeRune(body[k:])
+			if r == utf8.RuneError && n <= 1 {
+				return j + k, m, at(ErrInvalidUTF8, j+k, "")
+			}
+			nonASCII = true
+			if !unstable && !stable(r) {
+				unstable, firstUnstable = true, k
+			}
+			k += n
 		}
-		s = c.nfc
+		s, escapes, next = body, false, j+q+1
+	} else {
+		var err error
+		if next, nonASCII, err = c.decodeString(i); err != nil {
+			return next, m, err
+		}
+		s = c.str
+		unstable, firstUnstable = nonASCII, 0 // not tracked through escapes
+	}
+	if unstable && c.profile == AMD {
+		var changed bool
+		if c.nfc, changed = appendNFC(&c.it, c.nfc[:0], s, firstUnstable); changed {
+			if isKey {
+				m.pre = span{off: len(c.keys), n: len(s), inKeys: true}
+				c.keys = append(c.keys, s...)
+			}
+			s = c.nfc
+		}
 	}
 	c.out = append(c.out, '"')
 	contentStart := len(c.out)
-	escaped := c.appendEscaped(s)
+	escaped := false
+	if escapes {
+		escaped = c.appendEscaped(s)
+	} else {
+		c.out = append(c.out, s...)
+	}
 	c.out = append(c.out, '"')
 	if isKey {
 		if escaped {

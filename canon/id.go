@@ -112,7 +112,8 @@ func (c *Canonicalizer) idDigest() Digest {
 	h := c.hasher()
 	h.Write(c.out[:s])
 	h.Write(c.out[e:])
-	h.Sum(d[:0])
+	c.sum = h.Sum(c.sum[:0])
+	copy(d[:], c.sum)
 	return d
 }
 
