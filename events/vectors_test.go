@@ -24,7 +24,7 @@ type semanticSuite struct {
 		Name             string
 		Source, Target   string
 		Relation         events.Relation
-		SameDeliberation bool `json:"same_deliberation"`
+		SameDeliberation bool   `json:"same_deliberation"`
 		ErrorClass       string `json:"error_class"`
 		Code             string
 	}
