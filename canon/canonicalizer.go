@@ -105,7 +105,7 @@ func (c *Canonicalizer) run(src []byte) error {
 	c.topObject = false
 	defer func() { c.src = nil }()
 	if len(src) > c.cfg.maxSize {
-		return at(ErrSize, c.cfg.maxSize, strconv.Itoa(len(src))+" bytes, limit "+strconv.Itoa(c.cfg.maxSize))
+		return at(ErrSize, c.cfg.maxSize, "limit "+strconv.Itoa(c.cfg.maxSize)+" bytes")
 	}
 	if len(src) == 0 {
 		return at(ErrEmpty, 0, "")

@@ -186,3 +186,13 @@ func JCSDigest(src []byte) (Digest, int, error) {
 	b, d, err := c.Digest(src)
 	return d, len(b), err
 }
+
+// AppendString appends s to dst as a JSON string with the canonical escapes
+// of both profiles: the short escapes for " \ \b \f \n \r \t, lowercase
+// \u00xx for the other C0 controls, everything else as it is. s must be
+// valid UTF-8 for the result to be valid JSON.
+func AppendString(dst []byte, s []byte) []byte {
+	c := Canonicalizer{out: append(dst, '"')}
+	c.appendEscaped(s)
+	return append(c.out, '"')
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0 // everything accepted
+	exitRejected = 1 // some input rejected
+	exitUsage    = 2 // bad arguments, unreadable input
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) int
+}
+
+// env is what a command reads and writes.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"id", "compute the artifact id of a document (AMD profile)", runID},
+		{"canon", "print the canonical form of a document (AMD profile, or --jcs)", runCanon},
+		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
+		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
+		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
+	}
+}
+
+// Run runs the engine command line with args (without the program name) and
+// returns the exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "engine: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: engine <command> [flags] [FILE|-]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "engine <command> -h" for a command's flags.`)
+}
+
+// newFlags returns a FlagSet whose usage names the command.
+func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: engine %s %s\n\n%s\n", name, synopsis, strings.TrimSpace(about))
+		var any bool
+		fs.VisitAll(func(*flag.Flag) { any = true })
+		if any {
+			fmt.Fprintln(fs.Output(), "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parse parses flags, mapping -h to exit 0 and errors to exitUsage; ok is
+// false when the command should return code.
+func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
