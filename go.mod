@@ -3,6 +3,6 @@ module github.com/parley-engine/parley
 go 1.26.0
 
 require (
-	github.com/go-json-experiment/json v1.27.2 // indirect
-	golang.org/x/text v0.44.0 // indirect
+	github.com/go-json-experiment/json v1.27.2
+	golang.org/x/text v0.44.0
 )
