@@ -494,8 +494,12 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 		unstable, firstUnstable = nonASCII, 0 // not tracked through escapes
 	}
 	if unstable && c.profile == AMD {
-		var changed bool
-		if c.nfc, changed = appendNFC(&c.it, c.nfc[:0], s, firstUnstable); changed {
+		var changed, ok bool
+		c.nfc, changed, ok = appendNFC(&c.it, c.nfc[:0], s, firstUnstable)
+		if !ok {
+			return i, m, at(ErrNonstarterRun, i, "")
+		}
+		if changed {
 			if isKey {
 				m.pre = span{off: len(c.keys), n: len(s), inKeys: true}
 				c.keys = append(c.keys, s...)

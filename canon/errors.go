@@ -87,6 +87,7 @@ var (
 	ErrIntegerRange  = sentinel(UnsupportedValue, "number.out_of_range", "integer outside -(2^53-1)..2^53-1")
 	ErrIntegerDigits = sentinel(UnsupportedValue, "limit.integer_digits", "integer literal has too many digits")
 	ErrLoneSurrogate = sentinel(UnsupportedValue, "string.unpaired_surrogate", "unpaired surrogate escape")
+	ErrNonstarterRun = sentinel(UnsupportedValue, "string.nonstarter_run", "more than 30 combining marks in a row, which NFC implementations normalize differently")
 	ErrTopLevel      = sentinel(UnsupportedValue, "value.top_level_not_object", "top-level value is not an object")
 	ErrDepth         = sentinel(UnsupportedValue, "limit.depth", "nesting too deep")
 	ErrSize          = sentinel(UnsupportedValue, "limit.size", "input larger than the size limit")
@@ -103,7 +104,7 @@ var Codes = []*Error{
 	ErrEmpty, ErrBOM, ErrSyntax, ErrUnexpectedEnd, ErrTrailingData,
 	ErrInvalidUTF8, ErrControlChar, ErrInvalidEscape, ErrInvalidNumber,
 	ErrDuplicateName, ErrFraction, ErrExponent, ErrNonInteger, ErrNonFinite,
-	ErrIntegerRange, ErrIntegerDigits, ErrLoneSurrogate, ErrTopLevel,
+	ErrIntegerRange, ErrIntegerDigits, ErrLoneSurrogate, ErrNonstarterRun, ErrTopLevel,
 	ErrDepth, ErrSize, ErrNFCCollision, ErrIDMissing, ErrIDNotString,
 	ErrIDSyntax, ErrIDMismatch,
 }

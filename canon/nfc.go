@@ -63,7 +63,12 @@ func stable(r rune) bool {
 // points go through the normalizer: a stable code point starts a segment
 // that NFC never merges with what precedes it, so NFC(xy) = NFC(x)NFC(y)
 // there.
-func appendNFC(it *norm.Iter, dst, s []byte, from int) ([]byte, bool) {
+//
+// ok is false when x/text had to insert U+034F COMBINING GRAPHEME JOINER to
+// keep a run of more than 30 non-starters stream-safe: that output is not
+// plain NFC, other implementations would not produce it, and the caller
+// rejects the string rather than let ids silently differ.
+func appendNFC(it *norm.Iter, dst, s []byte, from int) (out []byte, changed, ok bool) {
 	orig := len(dst)
 	// The last stable code point before from starts the first segment.
 	seg := from
@@ -74,7 +79,7 @@ func appendNFC(it *norm.Iter, dst, s []byte, from int) ([]byte, bool) {
 		}
 	}
 	done := 0 // bytes of s already in dst
-	changed := false
+	changed = false
 	for i := from; i < len(s); {
 		if s[i] < utf8.RuneSelf {
 			// Skip ASCII eight bytes at a time; the last byte skipped
@@ -111,11 +116,16 @@ func appendNFC(it *norm.Iter, dst, s []byte, from int) ([]byte, bool) {
 		}
 		if !bytes.Equal(dst[start:], s[seg:j]) {
 			changed = true
+			if bytes.Count(dst[start:], cgj) != bytes.Count(s[seg:j], cgj) {
+				return dst[:orig], false, false
+			}
 		}
 		done, seg, i = j, j, j
 	}
 	if !changed {
-		return dst[:orig], false
+		return dst[:orig], false, true
 	}
-	return append(dst, s[done:]...), true
+	return append(dst, s[done:]...), true, true
 }
+
+var cgj = []byte("\u034f")
