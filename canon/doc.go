@@ -19,8 +19,11 @@
 // strings, duplicate member names after escape decoding, unpaired surrogate
 // escapes, NaN and Infinity, integers out of range, nesting deeper than the
 // limit (64 by default) and input larger than the limit (1 MiB by default).
-// AMD also rejects distinct member names that are equal after NFC, and any
-// fraction or exponent token. -0 is accepted and written 0; noncharacters
+// AMD also rejects distinct member names that are equal after NFC, any
+// fraction or exponent token, and strings with a run of more than 30
+// non-starters (combining marks): x/text keeps such runs stream-safe by
+// inserting U+034F, other NFC implementations do not, and an id must not
+// depend on which one computed it. -0 is accepted and written 0; noncharacters
 // are accepted.
 //
 // Every rejection is an *Error with one of the five upstream classes
