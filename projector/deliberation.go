@@ -1,0 +1,397 @@
+package projector
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// typeIndex numbers the artifact types compactly.
+var typeIndex = map[events.Type]uint8{
+	events.TypeClaim: 0, events.TypeEvidence: 1, events.TypeObjection: 2, events.TypeRevision: 3,
+	events.TypeDecision: 4, events.TypeFailure: 5, events.TypeTermination: 6,
+}
+
+// ref is a reference kept compactly.
+type ref struct {
+	target canon.Digest
+	rel    events.Relation
+}
+
+// Node is an artifact in the DAG. Its body stays in the stream at Seq; the
+// node keeps what the fold, the closure verifier and the supervisor need.
+type Node struct {
+	Seq         uint64
+	Participant int32 // index into Deliberation.participants
+	Type        events.Type
+	Blocking    bool                // a blocking OBJECTION
+	Decision    *events.Decision    // a DECISION's payload
+	Termination *events.Termination // a TERMINATION's payload
+	Extensions  map[string][]byte   // kept only when present
+	refs        []ref
+}
+
+// References returns the node's references.
+func (n *Node) References() []events.Reference {
+	out := make([]events.Reference, len(n.refs))
+	for i, r := range n.refs {
+		out[i] = events.Reference{Target: r.target, Relation: r.rel}
+	}
+	return out
+}
+
+// pending is an artifact waiting for references that are not yet known.
+type pending struct {
+	art         *events.Artifact
+	seq         uint64
+	participant string
+	missing     int
+}
+
+// Deliberation is the projected state of one deliberation.
+type Deliberation struct {
+	opts Options
+
+	ID       string
+	Title    string
+	Status   Status
+	Charter  *Charter
+	OpenedAt uint64 // position of the open control message
+	Position uint64 // position of the last message that touched it
+	Round    int
+
+	nodes    map[canon.Digest]*Node
+	tips     map[canon.Digest]struct{}
+	open     map[canon.Digest]struct{} // blocking objections without a public disposition
+	pend     map[canon.Digest]*pending
+	waiting  map[canon.Digest][]canon.Digest // unknown target -> pending artifacts
+	decs     []canon.Digest
+	terms    []canon.Digest
+	counts   [7]int
+	parts    []string
+	partIdx  map[string]int32
+	perPart  []int
+	allowed  map[string]bool // nil: anyone may take part
+	rejects  []Rejection
+	rejCodes map[string]int
+	rejTotal int
+	late     []Late
+	lateN    int
+}
+
+func newDeliberation(id string, opts Options) *Deliberation {
+	return &Deliberation{
+		opts: opts, ID: id,
+		nodes: map[canon.Digest]*Node{}, tips: map[canon.Digest]struct{}{},
+		open: map[canon.Digest]struct{}{}, pend: map[canon.Digest]*pending{},
+		waiting: map[canon.Digest][]canon.Digest{}, partIdx: map[string]int32{},
+		rejCodes: map[string]int{},
+	}
+}
+
+func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg string) Outcome {
+	r := Rejection{Position: seq, Participant: participant, ArtifactID: id, Class: class, Code: code, Message: msg}
+	d.Position = seq
+	d.rejTotal++
+	d.rejCodes[code]++
+	d.rejects = keep(d.rejects, r, d.opts.MaxKept)
+	return Outcome{Deliberation: d.ID, Rejection: &r}
+}
+
+func (d *Deliberation) rejectErr(seq uint64, participant, id string, err error) Outcome {
+	var c interface {
+		ErrorClass() string
+		ErrorCode() string
+	}
+	if !errors.As(err, &c) {
+		return d.reject(seq, participant, id, ClassInvalidSubmission, "internal", err.Error())
+	}
+	msg := err.Error()
+	var ce *canon.Error
+	var ee *events.Error
+	switch {
+	case errors.As(err, &ce):
+		msg = ce.Msg
+	case errors.As(err, &ee):
+		msg = ee.Msg
+		if ee.Path != "" {
+			msg += " (at " + ee.Path + ")"
+		}
+	}
+	return d.reject(seq, participant, id, c.ErrorClass(), c.ErrorCode(), msg)
+}
+
+func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome {
+	if d.Status.Terminal() {
+		return d.reject(seq, "", "", ClassInvalidSubmission, CodeTerminal, c.Op+" after the deliberation ended ("+string(d.Status)+")")
+	}
+	switch c.Op {
+	case "open":
+		if d.Status != "" {
+			return d.reject(seq, "", "", ClassInvalidSubmission, CodeAlreadyOpen, "the deliberation is already open")
+		}
+		d.Status, d.Charter, d.Title, d.OpenedAt = StatusOpen, charter, charter.Title, seq
+		if len(charter.Participants) > 0 {
+			d.allowed = map[string]bool{}
+			for _, t := range charter.Participants {
+				d.allowed[t] = true
+			}
+		}
+	case "suspend":
+		d.Status = StatusSuspended
+	case "resume":
+		d.Status = StatusOpen
+	case "cancel":
+		d.Status = StatusCancelled
+	case "round":
+		if c.Round <= d.Round {
+			return d.reject(seq, "", "", ClassInvalidSubmission, CodeControlInvalid, "round must increase")
+		}
+		d.Round = c.Round
+	}
+	d.Position = seq
+	return Outcome{Deliberation: d.ID, Control: c.Op}
+}
+
+func (d *Deliberation) artifact(m Msg, participant string) Outcome {
+	a, err := d.opts.Validator.Validate(m.Data)
+	if err != nil {
+		return d.rejectErr(m.Seq, participant, "", err)
+	}
+	id := a.ID.String()
+	if _, dup := d.nodes[a.ID]; dup {
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
+	}
+	if _, dup := d.pend[a.ID]; dup {
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
+	}
+	switch {
+	case d.Status.Terminal():
+		d.Position = m.Seq
+		d.lateN++
+		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id}, d.opts.MaxKept)
+		return Outcome{Deliberation: d.ID, Late: true}
+	case d.Status == StatusSuspended:
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
+	case participant != SupervisorToken && d.allowed != nil && !d.allowed[participant]:
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
+	}
+	d.Position = m.Seq
+	missing := 0
+	for _, r := range a.References {
+		if _, ok := d.nodes[r.Target]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		if len(d.pend) >= d.opts.MaxPending {
+			return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
+		}
+		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing}
+		seen := map[canon.Digest]bool{}
+		for _, r := range a.References {
+			if _, ok := d.nodes[r.Target]; !ok && !seen[r.Target] {
+				seen[r.Target] = true
+				d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
+			}
+		}
+		// Distinct missing targets, not references, are what we wait for.
+		d.pend[a.ID].missing = len(seen)
+		return Outcome{Deliberation: d.ID, Pending: true}
+	}
+	out := Outcome{Deliberation: d.ID}
+	d.admit(a, m.Seq, participant, &out)
+	return out
+}
+
+// admit checks relation applicability and puts a (and every pending
+// artifact it completes) in the DAG.
+func (d *Deliberation) admit(a *events.Artifact, seq uint64, participant string, out *Outcome) {
+	queue := []*pending{{art: a, seq: seq, participant: participant}}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if !d.admitOne(p, out) {
+			continue
+		}
+		for _, w := range d.waiting[p.art.ID] {
+			if q := d.pend[w]; q != nil {
+				q.missing--
+				if q.missing == 0 {
+					delete(d.pend, w)
+					queue = append(queue, q)
+				}
+			}
+		}
+		delete(d.waiting, p.art.ID)
+	}
+}
+
+func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
+	a := p.art
+	for _, r := range a.References {
+		target := d.nodes[r.Target]
+		if err := events.CheckRelation(a, r.Relation, target.artifactView(r.Target), true); err != nil {
+			o := d.rejectErr(p.seq, p.participant, a.ID.String(), err)
+			if out.Rejection == nil {
+				out.Rejection = o.Rejection
+			}
+			d.dropWaiters(a.ID, out)
+			return false
+		}
+	}
+	n := &Node{Seq: p.seq, Participant: d.participant(p.participant), Type: a.Type, Extensions: a.Extensions}
+	n.refs = make([]ref, len(a.References))
+	for i, r := range a.References {
+		n.refs[i] = ref{r.Target, r.Relation}
+		delete(d.tips, r.Target)
+	}
+	d.nodes[a.ID] = n
+	d.tips[a.ID] = struct{}{}
+	d.counts[typeIndex[a.Type]]++
+	d.perPart[n.Participant]++
+	switch p := a.Payload.(type) {
+	case *events.Objection:
+		n.Blocking = p.Blocking
+		if p.Blocking {
+			d.open[a.ID] = struct{}{}
+		}
+	case *events.Decision:
+		n.Decision = p
+		d.decs = append(d.decs, a.ID)
+		for _, disp := range p.ObjectionDispositions {
+			if disp.Disposition.Public() {
+				delete(d.open, disp.Objection)
+			}
+		}
+	case *events.Termination:
+		n.Termination = p
+		d.terms = append(d.terms, a.ID)
+		d.Status = Status(p.State)
+		if p.State == events.Suspended {
+			d.Status = StatusSuspended
+		}
+	}
+	out.Accepted = append(out.Accepted, a.ID)
+	return true
+}
+
+// dropWaiters rejects, transitively, the pending artifacts that waited for
+// an artifact that was itself rejected: their reference can never resolve.
+func (d *Deliberation) dropWaiters(id canon.Digest, out *Outcome) {
+	stack := []canon.Digest{id}
+	for len(stack) > 0 {
+		t := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, w := range d.waiting[t] {
+			if q := d.pend[w]; q != nil {
+				delete(d.pend, w)
+				d.reject(q.seq, q.participant, w.String(), events.ClassInvalidArtifact, "reference.rejected_target", "a referenced artifact was rejected: "+t.String())
+				stack = append(stack, w)
+			}
+		}
+		delete(d.waiting, t)
+	}
+}
+
+// artifactView gives CheckRelation what it reads of a target.
+func (n *Node) artifactView(id canon.Digest) *events.Artifact {
+	a := &events.Artifact{ID: id, Type: n.Type}
+	switch {
+	case n.Decision != nil:
+		a.Payload = n.Decision
+	case n.Termination != nil:
+		a.Payload = n.Termination
+	}
+	return a
+}
+
+func (d *Deliberation) participant(token string) int32 {
+	if i, ok := d.partIdx[token]; ok {
+		return i
+	}
+	i := int32(len(d.parts))
+	d.parts = append(d.parts, token)
+	d.perPart = append(d.perPart, 0)
+	d.partIdx[token] = i
+	return i
+}
+
+// Node returns the node of an artifact in the DAG, or nil.
+func (d *Deliberation) Node(id canon.Digest) *Node { return d.nodes[id] }
+
+// ParticipantOf returns the token that published n.
+func (d *Deliberation) ParticipantOf(n *Node) string { return d.parts[n.Participant] }
+
+// Artifacts returns the number of artifacts in the DAG.
+func (d *Deliberation) Artifacts() int { return len(d.nodes) }
+
+// Nodes calls fn for every artifact in the DAG, in no particular order.
+func (d *Deliberation) Nodes(fn func(canon.Digest, *Node)) {
+	for id, n := range d.nodes {
+		fn(id, n)
+	}
+}
+
+// Counts returns the number of artifacts by type.
+func (d *Deliberation) Counts() map[events.Type]int {
+	m := make(map[events.Type]int, len(events.Types))
+	for _, t := range events.Types {
+		m[t] = d.counts[typeIndex[t]]
+	}
+	return m
+}
+
+// ParticipantCounts returns the accepted artifacts by participant.
+func (d *Deliberation) ParticipantCounts() map[string]int {
+	m := make(map[string]int, len(d.parts))
+	for i, t := range d.parts {
+		m[t] = d.perPart[i]
+	}
+	return m
+}
+
+// Tips returns the artifacts no accepted artifact references, sorted.
+func (d *Deliberation) Tips() []canon.Digest { return sortedKeys(d.tips) }
+
+// OpenBlockingObjections returns the blocking objections no DECISION has
+// given a public disposition, sorted.
+func (d *Deliberation) OpenBlockingObjections() []canon.Digest { return sortedKeys(d.open) }
+
+// Decisions returns the DECISIONs in stream order.
+func (d *Deliberation) Decisions() []canon.Digest { return d.decs }
+
+// Terminations returns the TERMINATIONs in stream order.
+func (d *Deliberation) Terminations() []canon.Digest { return d.terms }
+
+// Pending returns the number of artifacts waiting for unknown references.
+func (d *Deliberation) Pending() int { return len(d.pend) }
+
+// Rejections returns the kept rejections (the most recent), their total,
+// and the complete counts by code.
+func (d *Deliberation) Rejections() ([]Rejection, int, map[string]int) {
+	return d.rejects, d.rejTotal, d.rejCodes
+}
+
+// Late returns the kept late artifacts and their total.
+func (d *Deliberation) Late() ([]Late, int) { return d.late, d.lateN }
+
+func sortedKeys(m map[canon.Digest]struct{}) []canon.Digest {
+	out := make([]canon.Digest, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b canon.Digest) int { return compareDigest(a, b) })
+	return out
+}
+
+func compareDigest(a, b canon.Digest) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return int(a[i]) - int(b[i])
+		}
+	}
+	return 0
+}

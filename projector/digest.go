@@ -1,0 +1,87 @@
+package projector
+
+import (
+	"crypto/sha256"
+	"slices"
+	"strconv"
+
+	"github.com/parley-engine/parley/canon"
+)
+
+// StateDigest is a SHA-256 over a canonical rendering of the deliberation's
+// projection: its identity, status, charter and position, every artifact in
+// the DAG with its position, participant and type, the pending artifacts,
+// the open blocking objections, the kept rejections and late artifacts
+// with the totals. The same stream prefix gives the same digest, live or
+// replayed; tips and counts are functions of what is hashed.
+func (d *Deliberation) StateDigest() canon.Digest {
+	h := sha256.New()
+	line := func(parts ...string) {
+		for i, p := range parts {
+			if i > 0 {
+				h.Write([]byte{' '})
+			}
+			h.Write([]byte(p))
+		}
+		h.Write([]byte{'\n'})
+	}
+	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	q := strconv.Quote
+	line("parley-state-v1")
+	line("deliberation", d.ID, q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
+	if d.Charter != nil {
+		line("participants", q(string(mustJSON(d.Charter.Participants))))
+		line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))
+	}
+	type entry struct {
+		id canon.Digest
+		n  *Node
+	}
+	nodes := make([]entry, 0, len(d.nodes))
+	for id, n := range d.nodes {
+		nodes = append(nodes, entry{id, n})
+	}
+	slices.SortFunc(nodes, func(a, b entry) int { return cmpU64(a.n.Seq, b.n.Seq) })
+	for _, e := range nodes {
+		line("artifact", e.id.String(), u(e.n.Seq), d.parts[e.n.Participant], string(e.n.Type))
+	}
+	pend := make([]*pending, 0, len(d.pend))
+	for _, p := range d.pend {
+		pend = append(pend, p)
+	}
+	slices.SortFunc(pend, func(a, b *pending) int { return cmpU64(a.seq, b.seq) })
+	for _, p := range pend {
+		line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
+	}
+	for _, id := range d.OpenBlockingObjections() {
+		line("open", id.String())
+	}
+	for _, r := range d.rejects {
+		line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
+	}
+	codes := make([]string, 0, len(d.rejCodes))
+	for c := range d.rejCodes {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for _, c := range codes {
+		line("rejected", c, strconv.Itoa(d.rejCodes[c]))
+	}
+	for _, l := range d.late {
+		line("late", u(l.Position), l.ArtifactID, l.Participant)
+	}
+	line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))
+	var out canon.Digest
+	h.Sum(out[:0])
+	return out
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,278 @@
+package projector
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// Msg is one stream message as the fold sees it: its stream position, its
+// subject and its bytes. The runner builds it; the fold never sees a
+// jetstream.Msg.
+type Msg struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// Status of a deliberation.
+type Status string
+
+// Statuses. Suspended is not terminal; completed, cancelled, deadlock and
+// exhausted are.
+const (
+	StatusOpen      Status = "open"
+	StatusSuspended Status = "suspended"
+	StatusCompleted Status = "completed"
+	StatusCancelled Status = "cancelled"
+	StatusDeadlock  Status = "deadlock"
+	StatusExhausted Status = "exhausted"
+)
+
+// Terminal reports whether s ends the deliberation.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusCancelled || s == StatusDeadlock || s == StatusExhausted
+}
+
+// ClassInvalidSubmission is the class of the rejections the projector
+// itself makes (routing, deliberation state, attribution, duplicates,
+// limits), beside the classes of canon and events.
+const ClassInvalidSubmission = "invalid_submission"
+
+// Codes of the projector's own rejections.
+const (
+	CodeSubjectInvalid       = "subject.invalid"
+	CodeDeliberationInvalid  = "subject.invalid_deliberation"
+	CodeParticipantInvalid   = "subject.invalid_participant"
+	CodeNotOpen              = "deliberation.not_open"
+	CodeAlreadyOpen          = "deliberation.already_open"
+	CodeSuspended            = "deliberation.suspended"
+	CodeTerminal             = "deliberation.terminal"
+	CodeControlInvalid       = "control.invalid"
+	CodeNotInCharter         = "participant.not_in_charter"
+	CodeDuplicate            = "artifact.duplicate"
+	CodePendingOverflow      = "pending.overflow"
+	CodeSupervisorOnlyEngine = "participant.reserved"
+)
+
+// Rejection records a message that did not enter the DAG. It stays in the
+// stream; this is its place in the projection.
+type Rejection struct {
+	Position    uint64 `json:"position"`
+	Participant string `json:"participant,omitempty"`
+	ArtifactID  string `json:"artifact_id,omitempty"`
+	Class       string `json:"error_class"`
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+}
+
+// Late records a valid artifact that arrived after a terminal TERMINATION:
+// it is kept, outside the state.
+type Late struct {
+	Position    uint64 `json:"position"`
+	Participant string `json:"participant"`
+	ArtifactID  string `json:"artifact_id"`
+}
+
+// Options of a Projection.
+type Options struct {
+	// MaxPending bounds, per deliberation, the artifacts held while a
+	// reference is unknown. Past it, an artifact is rejected with
+	// pending.overflow.
+	MaxPending int
+	// MaxKept bounds, per deliberation, the detailed rejections and late
+	// artifacts kept (the most recent ones); counts by code stay complete.
+	MaxKept int
+	// Validator validates artifacts (its canon options carry the size and
+	// depth limits).
+	Validator *events.Validator
+}
+
+// DefaultOptions are the defaults.
+func DefaultOptions() Options {
+	return Options{MaxPending: 10000, MaxKept: 10000, Validator: events.NewValidator()}
+}
+
+// Projection is the state of every deliberation at a stream position. Apply
+// is a pure fold: the same messages in the same order always give the same
+// state. A Projection is not safe for concurrent use; the runner guards it.
+type Projection struct {
+	opts     Options
+	position uint64
+	delibs   map[string]*Deliberation
+	// Messages that name no deliberation (or not one that was ever
+	// opened) are recorded here, the most recent MaxKept of them.
+	unrouted      []Rejection
+	unroutedTotal int
+}
+
+// New returns an empty projection.
+func New(opts Options) *Projection {
+	d := DefaultOptions()
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = d.MaxPending
+	}
+	if opts.MaxKept <= 0 {
+		opts.MaxKept = d.MaxKept
+	}
+	if opts.Validator == nil {
+		opts.Validator = d.Validator
+	}
+	return &Projection{opts: opts, delibs: map[string]*Deliberation{}}
+}
+
+// Position is the stream sequence of the last message applied.
+func (p *Projection) Position() uint64 { return p.position }
+
+// Deliberation returns a deliberation by id, or nil.
+func (p *Projection) Deliberation(id string) *Deliberation { return p.delibs[id] }
+
+// Deliberations calls fn for each deliberation, in no particular order.
+func (p *Projection) Deliberations(fn func(*Deliberation)) {
+	for _, d := range p.delibs {
+		fn(d)
+	}
+}
+
+// Len returns the number of deliberations.
+func (p *Projection) Len() int { return len(p.delibs) }
+
+// Unrouted returns the kept rejections of messages that belong to no open
+// deliberation, and their total.
+func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted, p.unroutedTotal }
+
+// Outcome says what Apply did with a message.
+type Outcome struct {
+	Deliberation string
+	Accepted     []canon.Digest // admitted to the DAG (a message can release pending ones)
+	Pending      bool
+	Rejection    *Rejection
+	Late         bool
+	Control      string // the op of an applied control message
+}
+
+// Apply folds one message into the projection. Messages must come in
+// stream order; one at or before the current position is ignored (a
+// redelivery after a restart), so Apply is idempotent per position.
+func (p *Projection) Apply(m Msg) Outcome {
+	if m.Seq <= p.position {
+		return Outcome{}
+	}
+	p.position = m.Seq
+	delib, kind, participant := route(m.Subject)
+	switch {
+	case kind == "":
+		return p.unroutable(m, "", CodeSubjectInvalid, "not parley.<deliberation>.art.<participant> or parley.<deliberation>.ctl: "+strconv.Quote(m.Subject))
+	case !ValidDeliberation(delib):
+		return p.unroutable(m, participant, CodeDeliberationInvalid, "deliberation id is not a canonical UUID: "+strconv.Quote(delib))
+	}
+	d := p.delibs[delib]
+	if kind == "ctl" {
+		return p.control(d, delib, m)
+	}
+	if participant != SupervisorToken && !ValidToken(participant) {
+		if d == nil {
+			return p.unroutable(m, participant, CodeParticipantInvalid, "participant token "+strconv.Quote(participant))
+		}
+		return d.reject(m.Seq, participant, "", ClassInvalidSubmission, CodeParticipantInvalid, "participant token "+strconv.Quote(participant))
+	}
+	if d == nil {
+		return p.unroutable(m, participant, CodeNotOpen, "deliberation "+delib+" was never opened")
+	}
+	return d.artifact(m, participant)
+}
+
+func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
+	r := Rejection{Position: m.Seq, Participant: participant, Class: ClassInvalidSubmission, Code: code, Message: msg}
+	p.unroutedTotal++
+	p.unrouted = keep(p.unrouted, r, p.opts.MaxKept)
+	delib, _, _ := route(m.Subject)
+	return Outcome{Deliberation: delib, Rejection: &r}
+}
+
+// keep appends r, dropping the oldest entry beyond max.
+func keep[T any](list []T, r T, max int) []T {
+	if len(list) >= max {
+		copy(list, list[1:])
+		list = list[:len(list)-1]
+	}
+	return append(list, r)
+}
+
+// Control is a control message on parley.<deliberation>.ctl.
+type Control struct {
+	Op      string          `json:"op"`
+	Charter json.RawMessage `json:"charter,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
+	Round   int             `json:"round,omitempty"`
+}
+
+// Charter is what the open control message fixes. Limits and Policy are
+// kept as canonical JSON for the supervisor.
+type Charter struct {
+	Title        string          `json:"title"`
+	Participants []string        `json:"participants,omitempty"`
+	Limits       json.RawMessage `json:"limits,omitempty"`
+	Policy       json.RawMessage `json:"policy,omitempty"`
+}
+
+var errControl = errors.New("control message")
+
+func parseControl(data []byte) (Control, *Charter, error) {
+	var c Control
+	canonical, err := canon.Canonicalize(canon.AMD, data)
+	if err != nil {
+		return c, nil, err
+	}
+	if canonical[0] != '{' {
+		return c, nil, errors.New("a control message is a JSON object")
+	}
+	if err := json.Unmarshal(canonical, &c); err != nil {
+		return c, nil, err
+	}
+	switch c.Op {
+	case "open":
+		if len(c.Charter) == 0 || c.Charter[0] != '{' {
+			return c, nil, errors.New("open needs a charter object")
+		}
+		var ch Charter
+		if err := json.Unmarshal(c.Charter, &ch); err != nil {
+			return c, nil, errors.New("charter: " + err.Error())
+		}
+		for _, t := range ch.Participants {
+			if !ValidToken(t) {
+				return c, nil, errors.New("charter: participant token " + strconv.Quote(t))
+			}
+		}
+		return c, &ch, nil
+	case "suspend", "resume", "cancel", "round":
+		return c, nil, nil
+	}
+	return c, nil, errors.New("unknown op " + strconv.Quote(c.Op))
+}
+
+func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
+	c, charter, err := parseControl(m.Data)
+	if err != nil {
+		msg := err.Error()
+		var ce *canon.Error
+		if errors.As(err, &ce) {
+			msg = ce.Code + ": " + ce.Msg
+		}
+		if d == nil {
+			return p.unroutable(m, "", CodeControlInvalid, msg)
+		}
+		return d.reject(m.Seq, "", "", ClassInvalidSubmission, CodeControlInvalid, msg)
+	}
+	if d == nil {
+		if c.Op != "open" {
+			return p.unroutable(m, "", CodeNotOpen, c.Op+" on a deliberation that was never opened")
+		}
+		d = newDeliberation(id, p.opts)
+		p.delibs[id] = d
+	}
+	return d.control(m.Seq, c, charter)
+}

@@ -1,0 +1,246 @@
+package projector_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+)
+
+const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+
+// feed applies messages with consecutive positions.
+type feed struct {
+	t   testing.TB
+	p   *projector.Projection
+	seq uint64
+}
+
+func newFeed(t testing.TB) *feed {
+	return &feed{t: t, p: projector.New(projector.Options{})}
+}
+
+func (f *feed) raw(subject string, data []byte) projector.Outcome {
+	f.seq++
+	return f.p.Apply(projector.Msg{Seq: f.seq, Subject: subject, Data: data})
+}
+
+func (f *feed) ctl(json string) projector.Outcome {
+	return f.raw(projector.ControlSubject(delib), []byte(json))
+}
+
+func (f *feed) art(participant string, a *events.Artifact) projector.Outcome {
+	return f.raw(projector.ArtifactSubject(delib, participant), a.Canonical)
+}
+
+func (f *feed) d() *projector.Deliberation {
+	d := f.p.Deliberation(delib)
+	if d == nil {
+		f.t.Fatal("no deliberation")
+	}
+	return d
+}
+
+func claim(s string) *events.Artifact {
+	return events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: s}})
+}
+
+func objection(target canon.Digest, blocking bool) *events.Artifact {
+	return events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "no: " + target.String()[:12], Blocking: blocking},
+		References: []events.Reference{{Target: target, Relation: events.ObjectsTo}}})
+}
+
+func decision(status events.DecisionStatus, decides canon.Digest, disp ...events.Disposition) *events.Artifact {
+	refs := []events.Reference{{Target: decides, Relation: events.Decides}}
+	for _, d := range disp {
+		refs = append(refs, events.Reference{Target: d.Objection, Relation: events.Considers})
+	}
+	return events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "adopt", Status: status, ObjectionDispositions: disp}, References: refs})
+}
+
+func termination(state events.TerminationState, refs ...events.Reference) *events.Artifact {
+	return events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: state}, References: refs})
+}
+
+func wantRejection(t *testing.T, o projector.Outcome, code string) {
+	t.Helper()
+	if o.Rejection == nil || o.Rejection.Code != code {
+		t.Fatalf("outcome %+v, want rejection %s", o, code)
+	}
+}
+
+func TestApply_Deliberation(t *testing.T) {
+	f := newFeed(t)
+	if o := f.ctl(`{"op":"open","charter":{"title":"Cache?"}}`); o.Control != "open" {
+		t.Fatalf("%+v", o)
+	}
+	c := claim("The cache halves p99.")
+	ev := events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: "41 ms", ProvenanceClass: events.TraceVerifiedObservation},
+		References: []events.Reference{{Target: c.ID, Relation: events.Supports}}})
+	ob := objection(c.ID, true)
+	soft := objection(c.ID, false)
+	for _, a := range []*events.Artifact{c, ev, ob, soft} {
+		if o := f.art("alice", a); len(o.Accepted) != 1 {
+			t.Fatalf("%s: %+v", a.Type, o)
+		}
+	}
+	d := f.d()
+	if got := d.OpenBlockingObjections(); len(got) != 1 || got[0] != ob.ID {
+		t.Errorf("open objections %v", got)
+	}
+	if d.Artifacts() != 4 || d.Counts()[events.TypeObjection] != 2 || len(d.Tips()) != 3 {
+		t.Errorf("artifacts %d counts %v tips %d", d.Artifacts(), d.Counts(), len(d.Tips()))
+	}
+	dec := decision(events.Final, c.ID, events.Disposition{Objection: ob.ID, Disposition: events.Addressed, Rationale: "measured twice"})
+	if o := f.art("bob", dec); len(o.Accepted) != 1 {
+		t.Fatalf("%+v", o)
+	}
+	if len(d.OpenBlockingObjections()) != 0 || len(d.Decisions()) != 1 {
+		t.Errorf("after decision: open %v", d.OpenBlockingObjections())
+	}
+	if got := d.ParticipantCounts(); got["alice"] != 4 || got["bob"] != 1 {
+		t.Errorf("participants %v", got)
+	}
+	f.art("_supervisor", termination(events.Completed, events.Reference{Target: dec.ID, Relation: events.Decides}))
+	if d.Status != projector.StatusCompleted {
+		t.Fatalf("status %s", d.Status)
+	}
+	if o := f.art("alice", claim("too late")); !o.Late {
+		t.Errorf("after completion: %+v", o)
+	}
+	if _, n := d.Late(); n != 1 || d.Position != f.seq {
+		t.Errorf("late %d position %d", n, d.Position)
+	}
+	wantRejection(t, f.ctl(`{"op":"resume"}`), projector.CodeTerminal)
+}
+
+func TestApply_Rejections(t *testing.T) {
+	f := newFeed(t)
+	o := f.art("alice", claim("before open"))
+	wantRejection(t, o, projector.CodeNotOpen)
+	if _, n := f.p.Unrouted(); n != 1 {
+		t.Errorf("unrouted %d", n)
+	}
+	wantRejection(t, f.raw("parley."+delib+".other", []byte(`{}`)), projector.CodeSubjectInvalid)
+	wantRejection(t, f.raw("parley.not-a-uuid.ctl", []byte(`{"op":"open","charter":{}}`)), projector.CodeDeliberationInvalid)
+	wantRejection(t, f.raw("parley."+strings.ToUpper(delib)+".ctl", []byte(`{"op":"open","charter":{}}`)), projector.CodeDeliberationInvalid)
+	wantRejection(t, f.ctl(`{"op":"suspend"}`), projector.CodeNotOpen)
+	wantRejection(t, f.ctl(`{"op":"open"}`), projector.CodeControlInvalid)
+	f.ctl(`{"op":"open","charter":{"title":"t","participants":["alice","bob"]}}`)
+	d := f.d()
+	wantRejection(t, f.ctl(`{"op":"open","charter":{"title":"again"}}`), projector.CodeAlreadyOpen)
+	wantRejection(t, f.ctl(`{"op":"dance"}`), projector.CodeControlInvalid)
+	wantRejection(t, f.ctl(`not json`), projector.CodeControlInvalid)
+	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "alice"), []byte("\x00garbage")), "json.syntax")
+	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "alice"), []byte(`{"a":1}`)), "id.missing")
+	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "-bad"), claim("x").Canonical), projector.CodeParticipantInvalid)
+	wantRejection(t, f.art("mallory", claim("not invited")), projector.CodeNotInCharter)
+	c := claim("once")
+	f.art("alice", c)
+	wantRejection(t, f.art("bob", c), projector.CodeDuplicate)
+	// An identical redelivery at an old position changes nothing.
+	before := d.StateDigest()
+	if o := f.p.Apply(projector.Msg{Seq: 1, Subject: projector.ArtifactSubject(delib, "alice"), Data: claim("old").Canonical}); o.Rejection != nil || len(o.Accepted) != 0 {
+		t.Errorf("old position applied: %+v", o)
+	}
+	if d.StateDigest() != before {
+		t.Error("digest changed on an old position")
+	}
+	// Relation applicability: objects-to a TERMINATION is inapplicable.
+	// (A suspended TERMINATION is not terminal.)
+	susp := termination(events.Suspended)
+	f.art("alice", susp)
+	if d.Status != projector.StatusSuspended {
+		t.Fatalf("status %s", d.Status)
+	}
+	wantRejection(t, f.art("alice", claim("while suspended")), projector.CodeSuspended)
+	f.ctl(`{"op":"resume"}`)
+	wantRejection(t, f.art("bob", objection(susp.ID, true)), "relation.inapplicable")
+	_, total, codes := d.Rejections()
+	if total != 10 || codes[projector.CodeDuplicate] != 1 {
+		t.Errorf("rejections %d %v", total, codes)
+	}
+	f.ctl(`{"op":"cancel","reason":"enough"}`)
+	if d.Status != projector.StatusCancelled || !d.Status.Terminal() {
+		t.Errorf("status %s", d.Status)
+	}
+}
+
+func TestApply_Pending(t *testing.T) {
+	f := newFeed(t)
+	f.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	d := f.d()
+	c := claim("late parent")
+	ob := objection(c.ID, true)
+	dec := decision(events.Provisional, ob.ID) // decides an OBJECTION: inapplicable, found once ob is known
+	if o := f.art("bob", ob); !o.Pending {
+		t.Fatalf("%+v", o)
+	}
+	if o := f.art("bob", dec); !o.Pending {
+		t.Fatalf("%+v", o)
+	}
+	if d.Pending() != 2 || d.Artifacts() != 0 {
+		t.Fatalf("pending %d artifacts %d", d.Pending(), d.Artifacts())
+	}
+	o := f.art("alice", c)
+	if len(o.Accepted) != 2 || o.Accepted[0] != c.ID || o.Accepted[1] != ob.ID || o.Rejection == nil || o.Rejection.Code != "relation.inapplicable" {
+		t.Fatalf("%+v", o)
+	}
+	if d.Pending() != 0 || d.Artifacts() != 2 {
+		t.Errorf("pending %d artifacts %d", d.Pending(), d.Artifacts())
+	}
+	// Pending is bounded.
+	g := &feed{t: t, p: projector.New(projector.Options{MaxPending: 2})}
+	g.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	for i := 0; i < 2; i++ {
+		if o := g.art("a", objection(claim(string(rune('a'+i))).ID, false)); !o.Pending {
+			t.Fatal(o)
+		}
+	}
+	wantRejection(t, g.art("a", objection(claim("z").ID, false)), projector.CodePendingOverflow)
+	// Waiters of a rejected artifact are rejected with it.
+	h := newFeed(t)
+	h.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	term := termination(events.Suspended)
+	bad := objection(term.ID, true) // objects-to a TERMINATION
+	child := objection(bad.ID, false)
+	h.art("a", child)
+	h.art("a", bad)
+	o = h.art("a", term)
+	if h.d().Pending() != 0 || h.d().Artifacts() != 1 {
+		t.Fatalf("%+v pending %d", o, h.d().Pending())
+	}
+	_, _, codes := h.d().Rejections()
+	if codes["relation.inapplicable"] != 1 || codes["reference.rejected_target"] != 1 {
+		t.Errorf("codes %v", codes)
+	}
+}
+
+func TestStateDigest_Deterministic(t *testing.T) {
+	build := func(n int) *projector.Deliberation {
+		f := newFeed(t)
+		f.ctl(`{"op":"open","charter":{"title":"t","limits":{"max_rounds":3}}}`)
+		prev := claim("root")
+		f.art("a", prev)
+		for i := 0; i < n; i++ {
+			o := objection(prev.ID, i%2 == 0)
+			f.art([]string{"a", "b", "c"}[i%3], o)
+			prev = o
+		}
+		f.raw(projector.ArtifactSubject(delib, "a"), []byte("junk"))
+		return f.d()
+	}
+	a, b := build(50), build(50)
+	if a.StateDigest() != b.StateDigest() {
+		t.Error("same stream, different digests")
+	}
+	if build(49).StateDigest() == a.StateDigest() {
+		t.Error("different streams, same digest")
+	}
+	v := a.View()
+	if v.StateDigest != a.StateDigest() || v.Artifacts != 51 || v.Rejections != 1 || len(v.OpenBlockingObjections) != 25 {
+		t.Errorf("view %+v", v)
+	}
+}
