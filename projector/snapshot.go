@@ -1,0 +1,166 @@
+package projector
+
+import (
+	"encoding/gob"
+	"fmt"
+	"io"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// snapshotVersion changes whenever the snapshot layout does; a snapshot of
+// another version is refused and the runner rebuilds from the stream.
+const snapshotVersion = 1
+
+type snapshot struct {
+	Version       int
+	Position      uint64
+	Unrouted      []Rejection
+	UnroutedTotal int
+	Delibs        []delibSnap
+}
+
+type refSnap struct {
+	Target canon.Digest
+	Rel    events.Relation
+}
+
+type nodeSnap struct {
+	ID          canon.Digest
+	Seq         uint64
+	Participant int32
+	Type        events.Type
+	Blocking    bool
+	Decision    *events.Decision
+	Termination *events.Termination
+	Extensions  map[string][]byte
+	Refs        []refSnap
+}
+
+type pendingSnap struct {
+	Canonical   []byte
+	Seq         uint64
+	Participant string
+}
+
+type delibSnap struct {
+	ID, Title          string
+	Status             Status
+	Charter            *Charter
+	OpenedAt, Position uint64
+	Round              int
+	Nodes              []nodeSnap
+	Pending            []pendingSnap
+	Tips, Open         []canon.Digest
+	Decs, Terms        []canon.Digest
+	Parts              []string
+	PerPart            []int
+	Allowed            []string
+	Rejects            []Rejection
+	RejCodes           map[string]int
+	RejTotal           int
+	Late               []Late
+	LateN              int
+}
+
+// WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
+// projection with the same state and digests.
+func (p *Projection) WriteSnapshot(w io.Writer) error {
+	s := snapshot{Version: snapshotVersion, Position: p.position, Unrouted: p.unrouted, UnroutedTotal: p.unroutedTotal}
+	for _, d := range p.delibs {
+		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
+			Position: d.Position, Round: d.Round, Tips: sortedKeys(d.tips), Open: sortedKeys(d.open),
+			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
+			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN}
+		for t := range d.allowed {
+			ds.Allowed = append(ds.Allowed, t)
+		}
+		ds.Nodes = make([]nodeSnap, 0, len(d.nodes))
+		for id, n := range d.nodes {
+			ns := nodeSnap{ID: id, Seq: n.Seq, Participant: n.Participant, Type: n.Type, Blocking: n.Blocking,
+				Decision: n.Decision, Termination: n.Termination, Extensions: n.Extensions}
+			ns.Refs = make([]refSnap, len(n.refs))
+			for i, r := range n.refs {
+				ns.Refs[i] = refSnap{r.target, r.rel}
+			}
+			ds.Nodes = append(ds.Nodes, ns)
+		}
+		for _, pe := range d.pend {
+			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant})
+		}
+		s.Delibs = append(s.Delibs, ds)
+	}
+	if err := gob.NewEncoder(w).Encode(&s); err != nil {
+		return fmt.Errorf("projector: write snapshot: %w", err)
+	}
+	return nil
+}
+
+// ReadSnapshot reads a projection written by WriteSnapshot.
+func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
+	var s snapshot
+	if err := gob.NewDecoder(r).Decode(&s); err != nil {
+		return nil, fmt.Errorf("projector: read snapshot: %w", err)
+	}
+	if s.Version != snapshotVersion {
+		return nil, fmt.Errorf("projector: snapshot version %d, want %d", s.Version, snapshotVersion)
+	}
+	p := New(opts)
+	p.position, p.unrouted, p.unroutedTotal = s.Position, s.Unrouted, s.UnroutedTotal
+	for _, ds := range s.Delibs {
+		d := newDeliberation(ds.ID, p.opts)
+		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
+		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
+		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
+		if ds.RejCodes != nil {
+			d.rejCodes = ds.RejCodes
+		}
+		if d.perPart == nil {
+			d.perPart = []int{}
+		}
+		for i, t := range d.parts {
+			d.partIdx[t] = int32(i)
+		}
+		if len(ds.Allowed) > 0 {
+			d.allowed = map[string]bool{}
+			for _, t := range ds.Allowed {
+				d.allowed[t] = true
+			}
+		}
+		for _, ns := range ds.Nodes {
+			n := &Node{Seq: ns.Seq, Participant: ns.Participant, Type: ns.Type, Blocking: ns.Blocking,
+				Decision: ns.Decision, Termination: ns.Termination, Extensions: ns.Extensions}
+			n.refs = make([]ref, len(ns.Refs))
+			for i, r := range ns.Refs {
+				n.refs[i] = ref{r.Target, r.Rel}
+			}
+			d.nodes[ns.ID] = n
+			d.counts[typeIndex[n.Type]]++
+		}
+		for _, id := range ds.Tips {
+			d.tips[id] = struct{}{}
+		}
+		for _, id := range ds.Open {
+			d.open[id] = struct{}{}
+		}
+		for _, ps := range ds.Pending {
+			a, err := p.opts.Validator.Validate(ps.Canonical)
+			if err != nil {
+				return nil, fmt.Errorf("projector: snapshot pending artifact at %d: %w", ps.Seq, err)
+			}
+			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant}
+			seen := map[canon.Digest]bool{}
+			for _, r := range a.References {
+				if _, ok := d.nodes[r.Target]; !ok && !seen[r.Target] {
+					seen[r.Target] = true
+					d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
+				}
+			}
+			pe.missing = len(seen)
+			d.pend[a.ID] = pe
+		}
+		p.delibs[d.ID] = d
+	}
+	return p, nil
+}
