@@ -1,0 +1,115 @@
+// Package embedded runs the NATS server with JetStream inside the parley
+// process: the single-machine default of engine serve, and the real server
+// every test uses.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config of an embedded server.
+type Config struct {
+	// Dir holds the JetStream file store (in Dir/jetstream). Required: an
+	// empty store directory would fall back to a shared temporary one.
+	Dir string
+	// Host and Port to listen on for clients; Port -1 picks a free port.
+	// DontListen serves in-process connections only.
+	Host       string
+	Port       int
+	DontListen bool
+	// ServerName names the server (default "parley").
+	ServerName string
+	// ConfigFile, when set, is a nats-server configuration file whose
+	// options are used (Dir, Host and Port still apply when set).
+	ConfigFile string
+	// Logger receives the server's log; nil discards it.
+	Logger *slog.Logger
+	// ReadyTimeout bounds the wait for the server (default 30 s).
+	ReadyTimeout time.Duration
+}
+
+// Start starts a server and waits until it accepts connections with
+// JetStream enabled.
+func Start(cfg Config) (*server.Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embedded: a store directory is required")
+	}
+	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		o, err := server.ProcessConfigFile(cfg.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: config %s: %w", cfg.ConfigFile, err)
+		}
+		opts = o
+	}
+	opts.JetStream = true
+	opts.StoreDir = filepath.Clean(cfg.Dir)
+	opts.NoSigs = true
+	if cfg.Host != "" {
+		opts.Host = cfg.Host
+	}
+	if cfg.Port != 0 {
+		opts.Port = cfg.Port
+	}
+	opts.DontListen = cfg.DontListen
+	if cfg.ServerName != "" {
+		opts.ServerName = cfg.ServerName
+	} else if opts.ServerName == "" {
+		opts.ServerName = "parley"
+	}
+	if cfg.Logger == nil {
+		opts.NoLog = true
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if cfg.Logger != nil {
+		s.SetLoggerV2(&logger{cfg.Logger}, false, false, false)
+	}
+	go s.Start()
+	timeout := cfg.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if !s.ReadyForConnections(timeout) {
+		s.Shutdown()
+		return nil, fmt.Errorf("embedded: server not ready after %s", timeout)
+	}
+	deadline := time.Now().Add(timeout)
+	for !s.JetStreamEnabled() {
+		if time.Now().After(deadline) {
+			s.Shutdown()
+			return nil, errors.New("embedded: JetStream did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s, nil
+}
+
+// Stop shuts s down and waits for it.
+func Stop(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// logger adapts the server's logging to slog.
+type logger struct{ l *slog.Logger }
+
+func (g *logger) Noticef(format string, v ...any) { g.log(slog.LevelInfo, format, v) }
+func (g *logger) Warnf(format string, v ...any)   { g.log(slog.LevelWarn, format, v) }
+func (g *logger) Fatalf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
+func (g *logger) Errorf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
+func (g *logger) Debugf(format string, v ...any)  { g.log(slog.LevelDebug, format, v) }
+func (g *logger) Tracef(format string, v ...any)  { g.log(slog.LevelDebug-4, format, v) }
+
+func (g *logger) log(level slog.Level, format string, v []any) {
+	g.l.Log(context.Background(), level, fmt.Sprintf(format, v...), "component", "nats")
+}

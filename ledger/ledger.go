@@ -1,0 +1,145 @@
+// Package ledger is the JetStream side of parley: the PARLEY stream that
+// holds every artifact and control message, the configuration that keeps
+// it whole, and publishing with the idempotency and concurrency headers the
+// engine relies on.
+//
+// The stream is the record. Its configuration must make dropping or
+// erasing a message impossible through the engine: file storage, no age,
+// count or size limit, Discard New (a full disk refuses writes instead of
+// dropping old ones), DenyDelete and DenyPurge (which cannot be turned off
+// later), no rollup, no message TTLs. Check reports every way a
+// configuration falls short; Ensure creates the stream or refuses one that
+// falls short. Deleting the stream itself is not prevented by any stream
+// setting: deploy/nats.conf denies it to every user but the administrator.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamName is the one stream.
+const StreamName = "PARLEY"
+
+// Subjects the stream holds: artifacts and control messages. They are the
+// only subjects of parley.<deliberation>.…; the query service's
+// parley.api.* subjects stay out of the stream.
+var Subjects = []string{"parley.*.art.*", "parley.*.ctl"}
+
+// DuplicateWindow is the stream's dedupe window. It only absorbs client
+// retries; permanent idempotency is the projector's.
+const DuplicateWindow = 2 * time.Minute
+
+// StreamConfig returns the configuration of the PARLEY stream with the
+// given number of replicas (1 embedded, 3 on a cluster).
+func StreamConfig(replicas int) jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	return jetstream.StreamConfig{
+		Name:              StreamName,
+		Description:       "parley: the append-only record of every deliberation",
+		Subjects:          Subjects,
+		Retention:         jetstream.LimitsPolicy,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxAge:            0,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		Discard:           jetstream.DiscardNew,
+		Storage:           jetstream.FileStorage,
+		Replicas:          replicas,
+		Duplicates:        DuplicateWindow,
+		DenyDelete:        true,
+		DenyPurge:         true,
+		AllowRollup:       false,
+		AllowDirect:       true,
+		Metadata:          map[string]string{"parley.protocol": "0.1"},
+	}
+}
+
+// ErrUnsafeStream is returned, wrapped, for a stream whose configuration
+// could drop or erase messages.
+var ErrUnsafeStream = errors.New("ledger: the PARLEY stream could drop or erase messages")
+
+// Check lists every way cfg could drop or erase messages, or fail to hold
+// parley's subjects. It returns nil for a safe configuration.
+func Check(cfg jetstream.StreamConfig) error {
+	var p []string
+	if cfg.Storage != jetstream.FileStorage {
+		p = append(p, "storage is not file (memory storage loses everything on restart)")
+	}
+	if cfg.Retention != jetstream.LimitsPolicy {
+		p = append(p, "retention is "+cfg.Retention.String()+" (messages would be removed once consumed)")
+	}
+	if cfg.MaxAge > 0 {
+		p = append(p, fmt.Sprintf("max_age is %s (old messages would expire)", cfg.MaxAge))
+	}
+	if cfg.MaxMsgs > 0 {
+		p = append(p, fmt.Sprintf("max_msgs is %d", cfg.MaxMsgs))
+	}
+	if cfg.MaxBytes > 0 {
+		p = append(p, fmt.Sprintf("max_bytes is %d", cfg.MaxBytes))
+	}
+	if cfg.MaxMsgsPerSubject > 0 {
+		p = append(p, fmt.Sprintf("max_msgs_per_subject is %d", cfg.MaxMsgsPerSubject))
+	}
+	if cfg.Discard != jetstream.DiscardNew {
+		p = append(p, "discard is old (a limit would drop old messages instead of refusing new ones)")
+	}
+	if !cfg.DenyDelete {
+		p = append(p, "deny_delete is off (single messages could be deleted)")
+	}
+	if !cfg.DenyPurge {
+		p = append(p, "deny_purge is off (the stream could be purged)")
+	}
+	if cfg.AllowRollup {
+		p = append(p, "allow_rollup is on (a rollup purges earlier messages)")
+	}
+	if cfg.AllowMsgTTL {
+		p = append(p, "allow_msg_ttl is on (messages could expire)")
+	}
+	if cfg.SubjectDeleteMarkerTTL > 0 {
+		p = append(p, "subject_delete_marker_ttl is set")
+	}
+	for _, s := range Subjects {
+		if !slices.Contains(cfg.Subjects, s) {
+			p = append(p, "subjects do not include "+s)
+		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafeStream, strings.Join(p, "; "))
+}
+
+// Ensure creates the PARLEY stream if it does not exist, and otherwise
+// checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
+// could drop or erase messages. It never changes an existing stream.
+func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, StreamName)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s, err = js.CreateStream(ctx, StreamConfig(replicas))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: create stream %s: %w", StreamName, err)
+		}
+		return s, nil
+	case err != nil:
+		return nil, fmt.Errorf("ledger: look up stream %s: %w", StreamName, err)
+	}
+	if err := Check(s.CachedInfo().Config); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// MsgID is the Nats-Msg-Id of an artifact: <deliberation>:<artifact id>.
+func MsgID(deliberation, artifactID string) string { return deliberation + ":" + artifactID }
