@@ -33,7 +33,15 @@ type Config struct {
 	Logger *slog.Logger
 	// ReadyTimeout bounds the wait for the server (default 30 s).
 	ReadyTimeout time.Duration
+	// MaxPayload is the largest message the server accepts (default
+	// DefaultMaxPayload). It is above parley's artifact size limit on
+	// purpose: an oversized artifact reaches the stream and is recorded as
+	// a limit.size rejection, instead of vanishing at the door.
+	MaxPayload int32
 }
+
+// DefaultMaxPayload is 4 MiB.
+const DefaultMaxPayload = 4 << 20
 
 // Start starts a server and waits until it accepts connections with
 // JetStream enabled.
@@ -59,6 +67,12 @@ func Start(cfg Config) (*server.Server, error) {
 		opts.Port = cfg.Port
 	}
 	opts.DontListen = cfg.DontListen
+	switch {
+	case cfg.MaxPayload > 0:
+		opts.MaxPayload = cfg.MaxPayload
+	case opts.MaxPayload == 0:
+		opts.MaxPayload = DefaultMaxPayload
+	}
 	if cfg.ServerName != "" {
 		opts.ServerName = cfg.ServerName
 	} else if opts.ServerName == "" {
@@ -103,7 +117,7 @@ func Stop(s *server.Server) {
 // logger adapts the server's logging to slog.
 type logger struct{ l *slog.Logger }
 
-func (g *logger) Noticef(format string, v ...any) { g.log(slog.LevelInfo, format, v) }
+func (g *logger) Noticef(format string, v ...any) { g.log(slog.LevelDebug, format, v) }
 func (g *logger) Warnf(format string, v ...any)   { g.log(slog.LevelWarn, format, v) }
 func (g *logger) Fatalf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
 func (g *logger) Errorf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
@@ -111,5 +125,5 @@ func (g *logger) Debugf(format string, v ...any)  { g.log(slog.LevelDebug, forma
 func (g *logger) Tracef(format string, v ...any)  { g.log(slog.LevelDebug-4, format, v) }
 
 func (g *logger) log(level slog.Level, format string, v []any) {
-	g.l.Log(context.Background(), level, fmt.Sprintf(format, v...), "component", "nats")
+	g.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
 }

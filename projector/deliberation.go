@@ -161,12 +161,6 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}
 	id := a.ID.String()
-	if _, dup := d.nodes[a.ID]; dup {
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
-	}
-	if _, dup := d.pend[a.ID]; dup {
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
-	}
 	switch {
 	case d.Status.Terminal():
 		d.Position = m.Seq
@@ -177,6 +171,12 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
 	case participant != SupervisorToken && d.allowed != nil && !d.allowed[participant]:
 		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
+	}
+	if _, dup := d.nodes[a.ID]; dup {
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
+	}
+	if _, dup := d.pend[a.ID]; dup {
+		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
 	}
 	d.Position = m.Seq
 	missing := 0

@@ -1,5 +1,6 @@
-// Command engine is parley's command line: canonical JSON and artifact ids
-// (id, canon, verify, jcs) and the version of the formats it speaks.
+// Command engine is parley's command line: the engine service (serve),
+// canonical JSON and artifact ids (id, canon, verify, jcs) and the version
+// of the formats it speaks.
 //
 // Run "engine help" for the commands.
 package main

@@ -35,6 +35,7 @@ func commands() []command {
 		{"canon", "print the canonical form of a document (AMD profile, or --jcs)", runCanon},
 		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
+		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
 	}
 }

@@ -1,0 +1,205 @@
+// Package client is the Go client of parley for participants: open a
+// deliberation with its charter, seal, validate and publish artifacts, send
+// control messages, and read or watch the state the engine projects.
+//
+// A Client publishes as one participant token. On a deployment with
+// deploy/nats.conf, the NATS user it connects as may only publish on its
+// own parley.*.art.<token>, which is what authenticates attribution.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+// Client publishes as one participant.
+type Client struct {
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	participant string
+}
+
+// New returns a client publishing as participant over nc.
+func New(nc *nats.Conn, participant string) (*Client, error) {
+	if !projector.ValidToken(participant) {
+		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, js: js, participant: participant}, nil
+}
+
+// Participant returns the client's token.
+func (c *Client) Participant() string { return c.participant }
+
+// Charter is the charter of a new deliberation (DESIGN §8). Limits and
+// Policy are passed through as JSON objects.
+type Charter struct {
+	Title        string         `json:"title"`
+	Participants []string       `json:"participants,omitempty"`
+	Limits       map[string]any `json:"limits,omitempty"`
+	Policy       map[string]any `json:"policy,omitempty"`
+}
+
+// Open opens a new deliberation with a version 7 UUID and returns its id.
+func (c *Client) Open(ctx context.Context, ch Charter) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	if err := c.OpenID(ctx, id.String(), ch); err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+// OpenID opens the deliberation id (any UUID) with a charter.
+func (c *Client) OpenID(ctx context.Context, id string, ch Charter) error {
+	if !projector.ValidDeliberation(id) {
+		return fmt.Errorf("client: %q is not a canonical UUID", id)
+	}
+	return c.control(ctx, id, map[string]any{"op": "open", "charter": ch}, "open")
+}
+
+// Suspend suspends a deliberation.
+func (c *Client) Suspend(ctx context.Context, id string) error {
+	return c.control(ctx, id, map[string]any{"op": "suspend"}, "")
+}
+
+// Resume resumes a suspended deliberation.
+func (c *Client) Resume(ctx context.Context, id string) error {
+	return c.control(ctx, id, map[string]any{"op": "resume"}, "")
+}
+
+// Cancel cancels a deliberation.
+func (c *Client) Cancel(ctx context.Context, id, reason string) error {
+	return c.control(ctx, id, map[string]any{"op": "cancel", "reason": reason}, "")
+}
+
+func (c *Client) control(ctx context.Context, id string, v any, msgID string) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(ledger.StreamName)}
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(id+":"+msgID))
+	}
+	if _, err := c.js.Publish(ctx, projector.ControlSubject(id), b, opts...); err != nil {
+		return fmt.Errorf("client: control %s: %w", id, err)
+	}
+	return nil
+}
+
+// Publish seals d and publishes it to deliberation id. The returned ack's
+// Sequence is the artifact's stream position.
+func (c *Client) Publish(ctx context.Context, id string, d events.Draft) (*events.Artifact, *jetstream.PubAck, error) {
+	a, err := events.Seal(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	ack, err := c.PublishArtifact(ctx, id, a)
+	return a, ack, err
+}
+
+// PublishArtifact validates and publishes a sealed artifact with the
+// Nats-Msg-Id <deliberation>:<artifact_id>, so that a retried publish is
+// stored once. A resubmission inside the stream's dedupe window is
+// acknowledged with Duplicate set; after it, the engine records it as an
+// artifact.duplicate rejection and the DAG does not change.
+func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artifact) (*jetstream.PubAck, error) {
+	if _, err := events.Validate(a.Canonical); err != nil {
+		return nil, err
+	}
+	ack, err := c.js.Publish(ctx, projector.ArtifactSubject(id, c.participant), a.Canonical,
+		jetstream.WithMsgID(ledger.MsgID(id, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName))
+	if err != nil {
+		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
+	}
+	return ack, nil
+}
+
+// State asks the engine (its NATS micro service) for the state of
+// deliberation id.
+func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
+	var v projector.View
+	req, _ := json.Marshal(map[string]string{"id": id})
+	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".deliberation", req)
+	if err != nil {
+		return v, fmt.Errorf("client: state of %s: %w", id, err)
+	}
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return v, fmt.Errorf("client: state of %s: %s %s", id, code, msg.Header.Get("Nats-Service-Error"))
+	}
+	return v, json.Unmarshal(msg.Data, &v)
+}
+
+// WaitPosition waits until the engine's projection of deliberation id has
+// reached stream position seq (for example the Sequence of a PubAck), and
+// returns the state then.
+func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (projector.View, error) {
+	for {
+		v, err := c.State(ctx, id)
+		if err == nil && v.Position >= seq {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, errors.Join(ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Watch calls fn with the state of deliberation id each time the engine
+// has projected new messages of it, until ctx ends or fn returns false.
+func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) bool) error {
+	cons, err := c.js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{projector.DeliberationFilter(id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	go func() { <-ctx.Done(); it.Stop() }()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		if meta.NumPending > 0 {
+			continue // report once caught up
+		}
+		v, err := c.WaitPosition(ctx, id, meta.Sequence.Stream)
+		if err != nil {
+			return err
+		}
+		if !fn(v) {
+			return nil
+		}
+	}
+}

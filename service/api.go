@@ -1,0 +1,249 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/projector"
+)
+
+// Queries are the reads of the query API, shared by HTTP and NATS micro.
+type Queries struct {
+	r      *Runner
+	stream jetstream.Stream
+}
+
+// apiError is an error with an HTTP status and a stable code.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"error"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func notFound(what string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
+}
+
+// Summary is one entry of the deliberation list.
+type Summary struct {
+	ID         string           `json:"id"`
+	Title      string           `json:"title"`
+	Status     projector.Status `json:"status"`
+	Position   uint64           `json:"position"`
+	Artifacts  int              `json:"artifacts"`
+	Rejections int              `json:"rejections"`
+}
+
+// List returns every deliberation, most recently touched first.
+func (q *Queries) List() []Summary {
+	var out []Summary
+	q.r.Read(func(p *projector.Projection) {
+		p.Deliberations(func(d *projector.Deliberation) {
+			_, rej, _ := d.Rejections()
+			out = append(out, Summary{ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, Artifacts: d.Artifacts(), Rejections: rej})
+		})
+	})
+	slices.SortFunc(out, func(a, b Summary) int {
+		if a.Position != b.Position {
+			return int(int64(b.Position) - int64(a.Position))
+		}
+		return 0
+	})
+	if out == nil {
+		out = []Summary{}
+	}
+	return out
+}
+
+// Get returns the view of a deliberation.
+func (q *Queries) Get(id string) (projector.View, error) {
+	var v projector.View
+	found := false
+	q.r.Read(func(p *projector.Projection) {
+		if d := p.Deliberation(id); d != nil {
+			v, found = d.View(), true
+		}
+	})
+	if !found {
+		return v, notFound("deliberation " + id)
+	}
+	return v, nil
+}
+
+// RejectionList is the rejections of a deliberation.
+type RejectionList struct {
+	Deliberation string                `json:"deliberation"`
+	Total        int                   `json:"total"`
+	ByCode       map[string]int        `json:"by_code"`
+	Kept         int                   `json:"kept"`
+	Rejections   []projector.Rejection `json:"rejections"`
+}
+
+// Rejections returns the rejections of a deliberation.
+func (q *Queries) Rejections(id string) (RejectionList, error) {
+	var out RejectionList
+	found := false
+	q.r.Read(func(p *projector.Projection) {
+		if d := p.Deliberation(id); d != nil {
+			found = true
+			kept, total, codes := d.Rejections()
+			out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
+				Rejections: append([]projector.Rejection{}, kept...)}
+			for k, v := range codes {
+				out.ByCode[k] = v
+			}
+		}
+	})
+	if !found {
+		return out, notFound("deliberation " + id)
+	}
+	return out, nil
+}
+
+// Unrouted returns the rejections that belong to no open deliberation.
+func (q *Queries) Unrouted() RejectionList {
+	var out RejectionList
+	q.r.Read(func(p *projector.Projection) {
+		kept, total := p.Unrouted()
+		out = RejectionList{Total: total, Kept: len(kept), Rejections: append([]projector.Rejection{}, kept...), ByCode: map[string]int{}}
+		for _, r := range kept {
+			out.ByCode[r.Code]++
+		}
+	})
+	return out
+}
+
+// Artifact returns the canonical bytes of an artifact of a deliberation,
+// read from the stream at its position.
+func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byte, error) {
+	d, ok := canon.ParseDigest(artifactID)
+	if !ok {
+		return nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "artifact id is not sha256:<64 lowercase hex>"}
+	}
+	var seq uint64
+	known := false
+	q.r.Read(func(p *projector.Projection) {
+		if dl := p.Deliberation(delib); dl != nil {
+			known = true
+			if n := dl.Node(d); n != nil {
+				seq = n.Seq
+			}
+		}
+	})
+	switch {
+	case !known:
+		return nil, notFound("deliberation " + delib)
+	case seq == 0:
+		return nil, notFound("artifact " + artifactID)
+	}
+	msg, err := q.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "read position: " + err.Error()}
+	}
+	return canon.Canonicalize(canon.AMD, msg.Data)
+}
+
+// Health is the health report.
+type Health struct {
+	OK         bool   `json:"ok"`
+	Position   uint64 `json:"position"`
+	StreamLast uint64 `json:"stream_last"`
+	Lag        uint64 `json:"lag"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Health reports whether the stream answers, and the projector's lag.
+func (q *Queries) Health(ctx context.Context) Health {
+	h := Health{Position: q.r.Position()}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := q.stream.Info(ctx)
+	if err != nil {
+		h.Error = err.Error()
+		return h
+	}
+	h.OK, h.StreamLast = true, info.State.LastSeq
+	if h.StreamLast > h.Position {
+		h.Lag = h.StreamLast - h.Position
+	}
+	return h
+}
+
+// Handler serves the HTTP query API under /api/v1, /healthz and /metrics.
+func (q *Queries) Handler(m *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/deliberations", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, q.List())
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := q.Get(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/rejections", func(w http.ResponseWriter, r *http.Request) {
+		v, err := q.Rejections(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts/{artifact_id}", func(w http.ResponseWriter, r *http.Request) {
+		b, err := q.Artifact(r.Context(), r.PathValue("id"), r.PathValue("artifact_id"))
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/closure/{decision_id}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, nil, &apiError{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "closure verification is not available in this version"})
+	})
+	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, q.Unrouted())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		h := q.Health(r.Context())
+		status := http.StatusOK
+		if !h.OK {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, h)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			var ce *canon.Error
+			if errors.As(err, &ce) {
+				ae = &apiError{Status: http.StatusInternalServerError, Code: ce.Code, Message: "stored bytes no longer canonicalize: " + ce.Error()}
+			} else {
+				ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: err.Error()}
+			}
+		}
+		writeJSON(w, ae.Status, ae)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}

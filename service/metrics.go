@@ -1,0 +1,75 @@
+package service
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/parley-engine/parley/projector"
+)
+
+// Metrics are the engine's Prometheus metrics, in their own registry.
+type Metrics struct {
+	Registry   *prometheus.Registry
+	messages   prometheus.Counter
+	accepted   prometheus.Counter
+	rejections *prometheus.CounterVec
+	position   prometheus.Gauge
+	lag        prometheus.Gauge
+}
+
+// NewMetrics registers the metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		messages: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_ingested_messages_total",
+			Help: "Stream messages applied to the projection."}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_accepted_artifacts_total",
+			Help: "Artifacts admitted to a deliberation's DAG."}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_rejections_total",
+			Help: "Messages recorded as rejections, by code."}, []string{"code"}),
+		position: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_projector_position",
+			Help: "Stream sequence of the last message applied."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_projector_lag_messages",
+			Help: "Messages in the stream not yet applied, as the consumer last saw it."}),
+	}
+	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) observe(out projector.Outcome, seq, pending uint64) {
+	m.messages.Inc()
+	m.accepted.Add(float64(len(out.Accepted)))
+	if out.Rejection != nil {
+		m.rejections.WithLabelValues(out.Rejection.Code).Inc()
+	}
+	m.position.Set(float64(seq))
+	m.lag.Set(float64(pending))
+}
+
+// statusCollector reports deliberations by status at scrape time.
+type statusCollector struct {
+	r    *Runner
+	desc *prometheus.Desc
+}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[projector.Status]int{}
+	for _, s := range []projector.Status{projector.StatusOpen, projector.StatusSuspended, projector.StatusCompleted,
+		projector.StatusCancelled, projector.StatusDeadlock, projector.StatusExhausted} {
+		counts[s] = 0
+	}
+	c.r.Read(func(p *projector.Projection) {
+		p.Deliberations(func(d *projector.Deliberation) { counts[d.Status]++ })
+	})
+	for s, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(s))
+	}
+}
+
+func (m *Metrics) watch(r *Runner) {
+	m.Registry.MustRegister(&statusCollector{r: r, desc: prometheus.NewDesc("parley_deliberations",
+		"Deliberations by status.", []string{"status"}, nil)})
+}

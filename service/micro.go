@@ -1,0 +1,95 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// MicroPrefix is the subject prefix of the query service on NATS.
+const MicroPrefix = "parley.api"
+
+// AddMicro registers the query API as a NATS micro service named "parley"
+// (discoverable with nats micro ls). Every endpoint takes a JSON request
+// and answers with the same JSON as the HTTP API:
+//
+//	parley.api.deliberations  {}                                  the list
+//	parley.api.deliberation   {"id":…}                            one deliberation
+//	parley.api.rejections     {"id":…}                            its rejections
+//	parley.api.artifact       {"id":…,"artifact_id":…}            canonical bytes
+//	parley.api.health         {}                                  health
+func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
+		Description: "parley query API: deliberation state, artifacts, rejections"})
+	if err != nil {
+		return nil, err
+	}
+	g := svc.AddGroup(MicroPrefix)
+	type req struct {
+		ID         string `json:"id"`
+		ArtifactID string `json:"artifact_id"`
+	}
+	parse := func(r micro.Request) (req, bool) {
+		var v req
+		if len(r.Data()) > 0 {
+			if err := json.Unmarshal(r.Data(), &v); err != nil {
+				r.Error("400", "request is not JSON: "+err.Error(), nil)
+				return v, false
+			}
+		}
+		return v, true
+	}
+	respond := func(r micro.Request, v any, err error) {
+		if err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) {
+				r.Error(strconv.Itoa(ae.Status), ae.Message, nil)
+			} else {
+				r.Error("500", err.Error(), nil)
+			}
+			return
+		}
+		r.RespondJSON(v)
+	}
+	add := func(name string, h micro.HandlerFunc) error {
+		return g.AddEndpoint(name, h)
+	}
+	errs := []error{
+		add("deliberations", func(r micro.Request) { respond(r, q.List(), nil) }),
+		add("deliberation", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, err := q.Get(v.ID)
+				respond(r, out, err)
+			}
+		}),
+		add("rejections", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, err := q.Rejections(v.ID)
+				respond(r, out, err)
+			}
+		}),
+		add("artifact", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				b, err := q.Artifact(ctx, v.ID, v.ArtifactID)
+				if err != nil {
+					respond(r, nil, err)
+					return
+				}
+				r.Respond(b)
+			}
+		}),
+		add("health", func(r micro.Request) { respond(r, q.Health(context.Background()), nil) }),
+	}
+	if err := errors.Join(errs...); err != nil {
+		svc.Stop()
+		return nil, err
+	}
+	return svc, nil
+}

@@ -1,0 +1,268 @@
+// Package service assembles the parley engine: the embedded NATS server (or
+// a connection to an existing cluster), the PARLEY stream, the projector's
+// runner, the query API over HTTP and as a NATS micro service, and the
+// metrics.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+)
+
+// Config of the engine service.
+type Config struct {
+	// DataDir holds the embedded server's store (DataDir/nats) and the
+	// projection's snapshot (DataDir/projection.snapshot).
+	DataDir string
+	// Listen is the embedded server's client address (host:port; port 0
+	// picks a free one).
+	Listen string
+	// HTTP is the query API's address (host:port; port 0 picks a free one).
+	HTTP string
+	// NATS, when set, is a comma-separated list of URLs of an existing
+	// NATS cluster to use instead of the embedded server.
+	NATS string
+	// Credentials for NATS: a .creds file, an nkey seed file, TLS files.
+	Creds, NKey            string
+	TLSCA, TLSCert, TLSKey string
+	User, Password         string
+	// Replicas of the PARLEY stream when the engine creates it (1
+	// embedded; 3 is usual on a cluster).
+	Replicas int
+	// MaxArtifactBytes is the artifact size limit (default 1 MiB).
+	MaxArtifactBytes int
+	// SnapshotEvery is the interval between projection snapshots.
+	SnapshotEvery time.Duration
+	// NATSConfig is a nats-server configuration file for the embedded
+	// server (for example deploy/nats.conf).
+	NATSConfig string
+	Version    string
+	Logger     *slog.Logger
+}
+
+// Service is a running engine.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	srv     *server.Server // nil when using an external cluster
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	Stream  jetstream.Stream
+	Runner  *Runner
+	Queries *Queries
+	Metrics *Metrics
+	micro   micro.Service
+	http    *http.Server
+	httpLn  net.Listener
+	runDone chan struct{}
+	runErr  error
+	cancel  context.CancelFunc
+	natsURL string
+}
+
+// Start starts the engine. It returns once the stream exists and the API
+// listens; the projection catches up in the background.
+func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
+	s := &Service{cfg: cfg, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if cfg.DataDir == "" {
+		return nil, errors.New("service: a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("service: data directory: %w", err)
+	}
+	if cfg.NATS == "" {
+		host, port, err := splitHostPort(cfg.Listen, "127.0.0.1", 4222)
+		if err != nil {
+			return nil, fmt.Errorf("service: --listen: %w", err)
+		}
+		if port == 0 {
+			port = -1
+		}
+		s.srv, err = embedded.Start(embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
+			ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats")})
+		if err != nil {
+			return nil, err
+		}
+		s.natsURL = s.srv.ClientURL()
+		// The engine itself talks to its server in-process.
+		s.nc, err = nats.Connect("", append(s.natsOptions(), nats.InProcessServer(s.srv))...)
+	} else {
+		s.natsURL = cfg.NATS
+		s.nc, err = nats.Connect(cfg.NATS, s.natsOptions()...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("service: connect to NATS: %w", err)
+	}
+	if s.js, err = jetstream.New(s.nc); err != nil {
+		return nil, fmt.Errorf("service: jetstream: %w", err)
+	}
+	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelEnsure()
+	if s.Stream, err = ledger.Ensure(ensureCtx, s.js, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	maxBytes := cfg.MaxArtifactBytes
+	if maxBytes <= 0 {
+		maxBytes = canon.DefaultMaxSize
+	}
+	s.Metrics = NewMetrics()
+	s.Runner, err = NewRunner(ensureCtx, s.js, s.Stream, RunnerConfig{
+		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
+		SnapshotEvery: cfg.SnapshotEvery,
+		Projector:     projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes)))},
+		Logger:        s.log.With("component", "projector"),
+		Metrics:       s.Metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Metrics.watch(s.Runner)
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream}
+	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
+		return nil, fmt.Errorf("service: micro service: %w", err)
+	}
+	addr := cfg.HTTP
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	if s.httpLn, err = net.Listen("tcp", addr); err != nil {
+		return nil, fmt.Errorf("service: --http: %w", err)
+	}
+	s.http = &http.Server{Handler: s.Queries.Handler(s.Metrics), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http", "err", err)
+		}
+	}()
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.runDone = make(chan struct{})
+	go func() {
+		s.runErr = s.Runner.Run(runCtx)
+		close(s.runDone)
+	}()
+	return s, nil
+}
+
+func (s *Service) natsOptions() []nats.Option {
+	c := s.cfg
+	opts := []nats.Option{nats.Name("parley-engine"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) })}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.NKey != "" {
+		if o, err := nats.NkeyOptionFromSeed(c.NKey); err == nil {
+			opts = append(opts, o)
+		} else {
+			s.log.Error("nkey seed", "err", err)
+		}
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if c.TLSCert != "" || c.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts
+}
+
+func microVersion(v string) string {
+	// micro requires semver.
+	v = strings.TrimPrefix(v, "v")
+	if parts := strings.Split(v, "."); len(parts) == 3 {
+		return v
+	}
+	return "0.1.0"
+}
+
+// NATSURL is where participants connect.
+func (s *Service) NATSURL() string { return s.natsURL }
+
+// HTTPAddr is the query API's address.
+func (s *Service) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// Conn is the engine's own NATS connection.
+func (s *Service) Conn() *nats.Conn { return s.nc }
+
+// Done is closed when the runner stops; Err then says why.
+func (s *Service) Done() <-chan struct{} { return s.runDone }
+
+// Err is the runner's error once Done is closed.
+func (s *Service) Err() error { return s.runErr }
+
+// Close stops the engine gracefully: the API, the runner (which writes a
+// last snapshot), the connection, then the embedded server.
+func (s *Service) Close() error {
+	var errs []error
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, s.http.Shutdown(ctx))
+		cancel()
+	}
+	if s.micro != nil {
+		errs = append(errs, s.micro.Stop())
+	}
+	if s.cancel != nil {
+		s.cancel()
+		<-s.runDone
+		errs = append(errs, s.runErr)
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		embedded.Stop(s.srv)
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
+	if addr == "" {
+		return defHost, defPort, nil
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	if host == "" {
+		host = defHost
+	}
+	return host, port, nil
+}
