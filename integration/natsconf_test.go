@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+)
+
+const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+
+// deploy/nats.conf, loaded by a real server: the permissions hold.
+func TestNATSConf_Permissions(t *testing.T) {
+	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), ConfigFile: "../deploy/nats.conf", Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	type conn struct {
+		nc   *nats.Conn
+		js   jetstream.JetStream
+		mu   sync.Mutex
+		errs []string
+	}
+	login := func(user string) *conn {
+		c := &conn{}
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, "change-me-"+user),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				c.mu.Lock()
+				c.errs = append(c.errs, err.Error())
+				c.mu.Unlock()
+			}))
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		c.nc = nc
+		c.js, _ = jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))
+		return c
+	}
+	violations := func(c *conn) string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return strings.Join(c.errs, "; ")
+	}
+	if _, err := nats.Connect(s.ClientURL(), nats.UserInfo("alice", "wrong")); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+
+	engine := login("engine")
+	stream, err := ledger.Ensure(ctx, engine.js, 1)
+	if err != nil {
+		t.Fatalf("the engine user cannot create the stream: %v", err)
+	}
+	orch := login("orchestrator")
+	if _, err := orch.js.Publish(ctx, projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
+		t.Fatalf("orchestrator open: %v", err)
+	}
+	alice, bob := login("alice"), login("bob")
+	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
+
+	// A participant publishes under its own token...
+	if _, err := alice.js.Publish(ctx, projector.ArtifactSubject(delib, "alice"), claim.Canonical); err != nil {
+		t.Fatalf("alice as alice: %v", err)
+	}
+	// ...and under no other, nor as the supervisor, nor on control.
+	denied := func(c *conn, subject string) bool {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := c.js.Publish(short, subject, claim.Canonical)
+		return err != nil
+	}
+	for _, subject := range []string{projector.ArtifactSubject(delib, "bob"), projector.ArtifactSubject(delib, projector.SupervisorToken), projector.ControlSubject(delib)} {
+		if !denied(alice, subject) {
+			t.Errorf("alice published on %s", subject)
+		}
+	}
+	if !denied(bob, projector.ArtifactSubject(delib, "alice")) {
+		t.Error("bob published as alice")
+	}
+	if v := violations(alice); !strings.Contains(v, "Permissions Violation") {
+		t.Errorf("alice saw no permission violation: %q", v)
+	}
+	// The engine publishes as _supervisor.
+	if _, err := engine.js.Publish(ctx, projector.ArtifactSubject(delib, projector.SupervisorToken), claim.Canonical); err != nil {
+		t.Errorf("engine as _supervisor: %v", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 { // open, alice's claim, the supervisor's
+		t.Errorf("stream holds %d messages, want 3", info.State.Msgs)
+	}
+
+	// The engine cannot delete, purge or update the stream, nor delete a
+	// message.
+	// (Each refused request is given a second: a denied subject gets no
+	// answer.)
+	fails := func(f func(context.Context) error) bool {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return f(short) != nil
+	}
+	if !fails(func(c context.Context) error { return engine.js.DeleteStream(c, ledger.StreamName) }) {
+		t.Error("engine deleted the stream")
+	}
+	if !fails(func(c context.Context) error { return stream.Purge(c) }) {
+		t.Error("engine purged the stream")
+	}
+	if !fails(func(c context.Context) error { return stream.DeleteMsg(c, 1) }) {
+		t.Error("engine deleted a message")
+	}
+	cfg := ledger.StreamConfig(1)
+	cfg.Description = "changed"
+	if !fails(func(c context.Context) error { _, err := engine.js.UpdateStream(c, cfg); return err }) {
+		t.Error("engine updated the stream")
+	}
+	// Participants cannot either.
+	if !fails(func(c context.Context) error { return alice.js.DeleteStream(c, ledger.StreamName) }) {
+		t.Error("alice deleted the stream")
+	}
+	// Only the administrator can delete the stream (and even they cannot
+	// purge it: the stream denies it).
+	admin := login("admin")
+	as, err := admin.js.Stream(ctx, ledger.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := as.Purge(ctx); err == nil {
+		t.Error("admin purged a DenyPurge stream")
+	}
+	if err := admin.js.DeleteStream(ctx, ledger.StreamName); err != nil {
+		t.Errorf("admin cannot delete the stream: %v", err)
+	}
+	if _, err := engine.js.Stream(ctx, ledger.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("after admin delete: %v", err)
+	}
+}
