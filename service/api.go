@@ -80,6 +80,43 @@ func (q *Queries) Get(id string) (projector.View, error) {
 	return v, nil
 }
 
+// ArtifactEntry is one artifact of a deliberation's DAG.
+type ArtifactEntry struct {
+	ArtifactID  canon.Digest `json:"artifact_id"`
+	Position    uint64       `json:"position"`
+	Participant string       `json:"participant"`
+	Type        string       `json:"artifact_type"`
+}
+
+// ArtifactList returns the artifacts of a deliberation's DAG in stream
+// order.
+func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
+	var out []ArtifactEntry
+	found := false
+	q.r.Read(func(p *projector.Projection) {
+		if d := p.Deliberation(id); d != nil {
+			found = true
+			out = make([]ArtifactEntry, 0, d.Artifacts())
+			d.Nodes(func(a canon.Digest, n *projector.Node) {
+				out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: d.ParticipantOf(n), Type: string(n.Type)})
+			})
+		}
+	})
+	if !found {
+		return nil, notFound("deliberation " + id)
+	}
+	slices.SortFunc(out, func(a, b ArtifactEntry) int {
+		switch {
+		case a.Position < b.Position:
+			return -1
+		case a.Position > b.Position:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
 // RejectionList is the rejections of a deliberation.
 type RejectionList struct {
 	Deliberation string                `json:"deliberation"`
@@ -191,6 +228,10 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/rejections", func(w http.ResponseWriter, r *http.Request) {
 		v, err := q.Rejections(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts", func(w http.ResponseWriter, r *http.Request) {
+		v, err := q.ArtifactList(r.PathValue("id"))
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts/{artifact_id}", func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,169 @@
+// Package integration holds parley's end-to-end tests: real NATS servers,
+// the engine as a separate process, kills and restarts.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+)
+
+var engineBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "parley-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	engineBin = filepath.Join(dir, "engine")
+	if out, err := exec.Command("go", "build", "-o", engineBin, "../cmd/engine").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build engine: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// engineProc is the engine running as a separate process.
+type engineProc struct {
+	t         testing.TB
+	cmd       *exec.Cmd
+	dataDir   string
+	natsPort  int
+	httpPort  int
+	extraArgs []string
+}
+
+func (e *engineProc) start() {
+	e.t.Helper()
+	args := append([]string{"serve", "--data", e.dataDir,
+		"--listen", "127.0.0.1:" + strconv.Itoa(e.natsPort), "--http", "127.0.0.1:" + strconv.Itoa(e.httpPort),
+		"--snapshot-every", "100ms", "--log-level", "warn"}, e.extraArgs...)
+	e.cmd = exec.Command(engineBin, args...)
+	logf, err := os.OpenFile(filepath.Join(e.dataDir, "..", "engine.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(e.url("/healthz")); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("engine did not become healthy")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *engineProc) kill() {
+	e.cmd.Process.Signal(syscall.SIGKILL)
+	e.cmd.Wait()
+}
+
+func (e *engineProc) stop() {
+	e.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		e.t.Error("engine did not stop on SIGTERM")
+		e.kill()
+	}
+}
+
+func (e *engineProc) url(path string) string {
+	return "http://127.0.0.1:" + strconv.Itoa(e.httpPort) + path
+}
+
+func (e *engineProc) natsURL() string { return "nats://127.0.0.1:" + strconv.Itoa(e.natsPort) }
+
+func getJSON(t testing.TB, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v: %.200s", url, err, b)
+	}
+	return resp.StatusCode
+}
+
+// replay folds the whole stream into a fresh projection, as an auditor
+// would, independently of the engine.
+func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, ledger.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := projector.New(projector.Options{})
+	if info.State.LastSeq == 0 {
+		return p
+	}
+	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	for p.Position() < info.State.LastSeq {
+		m, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := m.Metadata()
+		p.Apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject(), Data: m.Data()})
+	}
+	return p
+}
