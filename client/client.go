@@ -31,12 +31,13 @@ type Client struct {
 	participant string
 }
 
-// New returns a client publishing as participant over nc.
-func New(nc *nats.Conn, participant string) (*Client, error) {
+// New returns a client publishing as participant over nc. opts configure
+// its JetStream context (for example jetstream.WithPublishAsyncMaxPending).
+func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Client, error) {
 	if !projector.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +133,23 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 	}
 	return ack, nil
 }
+
+// PublishArtifactAsync publishes a sealed artifact without waiting for its
+// acknowledgement, for bulk ingest; the future reports it. It does not
+// re-validate a (Seal already did). Use it for independent artifacts: async
+// publishes may be stored out of order when retried.
+func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.PubAckFuture, error) {
+	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
+	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(ledger.MsgID(id, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
+		jetstream.WithStallWait(30*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
+	}
+	return f, nil
+}
+
+// PublishAsyncComplete is closed when every async publish is acknowledged.
+func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsyncComplete() }
 
 // State asks the engine (its NATS micro service) for the state of
 // deliberation id.

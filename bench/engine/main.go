@@ -1,0 +1,322 @@
+// Command engine measures the engine against raw JetStream on the same
+// machine, in one run, so that the ratios are not at the mercy of a noisy
+// host:
+//
+//   - ingest: K participants publish N sealed artifacts through the client
+//     (async, with Msg-Id); the rate at which the projection has accepted
+//     them, beside raw JetStream async publish of the same bytes to the same
+//     stream configuration with no engine;
+//   - replay: rebuild the projection of M artifacts from the stream, beside
+//     a bare ordered consumer reading the same stream;
+//   - memory: heap held by the projection per artifact (bodies stay in the
+//     stream, so this is all of it);
+//   - concurrency: D deliberations of 10 participants each, all at once.
+//
+//	go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+func main() {
+	n := flag.Int("n", 100000, "artifacts for the ingest benchmark")
+	k := flag.Int("k", 8, "participants for the ingest benchmark")
+	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
+	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
+	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
+	flag.Parse()
+	ctx := context.Background()
+
+	fmt.Printf("machine: %d CPUs, %s\n\n", runtime.NumCPU(), runtime.Version())
+	if *n > 0 {
+		ingest(ctx, *n, *k)
+	}
+	if *m > 0 {
+		replay(ctx, *m)
+	}
+	if *d > 0 {
+		concurrent(ctx, *d, 10, *per)
+	}
+}
+
+func tempDir() string {
+	dir, err := os.MkdirTemp("", "parley-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
+// claims seals n claims of about 300 bytes.
+func claims(n int, tag string) []*events.Artifact {
+	out := make([]*events.Artifact, n)
+	for i := range out {
+		out[i] = events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{
+			Statement: fmt.Sprintf("%s %d: the cache keeps p99 latency under 50 ms for every workload we measured, across three regions and two traffic mixes", tag, i)}})
+	}
+	return out
+}
+
+func ingest(ctx context.Context, n, k int) {
+	arts := claims(n, "ingest")
+	id := uuid.Must(uuid.NewV7()).String()
+
+	// Raw JetStream: the same bytes, subjects and Msg-Ids, no engine.
+	raw := func() time.Duration {
+		dir := tempDir()
+		defer os.RemoveAll(dir)
+		s, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: -1})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer embedded.Stop(s)
+		nc, _ := nats.Connect(s.ClientURL())
+		js, _ := jetstream.New(nc)
+		if _, err := ledger.Ensure(ctx, js, 1); err != nil {
+			log.Fatal(err)
+		}
+		nc.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for p := 0; p < k; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				nc, _ := nats.Connect(s.ClientURL())
+				defer nc.Close()
+				js, _ := jetstream.New(nc)
+				for i := p; i < n; i += k {
+					msg := &nats.Msg{Subject: projector.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
+					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ledger.MsgID(id, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
+						log.Fatal(err)
+					}
+				}
+				<-js.PublishAsyncComplete()
+			}(p)
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+
+	// The engine: the client's async publish, until the projection has
+	// accepted every artifact.
+	engine := func() time.Duration {
+		dir := tempDir()
+		defer os.RemoveAll(dir)
+		s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close()
+		nc, _ := nats.Connect(s.NATSURL())
+		orch, _ := client.New(nc, "orchestrator")
+		if err := orch.OpenID(ctx, id, client.Charter{Title: "ingest"}); err != nil {
+			log.Fatal(err)
+		}
+		nc.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for p := 0; p < k; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				nc, _ := nats.Connect(s.NATSURL())
+				defer nc.Close()
+				c, _ := client.New(nc, fmt.Sprintf("p%d", p))
+				for i := p; i < n; i += k {
+					if _, err := c.PublishArtifactAsync(id, arts[i]); err != nil {
+						log.Fatal(err)
+					}
+				}
+				<-c.PublishAsyncComplete()
+			}(p)
+		}
+		wg.Wait()
+		info, err := s.Stream.Info(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := s.Runner.WaitFor(ctx, info.State.LastSeq); err != nil {
+			log.Fatal(err)
+		}
+		elapsed := time.Since(start)
+		v, err := s.Queries.Get(id)
+		if err != nil || v.Artifacts != n {
+			log.Fatalf("engine accepted %d of %d (%v)", v.Artifacts, n, err)
+		}
+		return elapsed
+	}
+
+	rawT := raw()
+	engT := engine()
+	rawRate, engRate := float64(n)/rawT.Seconds(), float64(n)/engT.Seconds()
+	fmt.Printf("ingest  %d artifacts, %d participants (~%d B each)\n", n, k, len(arts[0].Canonical))
+	fmt.Printf("  raw JetStream async publish      %9.0f msgs/s  (%s)\n", rawRate, rawT.Round(time.Millisecond))
+	fmt.Printf("  engine: accepted into projection %9.0f msgs/s  (%s)\n", engRate, engT.Round(time.Millisecond))
+	fmt.Printf("  ratio engine/raw                 %9.2f  (target >= 0.5)\n\n", engRate/rawRate)
+}
+
+func replay(ctx context.Context, m int) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	s, err := embedded.Start(embedded.Config{Dir: dir, DontListen: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer embedded.Stop(s)
+	nc, _ := nats.Connect("", nats.InProcessServer(s))
+	defer nc.Close()
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	stream, err := ledger.Ensure(ctx, js, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// 100 deliberations; in each, a chain of objections, each objecting to
+	// the one before (one reference per artifact).
+	const delibs = 100
+	fill := time.Now()
+	for dnum := 0; dnum < delibs; dnum++ {
+		id := uuid.Must(uuid.NewV7()).String()
+		if _, err := js.PublishAsync(projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
+			log.Fatal(err)
+		}
+		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
+		js.PublishAsync(projector.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
+		for i := 1; i < m/delibs; i++ {
+			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
+				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
+				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
+			if _, err := js.PublishAsync(projector.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
+				log.Fatal(err)
+			}
+			prev = a
+		}
+	}
+	<-js.PublishAsyncComplete()
+	info, _ := stream.Info(ctx)
+	last := info.State.LastSeq
+	fmt.Printf("replay  %d messages (%d MB in the stream; filled in %s)\n", last, info.State.Bytes>>20, time.Since(fill).Round(time.Second))
+
+	// A bare ordered consumer.
+	start := time.Now()
+	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	it, _ := cons.Messages(jetstream.PullMaxMessages(2048))
+	for got := uint64(0); got < last; got++ {
+		if _, err := it.Next(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	it.Stop()
+	bareT := time.Since(start)
+
+	// The engine's runner from nothing.
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start = time.Now()
+	r, err := service.NewRunner(ctx, js, stream, service.RunnerConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(rctx); close(done) }()
+	if err := r.WaitFor(ctx, last); err != nil {
+		log.Fatal(err)
+	}
+	projT := time.Since(start)
+	cancel()
+	<-done
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	var artifacts int
+	r.Read(func(p *projector.Projection) {
+		p.Deliberations(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
+	})
+	bareRate, projRate := float64(last)/bareT.Seconds(), float64(last)/projT.Seconds()
+	fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s)\n", bareRate, bareT.Round(time.Millisecond))
+	fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s)\n", projRate, projT.Round(time.Millisecond))
+	fmt.Printf("  ratio engine/bare                %9.2f  (target >= 0.5)\n", projRate/bareRate)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	fmt.Printf("memory  %d artifacts in the projection: %d MB heap, %d bytes per artifact (target <= 400)\n\n",
+		artifacts, held>>20, held/int64(max(artifacts, 1)))
+	runtime.KeepAlive(r)
+}
+
+func concurrent(ctx context.Context, delibs, parts, per int) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	orch, _ := client.New(nc, "orchestrator")
+	ids := make([]string, delibs)
+	for i := range ids {
+		if ids[i], err = orch.Open(ctx, client.Charter{Title: fmt.Sprintf("deliberation %d", i)}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Each participant's artifacts, sealed ahead.
+	work := make([][]*events.Artifact, parts)
+	for p := range work {
+		work[p] = claims(delibs*per, fmt.Sprintf("p%d", p))
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			nc, _ := nats.Connect(s.NATSURL())
+			defer nc.Close()
+			c, _ := client.New(nc, fmt.Sprintf("p%d", p))
+			for i, a := range work[p] {
+				if _, err := c.PublishArtifactAsync(ids[i%delibs], a); err != nil {
+					log.Fatal(err)
+				}
+			}
+			<-c.PublishAsyncComplete()
+		}(p)
+	}
+	wg.Wait()
+	info, _ := s.Stream.Info(ctx)
+	if err := s.Runner.WaitFor(ctx, info.State.LastSeq); err != nil {
+		log.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	total := delibs * parts * per
+	for _, id := range ids {
+		v, err := s.Queries.Get(id)
+		if err != nil || v.Artifacts != parts*per || len(v.Participants) != parts {
+			log.Fatalf("deliberation %s: %+v %v", id, v, err)
+		}
+	}
+	fmt.Printf("concurrency  %d deliberations x %d participants x %d artifacts = %d, all at once\n", delibs, parts, per, total)
+	fmt.Printf("  accepted into projection         %9.0f msgs/s  (%s); every deliberation complete\n", float64(total)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
+}
