@@ -6,13 +6,16 @@
 //     (async, with Msg-Id); the rate at which the projection has accepted
 //     them, beside raw JetStream async publish of the same bytes to the same
 //     stream configuration with no engine;
+//
 //   - replay: rebuild the projection of M artifacts from the stream, beside
 //     a bare ordered consumer reading the same stream;
+//
 //   - memory: heap held by the projection per artifact (bodies stay in the
 //     stream, so this is all of it);
+//
 //   - concurrency: D deliberations of 10 participants each, all at once.
 //
-//	go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
+//     go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
 package main
 
 import (
