@@ -48,6 +48,33 @@ func ParseDigest(s string) (Digest, bool) {
 	return d, err == nil
 }
 
+// ParseDigestBytes is ParseDigest over bytes, without allocating.
+func ParseDigestBytes(b []byte) (Digest, bool) {
+	var d Digest
+	if len(b) != len(DigestPrefix)+64 || string(b[:len(DigestPrefix)]) != DigestPrefix {
+		return d, false
+	}
+	for i := 0; i < 32; i++ {
+		hi, ok1 := lowerHex(b[len(DigestPrefix)+2*i])
+		lo, ok2 := lowerHex(b[len(DigestPrefix)+2*i+1])
+		if !ok1 || !ok2 {
+			return d, false
+		}
+		d[i] = hi<<4 | lo
+	}
+	return d, true
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
 // ValidID reports whether s matches ^sha256:[0-9a-f]{64}$.
 func ValidID(s string) bool {
 	if len(s) != len(DigestPrefix)+64 || s[:len(DigestPrefix)] != DigestPrefix {
@@ -132,7 +159,7 @@ func (c *Canonicalizer) Verify(src []byte) (canonical []byte, id Digest, err err
 	if v[0] != '"' {
 		return nil, id, at(ErrIDNotString, c.idSrcOff, "")
 	}
-	got, ok := ParseDigest(string(v[1 : len(v)-1]))
+	got, ok := ParseDigestBytes(v[1 : len(v)-1])
 	if !ok {
 		return nil, id, at(ErrIDSyntax, c.idSrcOff, "")
 	}

@@ -51,16 +51,34 @@ var defaultValidator = NewValidator()
 func Validate(raw []byte) (*Artifact, error) { return defaultValidator.Validate(raw) }
 
 // Validate is the package-level Validate with v's configuration.
-func (v *Validator) Validate(raw []byte) (*Artifact, error) {
+func (v *Validator) Validate(raw []byte) (*Artifact, error) { return v.validate(raw, true) }
+
+// ValidateTransient is Validate for callers that do not keep the
+// canonical bytes (the projector keeps artifacts in the stream): the
+// returned artifact's Canonical is nil, which saves a copy per artifact.
+func (v *Validator) ValidateTransient(raw []byte) (*Artifact, error) { return v.validate(raw, false) }
+
+func (v *Validator) validate(raw []byte, keep bool) (*Artifact, error) {
 	c := v.pool.Get().(*canon.Canonicalizer)
 	defer v.pool.Put(c)
 	canonical, id, err := c.Verify(raw)
 	if err != nil {
 		return nil, err
 	}
-	a := &Artifact{ID: id, Canonical: append([]byte(nil), canonical...)}
+	a := &Artifact{ID: id, Canonical: canonical}
+	if keep {
+		a.Canonical = append([]byte(nil), canonical...)
+	}
 	if err := v.semantics(a); err != nil {
 		return nil, err
+	}
+	if !keep {
+		// Extension values point into the canonicalizer's buffer, which
+		// goes back to the pool.
+		for k, val := range a.Extensions {
+			a.Extensions[k] = append([]byte(nil), val...)
+		}
+		a.Canonical = nil
 	}
 	return a, nil
 }
@@ -96,9 +114,13 @@ func (v *Validator) semantics(a *Artifact) error {
 	case kindOf(version) != '"':
 		return fail(ErrVersionNotString, "/protocol_version", "")
 	}
-	a.Version = str(version)
-	if err := v.checkVersion(a.Version); err != nil {
-		return err
+	if string(version) == `"`+ProtocolVersion+`"` {
+		a.Version = ProtocolVersion
+	} else {
+		a.Version = str(version)
+		if err := v.checkVersion(a.Version); err != nil {
+			return err
+		}
 	}
 	for _, m := range []struct {
 		name string
@@ -112,7 +134,7 @@ func (v *Validator) semantics(a *Artifact) error {
 			return fail(ErrWrongType, "/"+m.name, m.name+" must be "+kindName(m.kind))
 		}
 	}
-	a.Type = Type(str(typ))
+	a.Type = typeOf(typ)
 	if !a.Type.Valid() {
 		return fail(ErrUnknownType, "/artifact_type", strconv.Quote(string(a.Type)))
 	}
@@ -128,6 +150,27 @@ func (v *Validator) semantics(a *Artifact) error {
 		return err
 	}
 	return readPayload(a, payload)
+}
+
+// typeOf reads an artifact_type, returning the constant for known types so
+// that none allocates.
+func typeOf(v []byte) Type {
+	for _, t := range Types {
+		if len(v) == len(t)+2 && string(v[1:len(v)-1]) == string(t) {
+			return t
+		}
+	}
+	return Type(str(v))
+}
+
+// relationOf reads a relation the same way.
+func relationOf(v []byte) Relation {
+	for _, r := range []Relation{Supports, ObjectsTo, Revises, Supersedes, Considers, Decides} {
+		if len(v) == len(r)+2 && string(v[1:len(v)-1]) == string(r) {
+			return r
+		}
+	}
+	return Relation(str(v))
 }
 
 func kindName(k byte) string {
@@ -204,7 +247,7 @@ func readReferences(a *Artifact, refs []byte) error {
 				if kindOf(v) != '"' {
 					return fail(ErrReferenceInvalidID, path+"/artifact_id", "not a string")
 				}
-				d, ok := canon.ParseDigest(str(v))
+				d, ok := canon.ParseDigestBytes(v[1 : len(v)-1])
 				if !ok {
 					return fail(ErrReferenceInvalidID, path+"/artifact_id", strconv.Quote(str(v)))
 				}
@@ -213,7 +256,7 @@ func readReferences(a *Artifact, refs []byte) error {
 				if kindOf(v) != '"' {
 					return fail(ErrReferenceUnknownRel, path+"/relation", "not a string")
 				}
-				ref.Relation = Relation(str(v))
+				ref.Relation = relationOf(v)
 				if ref.Relation == NoRelation || !ref.Relation.Valid() {
 					return fail(ErrReferenceUnknownRel, path+"/relation", strconv.Quote(string(ref.Relation)))
 				}
@@ -228,34 +271,66 @@ func readReferences(a *Artifact, refs []byte) error {
 		if !haveID {
 			return fail(ErrReferenceMissingID, path, "")
 		}
-		p := pair{ref.Target, ref.Relation}
-		if seen[p] {
+		dup := false
+		if len(a.References) < 16 {
+			for _, r := range a.References {
+				if r == ref {
+					dup = true
+				}
+			}
+		} else {
+			if seen == nil {
+				seen = make(map[pair]bool, len(a.References))
+				for _, r := range a.References {
+					seen[pair{r.Target, r.Relation}] = true
+				}
+			}
+			p := pair{ref.Target, ref.Relation}
+			dup = seen[p]
+			seen[p] = true
+		}
+		if dup {
 			return fail(ErrReferenceDuplicate, path, ref.Target.String()+" "+string(ref.Relation))
 		}
-		if seen == nil {
-			seen = map[pair]bool{}
-		}
-		seen[p] = true
 		a.References = append(a.References, ref)
 		return nil
 	})
 }
 
-// fields holds a payload's members by name.
-type fields map[string][]byte
+// fields holds a payload's members in canonical order. Payloads are small,
+// so a linear lookup beats a map and allocates nothing per member.
+type fields []field
+
+type field struct{ name, val []byte }
 
 func readFields(obj []byte) fields {
-	f := fields{}
-	members(obj, func(name, val []byte) error {
-		f[unquote(name)] = val
-		return nil
-	})
+	f := make(fields, 0, 8)
+	for i := 1; obj[i] != '}'; {
+		if obj[i] == ',' {
+			i++
+		}
+		ne := end(obj, i)
+		ve := end(obj, ne+1)
+		f = append(f, field{obj[i+1 : ne-1], obj[ne+1 : ve]})
+		i = ve
+	}
 	return f
+}
+
+// get returns the value of the member named name (names without escapes
+// only, which every name parley looks up is).
+func (f fields) get(name string) ([]byte, bool) {
+	for _, e := range f {
+		if string(e.name) == name {
+			return e.val, true
+		}
+	}
+	return nil, false
 }
 
 // text reads a required non-blank string member.
 func (f fields) text(name string, missing, invalid *Error) (string, error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok {
 		return "", fail(missing, "/payload/"+name, "")
 	}
@@ -271,7 +346,7 @@ func (f fields) text(name string, missing, invalid *Error) (string, error) {
 
 // boolean reads a required Boolean member.
 func (f fields) boolean(name string, missing, invalid *Error) (bool, error) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok {
 		return false, fail(missing, "/payload/"+name, "")
 	}
@@ -315,7 +390,7 @@ func readPayload(a *Artifact, obj []byte) error {
 		if p.Content, err = f.text("content", ErrMissingContent, ErrInvalidContent); err != nil {
 			return err
 		}
-		v, ok := f["provenance_class"]
+		v, ok := f.get("provenance_class")
 		if !ok {
 			return fail(ErrMissingProvenance, "/payload/provenance_class", "")
 		}
@@ -382,7 +457,7 @@ func readDecision(f fields) (*Decision, error) {
 	if p.Outcome, err = f.text("outcome", ErrMissingOutcome, ErrInvalidOutcome); err != nil {
 		return nil, err
 	}
-	st, ok := f["status"]
+	st, ok := f.get("status")
 	if !ok {
 		return nil, fail(ErrMissingStatus, "/payload/status", "")
 	}
@@ -391,7 +466,7 @@ func readDecision(f fields) (*Decision, error) {
 	}
 	p.Status = DecisionStatus(str(st))
 
-	ds, ok := f["objection_dispositions"]
+	ds, ok := f.get("objection_dispositions")
 	if !ok {
 		return nil, fail(ErrMissingDispositions, "/payload/objection_dispositions", "")
 	}
@@ -411,17 +486,17 @@ func readDecision(f fields) (*Decision, error) {
 		if d.Objection, ok = digestField(e, "objection"); !ok {
 			return fail(ErrInvalidDisposition, path+"/objection", "missing or not an artifact id")
 		}
-		k, has := e["disposition"]
+		k, has := e.get("disposition")
 		if !has || kindOf(k) != '"' || !DispositionKind(str(k)).valid() {
 			return fail(ErrInvalidDisposition, path+"/disposition", "missing or unknown")
 		}
 		d.Disposition = DispositionKind(str(k))
-		r, has := e["rationale"]
+		r, has := e.get("rationale")
 		if !has || kindOf(r) != '"' || blank(str(r)) {
 			return fail(ErrInvalidDisposition, path+"/rationale", "missing or blank")
 		}
 		d.Rationale = str(r)
-		if by, has := e["by"]; has {
+		if by, has := e.get("by"); has {
 			if kindOf(by) != '[' {
 				return fail(ErrInvalidDisposition, path+"/by", "not an array")
 			}
@@ -451,7 +526,7 @@ func readDecision(f fields) (*Decision, error) {
 		return nil, err
 	}
 
-	us, ok := f["unresolved_issues"]
+	us, ok := f.get("unresolved_issues")
 	if !ok {
 		return nil, fail(ErrMissingUnresolved, "/payload/unresolved_issues", "")
 	}
@@ -465,12 +540,12 @@ func readDecision(f fields) (*Decision, error) {
 			return fail(ErrInvalidUnresolvedIssue, path, "not an object")
 		}
 		e := readFields(v)
-		d, has := e["description"]
+		d, has := e.get("description")
 		if !has || kindOf(d) != '"' || blank(str(d)) {
 			return fail(ErrInvalidUnresolvedIssue, path+"/description", "missing or blank")
 		}
 		issue := Issue{Description: str(d)}
-		if _, has := e["objection"]; has {
+		if _, has := e.get("objection"); has {
 			id, ok := digestField(e, "objection")
 			if !ok {
 				return fail(ErrInvalidUnresolvedIssue, path+"/objection", "not an artifact id")
@@ -487,16 +562,16 @@ func readDecision(f fields) (*Decision, error) {
 }
 
 func digestField(f fields, name string) (canon.Digest, bool) {
-	v, ok := f[name]
+	v, ok := f.get(name)
 	if !ok || kindOf(v) != '"' {
 		return canon.Digest{}, false
 	}
-	return canon.ParseDigest(str(v))
+	return canon.ParseDigestBytes(v[1 : len(v)-1])
 }
 
 func readTermination(a *Artifact, f fields) (*Termination, error) {
 	p := &Termination{}
-	st, ok := f["state"]
+	st, ok := f.get("state")
 	if !ok {
 		return nil, fail(ErrMissingState, "/payload/state", "")
 	}
@@ -504,13 +579,13 @@ func readTermination(a *Artifact, f fields) (*Termination, error) {
 	if kindOf(st) != '"' || !p.State.valid() {
 		return nil, fail(ErrInvalidState, "/payload/state", string(st))
 	}
-	if r, ok := f["reason"]; ok && kindOf(r) == '"' {
+	if r, ok := f.get("reason"); ok && kindOf(r) == '"' {
 		p.Reason = str(r)
 	}
 	if p.State == Completed && !a.hasRelation(Decides) {
 		return nil, fail(ErrMissingDecides, "/references", "")
 	}
-	if list, ok := f["unresolved_objections"]; ok {
+	if list, ok := f.get("unresolved_objections"); ok {
 		if p.State != Deadlock && p.State != Exhausted {
 			return nil, fail(ErrUnresolvedOnlyTerminal, "/payload/unresolved_objections", string(p.State))
 		}

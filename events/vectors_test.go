@@ -92,7 +92,7 @@ func TestRelationVectors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = events.CheckRelation(src, v.Relation, tgt, v.SameDeliberation)
+			err = events.CheckRelation(src, v.Relation, events.TargetOf(tgt), v.SameDeliberation)
 			if v.Code == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -8,38 +8,61 @@ import (
 	"github.com/parley-engine/parley/events"
 )
 
-// typeIndex numbers the artifact types compactly.
+// typeIndex numbers the artifact types compactly; typeOf reverses it.
 var typeIndex = map[events.Type]uint8{
 	events.TypeClaim: 0, events.TypeEvidence: 1, events.TypeObjection: 2, events.TypeRevision: 3,
 	events.TypeDecision: 4, events.TypeFailure: 5, events.TypeTermination: 6,
 }
 
-// ref is a reference kept compactly.
-type ref struct {
-	target canon.Digest
-	rel    events.Relation
+var typeOf = [7]events.Type{events.TypeClaim, events.TypeEvidence, events.TypeObjection, events.TypeRevision,
+	events.TypeDecision, events.TypeFailure, events.TypeTermination}
+
+var relIndex = map[events.Relation]uint8{
+	events.NoRelation: 0, events.Supports: 1, events.ObjectsTo: 2, events.Revises: 3,
+	events.Supersedes: 4, events.Considers: 5, events.Decides: 6,
 }
 
-// Node is an artifact in the DAG. Its body stays in the stream at Seq; the
-// node keeps what the fold, the closure verifier and the supervisor need.
+var relOf = [7]events.Relation{events.NoRelation, events.Supports, events.ObjectsTo, events.Revises,
+	events.Supersedes, events.Considers, events.Decides}
+
+// ref is a reference kept compactly, in the deliberation's reference arena.
+type ref struct {
+	target canon.Digest
+	rel    uint8
+}
+
+// node is an artifact in the DAG, kept without pointers so that a large
+// projection costs the garbage collector nothing to scan: the body stays in
+// the stream at seq, the references live in the deliberation's arena, and
+// the rare payloads the fold needs later (DECISION, TERMINATION,
+// extensions) live in a side table.
+type node struct {
+	seq      uint64
+	refStart uint32
+	refLen   uint32
+	part     int32
+	extra    int32 // index into Deliberation.extras, or -1
+	typ      uint8
+	blocking bool
+}
+
+// extra holds what a node keeps beyond the compact fields.
+type extra struct {
+	decision    *events.Decision
+	termination *events.Termination
+	extensions  map[string][]byte
+}
+
+// Node is the read-only view of an artifact in the DAG.
 type Node struct {
 	Seq         uint64
-	Participant int32 // index into Deliberation.participants
+	Participant string
 	Type        events.Type
 	Blocking    bool                // a blocking OBJECTION
 	Decision    *events.Decision    // a DECISION's payload
 	Termination *events.Termination // a TERMINATION's payload
-	Extensions  map[string][]byte   // kept only when present
-	refs        []ref
-}
-
-// References returns the node's references.
-func (n *Node) References() []events.Reference {
-	out := make([]events.Reference, len(n.refs))
-	for i, r := range n.refs {
-		out[i] = events.Reference{Target: r.target, Relation: r.rel}
-	}
-	return out
+	Extensions  map[string][]byte
+	References  []events.Reference
 }
 
 // pending is an artifact waiting for references that are not yet known.
@@ -62,7 +85,10 @@ type Deliberation struct {
 	Position uint64 // position of the last message that touched it
 	Round    int
 
-	nodes    map[canon.Digest]*Node
+	index    map[canon.Digest]int32 // artifact id -> nodes
+	nodes    []node
+	refs     []ref
+	extras   []extra
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	pend     map[canon.Digest]*pending
@@ -84,7 +110,7 @@ type Deliberation struct {
 func newDeliberation(id string, opts Options) *Deliberation {
 	return &Deliberation{
 		opts: opts, ID: id,
-		nodes: map[canon.Digest]*Node{}, tips: map[canon.Digest]struct{}{},
+		index: map[canon.Digest]int32{}, tips: map[canon.Digest]struct{}{},
 		open: map[canon.Digest]struct{}{}, pend: map[canon.Digest]*pending{},
 		waiting: map[canon.Digest][]canon.Digest{}, partIdx: map[string]int32{},
 		rejCodes: map[string]int{},
@@ -156,43 +182,44 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 }
 
 func (d *Deliberation) artifact(m Msg, participant string) Outcome {
-	a, err := d.opts.Validator.Validate(m.Data)
+	a, err := d.opts.Validator.ValidateTransient(m.Data)
 	if err != nil {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}
-	id := a.ID.String()
+	id := func() string { return a.ID.String() }
 	switch {
 	case d.Status.Terminal():
 		d.Position = m.Seq
 		d.lateN++
-		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id}, d.opts.MaxKept)
+		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
 		return Outcome{Deliberation: d.ID, Late: true}
 	case d.Status == StatusSuspended:
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
 	case participant != SupervisorToken && d.allowed != nil && !d.allowed[participant]:
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
 	}
-	if _, dup := d.nodes[a.ID]; dup {
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
+	if _, dup := d.index[a.ID]; dup {
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
 	}
 	if _, dup := d.pend[a.ID]; dup {
-		return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
 	}
 	d.Position = m.Seq
 	missing := 0
 	for _, r := range a.References {
-		if _, ok := d.nodes[r.Target]; !ok {
+		if _, ok := d.index[r.Target]; !ok {
 			missing++
 		}
 	}
 	if missing > 0 {
 		if len(d.pend) >= d.opts.MaxPending {
-			return d.reject(m.Seq, participant, id, ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
+			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
 		}
+		a.Canonical = append([]byte(nil), m.Data...) // kept for snapshots
 		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing}
 		seen := map[canon.Digest]bool{}
 		for _, r := range a.References {
-			if _, ok := d.nodes[r.Target]; !ok && !seen[r.Target] {
+			if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
 				seen[r.Target] = true
 				d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
 			}
@@ -209,7 +236,12 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 // admit checks relation applicability and puts a (and every pending
 // artifact it completes) in the DAG.
 func (d *Deliberation) admit(a *events.Artifact, seq uint64, participant string, out *Outcome) {
-	queue := []*pending{{art: a, seq: seq, participant: participant}}
+	first := &pending{art: a, seq: seq, participant: participant}
+	if len(d.waiting) == 0 {
+		d.admitOne(first, out) // nothing can be waiting for it
+		return
+	}
+	queue := []*pending{first}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -232,8 +264,14 @@ func (d *Deliberation) admit(a *events.Artifact, seq uint64, participant string,
 func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	a := p.art
 	for _, r := range a.References {
-		target := d.nodes[r.Target]
-		if err := events.CheckRelation(a, r.Relation, target.artifactView(r.Target), true); err != nil {
+		t := &d.nodes[d.index[r.Target]]
+		tv := events.Target{ID: r.Target, Type: typeOf[t.typ]}
+		if t.extra >= 0 {
+			if dp := d.extras[t.extra].decision; dp != nil && dp.Status == events.Final {
+				tv.FinalDecision = true
+			}
+		}
+		if err := events.CheckRelation(a, r.Relation, tv, true); err != nil {
 			o := d.rejectErr(p.seq, p.participant, a.ID.String(), err)
 			if out.Rejection == nil {
 				out.Rejection = o.Rejection
@@ -242,24 +280,21 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 			return false
 		}
 	}
-	n := &Node{Seq: p.seq, Participant: d.participant(p.participant), Type: a.Type, Extensions: a.Extensions}
-	n.refs = make([]ref, len(a.References))
-	for i, r := range a.References {
-		n.refs[i] = ref{r.Target, r.Relation}
+	n := node{seq: p.seq, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
+		refStart: uint32(len(d.refs)), refLen: uint32(len(a.References))}
+	for _, r := range a.References {
+		d.refs = append(d.refs, ref{r.Target, relIndex[r.Relation]})
 		delete(d.tips, r.Target)
 	}
-	d.nodes[a.ID] = n
-	d.tips[a.ID] = struct{}{}
-	d.counts[typeIndex[a.Type]]++
-	d.perPart[n.Participant]++
+	var ex extra
 	switch p := a.Payload.(type) {
 	case *events.Objection:
-		n.Blocking = p.Blocking
+		n.blocking = p.Blocking
 		if p.Blocking {
 			d.open[a.ID] = struct{}{}
 		}
 	case *events.Decision:
-		n.Decision = p
+		ex.decision = p
 		d.decs = append(d.decs, a.ID)
 		for _, disp := range p.ObjectionDispositions {
 			if disp.Disposition.Public() {
@@ -267,13 +302,25 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 			}
 		}
 	case *events.Termination:
-		n.Termination = p
+		ex.termination = p
 		d.terms = append(d.terms, a.ID)
 		d.Status = Status(p.State)
 		if p.State == events.Suspended {
 			d.Status = StatusSuspended
 		}
 	}
+	if len(a.Extensions) > 0 {
+		ex.extensions = a.Extensions
+	}
+	if ex.decision != nil || ex.termination != nil || ex.extensions != nil {
+		n.extra = int32(len(d.extras))
+		d.extras = append(d.extras, ex)
+	}
+	d.index[a.ID] = int32(len(d.nodes))
+	d.nodes = append(d.nodes, n)
+	d.tips[a.ID] = struct{}{}
+	d.counts[n.typ]++
+	d.perPart[n.part]++
 	out.Accepted = append(out.Accepted, a.ID)
 	return true
 }
@@ -296,18 +343,6 @@ func (d *Deliberation) dropWaiters(id canon.Digest, out *Outcome) {
 	}
 }
 
-// artifactView gives CheckRelation what it reads of a target.
-func (n *Node) artifactView(id canon.Digest) *events.Artifact {
-	a := &events.Artifact{ID: id, Type: n.Type}
-	switch {
-	case n.Decision != nil:
-		a.Payload = n.Decision
-	case n.Termination != nil:
-		a.Payload = n.Termination
-	}
-	return a
-}
-
 func (d *Deliberation) participant(token string) int32 {
 	if i, ok := d.partIdx[token]; ok {
 		return i
@@ -319,19 +354,54 @@ func (d *Deliberation) participant(token string) int32 {
 	return i
 }
 
-// Node returns the node of an artifact in the DAG, or nil.
-func (d *Deliberation) Node(id canon.Digest) *Node { return d.nodes[id] }
+// view builds the read-only view of a node.
+func (d *Deliberation) view(n *node) Node {
+	v := Node{Seq: n.seq, Participant: d.parts[n.part], Type: typeOf[n.typ], Blocking: n.blocking}
+	if n.extra >= 0 {
+		e := d.extras[n.extra]
+		v.Decision, v.Termination, v.Extensions = e.decision, e.termination, e.extensions
+	}
+	v.References = make([]events.Reference, n.refLen)
+	for i, r := range d.refs[n.refStart : n.refStart+n.refLen] {
+		v.References[i] = events.Reference{Target: r.target, Relation: relOf[r.rel]}
+	}
+	return v
+}
 
-// ParticipantOf returns the token that published n.
-func (d *Deliberation) ParticipantOf(n *Node) string { return d.parts[n.Participant] }
+// Node returns the artifact id's node in the DAG.
+func (d *Deliberation) Node(id canon.Digest) (Node, bool) {
+	i, ok := d.index[id]
+	if !ok {
+		return Node{}, false
+	}
+	return d.view(&d.nodes[i]), true
+}
+
+// Position returns the stream position of an artifact in the DAG, or 0.
+func (d *Deliberation) PositionOf(id canon.Digest) uint64 {
+	if i, ok := d.index[id]; ok {
+		return d.nodes[i].seq
+	}
+	return 0
+}
 
 // Artifacts returns the number of artifacts in the DAG.
 func (d *Deliberation) Artifacts() int { return len(d.nodes) }
 
-// Nodes calls fn for every artifact in the DAG, in no particular order.
-func (d *Deliberation) Nodes(fn func(canon.Digest, *Node)) {
-	for id, n := range d.nodes {
-		fn(id, n)
+// ids returns the artifact ids in node order.
+func (d *Deliberation) ids() []canon.Digest {
+	ids := make([]canon.Digest, len(d.nodes))
+	for id, i := range d.index {
+		ids[i] = id
+	}
+	return ids
+}
+
+// Nodes calls fn for every artifact in the DAG, in order of admission.
+func (d *Deliberation) Nodes(fn func(canon.Digest, Node)) {
+	ids := d.ids()
+	for i := range d.nodes {
+		fn(ids[i], d.view(&d.nodes[i]))
 	}
 }
 

@@ -33,17 +33,15 @@ func (d *Deliberation) StateDigest() canon.Digest {
 		line("participants", q(string(mustJSON(d.Charter.Participants))))
 		line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))
 	}
-	type entry struct {
-		id canon.Digest
-		n  *Node
+	ids := d.ids()
+	order := make([]int32, len(d.nodes))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	nodes := make([]entry, 0, len(d.nodes))
-	for id, n := range d.nodes {
-		nodes = append(nodes, entry{id, n})
-	}
-	slices.SortFunc(nodes, func(a, b entry) int { return cmpU64(a.n.Seq, b.n.Seq) })
-	for _, e := range nodes {
-		line("artifact", e.id.String(), u(e.n.Seq), d.parts[e.n.Participant], string(e.n.Type))
+	slices.SortFunc(order, func(a, b int32) int { return cmpU64(d.nodes[a].seq, d.nodes[b].seq) })
+	for _, i := range order {
+		n := &d.nodes[i]
+		line("artifact", ids[i].String(), u(n.seq), d.parts[n.part], string(typeOf[n.typ]))
 	}
 	pend := make([]*pending, 0, len(d.pend))
 	for _, p := range d.pend {

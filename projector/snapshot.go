@@ -21,21 +21,26 @@ type snapshot struct {
 	Delibs        []delibSnap
 }
 
-type refSnap struct {
-	Target canon.Digest
-	Rel    events.Relation
+type nodeSnap struct {
+	ID       canon.Digest
+	Seq      uint64
+	RefStart uint32
+	RefLen   uint32
+	Part     int32
+	Extra    int32
+	Typ      uint8
+	Blocking bool
 }
 
-type nodeSnap struct {
-	ID          canon.Digest
-	Seq         uint64
-	Participant int32
-	Type        events.Type
-	Blocking    bool
+type refSnap struct {
+	Target canon.Digest
+	Rel    uint8
+}
+
+type extraSnap struct {
 	Decision    *events.Decision
 	Termination *events.Termination
 	Extensions  map[string][]byte
-	Refs        []refSnap
 }
 
 type pendingSnap struct {
@@ -51,6 +56,8 @@ type delibSnap struct {
 	OpenedAt, Position uint64
 	Round              int
 	Nodes              []nodeSnap
+	Refs               []refSnap
+	Extras             []extraSnap
 	Pending            []pendingSnap
 	Tips, Open         []canon.Digest
 	Decs, Terms        []canon.Digest
@@ -76,15 +83,18 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
-		ds.Nodes = make([]nodeSnap, 0, len(d.nodes))
-		for id, n := range d.nodes {
-			ns := nodeSnap{ID: id, Seq: n.Seq, Participant: n.Participant, Type: n.Type, Blocking: n.Blocking,
-				Decision: n.Decision, Termination: n.Termination, Extensions: n.Extensions}
-			ns.Refs = make([]refSnap, len(n.refs))
-			for i, r := range n.refs {
-				ns.Refs[i] = refSnap{r.target, r.rel}
-			}
-			ds.Nodes = append(ds.Nodes, ns)
+		ids := d.ids()
+		ds.Nodes = make([]nodeSnap, len(d.nodes))
+		for i, n := range d.nodes {
+			ds.Nodes[i] = nodeSnap{ID: ids[i], Seq: n.seq, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
+				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
+		}
+		ds.Refs = make([]refSnap, len(d.refs))
+		for i, r := range d.refs {
+			ds.Refs[i] = refSnap{r.target, r.rel}
+		}
+		for _, e := range d.extras {
+			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions})
 		}
 		for _, pe := range d.pend {
 			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant})
@@ -128,15 +138,18 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 				d.allowed[t] = true
 			}
 		}
-		for _, ns := range ds.Nodes {
-			n := &Node{Seq: ns.Seq, Participant: ns.Participant, Type: ns.Type, Blocking: ns.Blocking,
-				Decision: ns.Decision, Termination: ns.Termination, Extensions: ns.Extensions}
-			n.refs = make([]ref, len(ns.Refs))
-			for i, r := range ns.Refs {
-				n.refs[i] = ref{r.Target, r.Rel}
-			}
-			d.nodes[ns.ID] = n
-			d.counts[typeIndex[n.Type]]++
+		d.nodes = make([]node, len(ds.Nodes))
+		for i, ns := range ds.Nodes {
+			d.nodes[i] = node{seq: ns.Seq, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
+			d.index[ns.ID] = int32(i)
+			d.counts[ns.Typ]++
+		}
+		d.refs = make([]ref, len(ds.Refs))
+		for i, r := range ds.Refs {
+			d.refs[i] = ref{r.Target, r.Rel}
+		}
+		for _, e := range ds.Extras {
+			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions})
 		}
 		for _, id := range ds.Tips {
 			d.tips[id] = struct{}{}
@@ -152,7 +165,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant}
 			seen := map[canon.Digest]bool{}
 			for _, r := range a.References {
-				if _, ok := d.nodes[r.Target]; !ok && !seen[r.Target] {
+				if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
 					seen[r.Target] = true
 					d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
 				}

@@ -2,8 +2,6 @@ package projector
 
 import (
 	"strings"
-
-	"github.com/google/uuid"
 )
 
 // Subjects. One stream holds every deliberation:
@@ -55,8 +53,20 @@ func ValidDeliberation(s string) bool {
 	if len(s) != 36 {
 		return false
 	}
-	u, err := uuid.Parse(s)
-	return err == nil && u.String() == s
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // route splits a subject into its deliberation and, for artifacts, its
@@ -66,12 +76,15 @@ func route(subject string) (deliberation, kind, participant string) {
 	if !ok {
 		return "", "", ""
 	}
-	parts := strings.Split(rest, ".")
-	switch {
-	case len(parts) == 2 && parts[1] == "ctl":
-		return parts[0], "ctl", ""
-	case len(parts) == 3 && parts[1] == "art":
-		return parts[0], "art", parts[2]
+	delib, rest, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", "", ""
+	}
+	if rest == "ctl" {
+		return delib, "ctl", ""
+	}
+	if p, ok := strings.CutPrefix(rest, "art."); ok && p != "" && !strings.Contains(p, ".") {
+		return delib, "art", p
 	}
 	return "", "", ""
 }

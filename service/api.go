@@ -97,8 +97,8 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 		if d := p.Deliberation(id); d != nil {
 			found = true
 			out = make([]ArtifactEntry, 0, d.Artifacts())
-			d.Nodes(func(a canon.Digest, n *projector.Node) {
-				out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: d.ParticipantOf(n), Type: string(n.Type)})
+			d.Nodes(func(a canon.Digest, n projector.Node) {
+				out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: n.Participant, Type: string(n.Type)})
 			})
 		}
 	})
@@ -172,9 +172,7 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 	q.r.Read(func(p *projector.Projection) {
 		if dl := p.Deliberation(delib); dl != nil {
 			known = true
-			if n := dl.Node(d); n != nil {
-				seq = n.Seq
-			}
+			seq = dl.PositionOf(d)
 		}
 	})
 	switch {
