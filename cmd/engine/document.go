@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,6 +126,41 @@ func runVerify(ctx context.Context, e *env, args []string) int {
 		dst = a.ID.AppendText(dst)
 		dst = append(dst, `","artifact_type":`...)
 		return append(canon.AppendString(dst, []byte(a.Type)), '}'), true
+	})
+}
+
+func runSeal(ctx context.Context, e *env, args []string) int {
+	var f docFlags
+	fs := newFlags(e, "seal", "[--jsonl] [--max-size N] [--max-depth N] FILE|-",
+		"Seals an artifact: computes the artifact_id of the document (any artifact_id it\nhas is replaced), checks the artifact semantics, and prints the canonical bytes\nwith the id in place, with no newline (with --jsonl, {\"ok\":true,\"artifact\":\"...\",\n\"artifact_id\":\"...\"}): what a participant publishes.\n\n"+docAbout)
+	f.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	c := canon.New(canon.AMD, f.canonOptions()...)
+	v := events.NewValidator(events.WithCanonOptions(f.canonOptions()...))
+	return runDocuments(ctx, e, fs.Args(), f, !f.jsonl, func(dst, doc []byte) ([]byte, bool) {
+		canonical, id, err := c.ID(doc)
+		if err != nil {
+			return appendError(dst, err), false
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(canonical, &members); err != nil {
+			return appendError(dst, err), false
+		}
+		members["artifact_id"] = json.RawMessage(`"` + id.String() + `"`)
+		sealed, _ := json.Marshal(members)
+		a, err := v.Validate(sealed)
+		if err != nil {
+			return appendError(dst, err), false
+		}
+		if !f.jsonl {
+			return append(dst, a.Canonical...), true
+		}
+		dst = append(dst, `{"ok":true,"artifact":`...)
+		dst = canon.AppendString(dst, a.Canonical)
+		dst = append(dst, `,"artifact_id":"`...)
+		return append(a.ID.AppendText(dst), `"}`...), true
 	})
 }
 

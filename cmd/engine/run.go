@@ -34,6 +34,7 @@ func commands() []command {
 		{"id", "compute the artifact id of a document (AMD profile)", runID},
 		{"canon", "print the canonical form of a document (AMD profile, or --jcs)", runCanon},
 		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
+		{"seal", "seal an artifact: insert its artifact_id and print the bytes to publish", runSeal},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},

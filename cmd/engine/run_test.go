@@ -86,6 +86,9 @@ func TestRun_Commands(t *testing.T) {
 		{"verify semantics", sealed(t), []string{"verify", "-"}, 0, `"artifact_type":"CLAIM"}`, ""},
 		{"verify semantic error", `{"artifact_id":"sha256:` + idOf(t, `{"a":1}`) + `","a":1}`, []string{"verify", "-"}, 1, "", `"path":"/a"`},
 		{"verify profile only", `{"artifact_id":"sha256:` + idOf(t, `{"a":1}`) + `","a":1}`, []string{"verify", "--profile-only", "-"}, 0, `{"ok":true,"artifact_id":"sha256:` + idOf(t, `{"a":1}`) + `"}` + "\n", ""},
+		{"seal", `{"protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"x"},"references":[]}`, []string{"seal", "-"}, 0, sealedClaim, ""},
+		{"seal replaces a wrong id", `{"artifact_id":"sha256:` + strings.Repeat("0", 64) + `","protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"x"},"references":[]}`, []string{"seal", "-"}, 0, sealedClaim, ""},
+		{"seal semantic error", `{"protocol_version":"0.1","artifact_type":"CLAIM","payload":{},"references":[]}`, []string{"seal", "-"}, 1, "", `"code":"semantic.missing_statement"`},
 		{"max depth flag", `{"a":[[1]]}`, []string{"id", "--max-depth", "2", "-"}, 1, "", `"code":"limit.depth"`},
 		{"max size flag", `{"a":"0123456789"}`, []string{"id", "--max-size", "10", "-"}, 1, "", `"code":"limit.size"`},
 		{"no file", "", []string{"id"}, 2, "", "exactly one FILE"},
@@ -115,6 +118,10 @@ func TestRun_Commands(t *testing.T) {
 		})
 	}
 }
+
+// The sealed claim {"statement":"x"}, its id computed independently
+// (testdata/vectors/reference.py).
+const sealedClaim = `{"artifact_id":"sha256:55cab4fc24991f886c4b768b42955218bc851bcdd3bf9d0d8e5fdaa07dc37610","artifact_type":"CLAIM","payload":{"statement":"x"},"protocol_version":"0.1","references":[]}`
 
 func TestRun_JSONL(t *testing.T) {
 	in := "{\"b\":1,\"a\":2}\n{\"a\":1.5}\n\n{\"x\":\"\\u00e9\"}\r\n" + `{"s":"` + strings.Repeat("a", 100) + `"}` + "\n{}"
