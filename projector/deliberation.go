@@ -1,8 +1,11 @@
 package projector
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -38,6 +41,7 @@ type ref struct {
 // extensions) live in a side table.
 type node struct {
 	seq      uint64
+	depth    uint32 // references in a row down to a root
 	refStart uint32
 	refLen   uint32
 	part     int32
@@ -85,10 +89,28 @@ type Deliberation struct {
 	Position uint64 // position of the last message that touched it
 	Round    int
 
-	index    map[canon.Digest]int32 // artifact id -> nodes
+	// Times from the stream (Msg.Time): when the deliberation opened, and
+	// when it last accepted an artifact from a participant.
+	OpenedTime   time.Time
+	LastActivity time.Time
+	// Tokens and CostUSDMicros sum the parley.usage extensions of accepted
+	// artifacts.
+	Tokens        int64
+	CostUSDMicros int64
+	// Stall counts the accepted participant artifacts since the last one
+	// that added a claim, revision or evidence or disposed of an objection.
+	Stall int
+
+	limits Limits
+	policy Policy
+	now    time.Time // the time of the message being applied
+
+	index    map[canon.Digest]int32   // artifact id -> nodes
+	objTo    map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
 	nodes    []node
 	refs     []ref
 	extras   []extra
+	nodeIDs  []canon.Digest // node -> id
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	pend     map[canon.Digest]*pending
@@ -110,7 +132,7 @@ type Deliberation struct {
 func newDeliberation(id string, opts Options) *Deliberation {
 	return &Deliberation{
 		opts: opts, ID: id,
-		index: map[canon.Digest]int32{}, tips: map[canon.Digest]struct{}{},
+		index: map[canon.Digest]int32{}, objTo: map[canon.Digest][]int32{}, tips: map[canon.Digest]struct{}{},
 		open: map[canon.Digest]struct{}{}, pend: map[canon.Digest]*pending{},
 		waiting: map[canon.Digest][]canon.Digest{}, partIdx: map[string]int32{},
 		rejCodes: map[string]int{},
@@ -158,7 +180,7 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 		if d.Status != "" {
 			return d.reject(seq, "", "", ClassInvalidSubmission, CodeAlreadyOpen, "the deliberation is already open")
 		}
-		d.Status, d.Charter, d.Title, d.OpenedAt = StatusOpen, charter, charter.Title, seq
+		d.Status, d.Charter, d.Title, d.OpenedAt, d.OpenedTime, d.LastActivity = StatusOpen, charter, charter.Title, seq, d.now, d.now
 		if len(charter.Participants) > 0 {
 			d.allowed = map[string]bool{}
 			for _, t := range charter.Participants {
@@ -182,20 +204,25 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 }
 
 func (d *Deliberation) artifact(m Msg, participant string) Outcome {
+	d.now = m.Time
 	a, err := d.opts.Validator.ValidateTransient(m.Data)
 	if err != nil {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}
 	id := func() string { return a.ID.String() }
+	super := participant == SupervisorToken
 	switch {
+	case super && d.Status.Terminal() && d.recordsEnd(a):
+		// The supervisor's TERMINATION recording an end that a control
+		// message decided.
 	case d.Status.Terminal():
 		d.Position = m.Seq
 		d.lateN++
 		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
 		return Outcome{Deliberation: d.ID, Late: true}
-	case d.Status == StatusSuspended:
+	case d.Status == StatusSuspended && !super:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
-	case participant != SupervisorToken && d.allowed != nil && !d.allowed[participant]:
+	case !super && d.allowed != nil && !d.allowed[participant]:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
 	}
 	if _, dup := d.index[a.ID]; dup {
@@ -203,6 +230,11 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	}
 	if _, dup := d.pend[a.ID]; dup {
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
+	}
+	if !super {
+		if code, msg := d.breach(m, a, participant); code != "" {
+			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)
+		}
 	}
 	d.Position = m.Seq
 	missing := 0
@@ -280,8 +312,25 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 			return false
 		}
 	}
-	n := node{seq: p.seq, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
+	var depth uint32
+	for _, r := range a.References {
+		depth = max(depth, d.nodes[d.index[r.Target]].depth+1)
+	}
+	if l := d.limits.MaxDepth; l > 0 && int(depth) > l && p.participant != SupervisorToken {
+		o := d.reject(p.seq, p.participant, a.ID.String(), ClassInvalidSubmission, CodeLimitGraphDepth,
+			"graph depth "+strconv.Itoa(int(depth))+" exceeds max_depth "+strconv.Itoa(l))
+		if out.Rejection == nil {
+			out.Rejection = o.Rejection
+		}
+		d.dropWaiters(a.ID, out)
+		return false
+	}
+	n := node{seq: p.seq, depth: depth, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
 		refStart: uint32(len(d.refs)), refLen: uint32(len(a.References))}
+	if p.participant != SupervisorToken {
+		d.LastActivity = d.now
+		d.account(a)
+	}
 	for _, r := range a.References {
 		d.refs = append(d.refs, ref{r.Target, relIndex[r.Relation]})
 		delete(d.tips, r.Target)
@@ -292,6 +341,11 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 		n.blocking = p.Blocking
 		if p.Blocking {
 			d.open[a.ID] = struct{}{}
+			for _, r := range a.References {
+				if r.Relation == events.ObjectsTo {
+					d.objTo[r.Target] = append(d.objTo[r.Target], int32(len(d.nodes)))
+				}
+			}
 		}
 	case *events.Decision:
 		ex.decision = p
@@ -318,6 +372,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	}
 	d.index[a.ID] = int32(len(d.nodes))
 	d.nodes = append(d.nodes, n)
+	d.nodeIDs = append(d.nodeIDs, a.ID)
 	d.tips[a.ID] = struct{}{}
 	d.counts[n.typ]++
 	d.perPart[n.part]++
@@ -388,14 +443,8 @@ func (d *Deliberation) PositionOf(id canon.Digest) uint64 {
 // Artifacts returns the number of artifacts in the DAG.
 func (d *Deliberation) Artifacts() int { return len(d.nodes) }
 
-// ids returns the artifact ids in node order.
-func (d *Deliberation) ids() []canon.Digest {
-	ids := make([]canon.Digest, len(d.nodes))
-	for id, i := range d.index {
-		ids[i] = id
-	}
-	return ids
-}
+// ids returns the artifact ids in node order (not to be modified).
+func (d *Deliberation) ids() []canon.Digest { return d.nodeIDs }
 
 // Nodes calls fn for every artifact in the DAG, in order of admission.
 func (d *Deliberation) Nodes(fn func(canon.Digest, Node)) {
@@ -464,4 +513,78 @@ func compareDigest(a, b canon.Digest) int {
 		}
 	}
 	return 0
+}
+
+// recordsEnd reports whether a, from the supervisor, is the TERMINATION
+// that records the end a control message decided (cancel): it enters the
+// DAG instead of being late.
+func (d *Deliberation) recordsEnd(a *events.Artifact) bool {
+	t := a.TerminationPayload()
+	if t == nil || Status(t.State) != d.Status {
+		return false
+	}
+	for _, id := range d.terms {
+		if n := d.nodes[d.index[id]]; n.extra >= 0 && d.extras[n.extra].termination.State == t.State {
+			return false // already recorded
+		}
+	}
+	return true
+}
+
+// breach checks a participant's artifact against the charter's
+// per-artifact limits.
+func (d *Deliberation) breach(m Msg, a *events.Artifact, participant string) (string, string) {
+	l := d.limits
+	itoa := strconv.Itoa
+	switch {
+	case l.MaxArtifactBytes > 0 && len(m.Data) > l.MaxArtifactBytes:
+		return CodeLimitArtifactSize, itoa(len(m.Data)) + " bytes exceed max_artifact_bytes " + itoa(l.MaxArtifactBytes)
+	case l.MaxReferences > 0 && len(a.References) > l.MaxReferences:
+		return CodeLimitReferences, itoa(len(a.References)) + " references exceed max_references " + itoa(l.MaxReferences)
+	case l.MaxArtifacts > 0 && len(d.nodes)+len(d.pend) >= l.MaxArtifacts:
+		return CodeLimitArtifacts, "the deliberation already holds max_artifacts " + itoa(l.MaxArtifacts)
+	case l.MaxArtifactsPerParticipant > 0:
+		if i, ok := d.partIdx[participant]; ok && d.perPart[i] >= l.MaxArtifactsPerParticipant {
+			return CodeLimitParticipant, participant + " already has max_artifacts_per_participant " + itoa(l.MaxArtifactsPerParticipant)
+		}
+	}
+	return "", ""
+}
+
+// Usage is the parley.usage extension.
+type Usage struct {
+	InputTokens   int64 `json:"input_tokens"`
+	OutputTokens  int64 `json:"output_tokens"`
+	CostUSDMicros int64 `json:"cost_usd_micros"`
+}
+
+// UsageExtension is the extension name of token and cost accounting.
+const UsageExtension = "parley.usage"
+
+// account sums usage and tracks the stall window for an accepted
+// participant artifact.
+func (d *Deliberation) account(a *events.Artifact) {
+	if raw, ok := a.Extensions[UsageExtension]; ok {
+		var u Usage
+		if json.Unmarshal(raw, &u) == nil && u.InputTokens >= 0 && u.OutputTokens >= 0 && u.CostUSDMicros >= 0 {
+			d.Tokens += u.InputTokens + u.OutputTokens
+			d.CostUSDMicros += u.CostUSDMicros
+		}
+	}
+	progress := false
+	switch p := a.Payload.(type) {
+	case *events.Claim, *events.RevisionPayload, *events.Evidence:
+		progress = true
+	case *events.Decision:
+		for _, x := range p.ObjectionDispositions {
+			if x.Disposition.Public() {
+				progress = true
+			}
+		}
+	}
+	if progress {
+		d.Stall = 0
+	} else {
+		d.Stall++
+	}
 }

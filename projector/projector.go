@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -16,6 +17,10 @@ type Msg struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
+	// Time is the message's stream timestamp. The fold records it (when a
+	// deliberation opened, when it last accepted an artifact) for the
+	// supervisor's time limits; it never reads a clock.
+	Time time.Time
 }
 
 // Status of a deliberation.
@@ -44,19 +49,27 @@ const ClassInvalidSubmission = "invalid_submission"
 
 // Codes of the projector's own rejections.
 const (
-	CodeSubjectInvalid       = "subject.invalid"
-	CodeDeliberationInvalid  = "subject.invalid_deliberation"
-	CodeParticipantInvalid   = "subject.invalid_participant"
-	CodeNotOpen              = "deliberation.not_open"
-	CodeAlreadyOpen          = "deliberation.already_open"
-	CodeSuspended            = "deliberation.suspended"
-	CodeTerminal             = "deliberation.terminal"
-	CodeControlInvalid       = "control.invalid"
-	CodeNotInCharter         = "participant.not_in_charter"
-	CodeDuplicate            = "artifact.duplicate"
-	CodePendingOverflow      = "pending.overflow"
-	CodeSupervisorOnlyEngine = "participant.reserved"
+	CodeSubjectInvalid      = "subject.invalid"
+	CodeDeliberationInvalid = "subject.invalid_deliberation"
+	CodeParticipantInvalid  = "subject.invalid_participant"
+	CodeNotOpen             = "deliberation.not_open"
+	CodeAlreadyOpen         = "deliberation.already_open"
+	CodeSuspended           = "deliberation.suspended"
+	CodeTerminal            = "deliberation.terminal"
+	CodeControlInvalid      = "control.invalid"
+	CodeNotInCharter        = "participant.not_in_charter"
+	CodeDuplicate           = "artifact.duplicate"
+	CodePendingOverflow     = "pending.overflow"
+	CodeLimitArtifactSize   = "limit.artifact_size"
+	CodeLimitReferences     = "limit.references"
+	CodeLimitGraphDepth     = "limit.graph_depth"
+	CodeLimitParticipant    = "limit.participant_artifacts"
+	CodeLimitArtifacts      = "limit.artifacts"
 )
+
+// LimitCodes are the per-artifact limit breaches of a charter; the
+// supervisor answers each with a FAILURE.
+var LimitCodes = []string{CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts}
 
 // Rejection records a message that did not enter the DAG. It stays in the
 // stream; this is its place in the projection.
@@ -89,6 +102,8 @@ type Options struct {
 	// Validator validates artifacts (its canon options carry the size and
 	// depth limits).
 	Validator *events.Validator
+	// Defaults are the engine-wide charter defaults.
+	Defaults Defaults
 }
 
 // DefaultOptions are the defaults.
@@ -272,7 +287,13 @@ func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
 			return p.unroutable(m, "", CodeNotOpen, c.Op+" on a deliberation that was never opened")
 		}
 		d = newDeliberation(id, p.opts)
+		l, pol, err := effective(charter, p.opts.Defaults)
+		if err != nil {
+			return p.unroutable(m, "", CodeControlInvalid, err.Error())
+		}
+		d.limits, d.policy = l, pol
 		p.delibs[id] = d
 	}
+	d.now = m.Time
 	return d.control(m.Seq, c, charter)
 }

@@ -2,10 +2,12 @@ package projector_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 )
@@ -278,5 +280,28 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 	}
 	if _, err := projector.ReadSnapshot(strings.NewReader("junk"), projector.Options{}); err == nil {
 		t.Error("junk snapshot accepted")
+	}
+}
+
+// The projection is the closure verifier's graph, live and after a
+// snapshot.
+func TestDeliberation_Verify(t *testing.T) {
+	f := newFeed(t)
+	f.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	c := claim("root")
+	f.art("a", c)
+	ob := objection(c.ID, true)
+	f.art("b", ob)
+	dec := decision(events.Final, c.ID) // does not reference the objection
+	f.art("a", dec)
+	r := f.d().Verify(dec.ID, 0, closure.Limits{})
+	if r.OK || len(r.Findings) != 1 || r.Findings[0].Code != closure.CodeHidden || r.Findings[0].ArtifactID != ob.ID.String() || r.ClosureSize != 3 {
+		t.Fatalf("%+v", r)
+	}
+	var buf bytes.Buffer
+	f.p.WriteSnapshot(&buf)
+	q, _ := projector.ReadSnapshot(&buf, projector.Options{})
+	if r2 := q.Deliberation(delib).Verify(dec.ID, 0, closure.Limits{}); fmt.Sprint(r2) != fmt.Sprint(r) {
+		t.Fatalf("after snapshot %+v", r2)
 	}
 }

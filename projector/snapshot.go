@@ -4,6 +4,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -11,7 +12,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 type snapshot struct {
 	Version       int
@@ -24,6 +25,7 @@ type snapshot struct {
 type nodeSnap struct {
 	ID       canon.Digest
 	Seq      uint64
+	Depth    uint32
 	RefStart uint32
 	RefLen   uint32
 	Part     int32
@@ -69,6 +71,10 @@ type delibSnap struct {
 	RejTotal           int
 	Late               []Late
 	LateN              int
+	OpenedTime         time.Time
+	LastActivity       time.Time
+	Tokens, Cost       int64
+	Stall              int
 }
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
@@ -79,14 +85,15 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
 			Position: d.Position, Round: d.Round, Tips: sortedKeys(d.tips), Open: sortedKeys(d.open),
 			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
-			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN}
+			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
+			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
 		ids := d.ids()
 		ds.Nodes = make([]nodeSnap, len(d.nodes))
 		for i, n := range d.nodes {
-			ds.Nodes[i] = nodeSnap{ID: ids[i], Seq: n.seq, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
+			ds.Nodes[i] = nodeSnap{ID: ids[i], Seq: n.seq, Depth: n.depth, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
 				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
 		}
 		ds.Refs = make([]refSnap, len(d.refs))
@@ -123,6 +130,14 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
 		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
+		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
+		if d.Charter != nil {
+			l, pol, err := effective(d.Charter, p.opts.Defaults)
+			if err != nil {
+				return nil, fmt.Errorf("projector: snapshot charter of %s: %w", d.ID, err)
+			}
+			d.limits, d.policy = l, pol
+		}
 		if ds.RejCodes != nil {
 			d.rejCodes = ds.RejCodes
 		}
@@ -140,8 +155,9 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		}
 		d.nodes = make([]node, len(ds.Nodes))
 		for i, ns := range ds.Nodes {
-			d.nodes[i] = node{seq: ns.Seq, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
+			d.nodes[i] = node{seq: ns.Seq, depth: ns.Depth, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
 			d.index[ns.ID] = int32(i)
+			d.nodeIDs = append(d.nodeIDs, ns.ID)
 			d.counts[ns.Typ]++
 		}
 		d.refs = make([]ref, len(ds.Refs))
@@ -150,6 +166,15 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		}
 		for _, e := range ds.Extras {
 			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions})
+		}
+		for i, n := range d.nodes {
+			if n.blocking {
+				for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
+					if relOf[r.rel] == events.ObjectsTo {
+						d.objTo[r.target] = append(d.objTo[r.target], int32(i))
+					}
+				}
+			}
 		}
 		for _, id := range ds.Tips {
 			d.tips[id] = struct{}{}

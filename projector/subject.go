@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"strings"
 )
 
@@ -88,3 +89,5 @@ func route(subject string) (deliberation, kind, participant string) {
 	}
 	return "", "", ""
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

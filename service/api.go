@@ -6,12 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/projector"
 )
 
@@ -188,6 +190,27 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 	return canon.Canonicalize(canon.AMD, msg.Data)
 }
 
+// Closure verifies a decision of a deliberation over the live projection
+// at position at (0: the decision's own), with the charter's limits.
+func (q *Queries) Closure(id, decisionID string, at uint64) (closure.Result, error) {
+	var r closure.Result
+	d, ok := canon.ParseDigest(decisionID)
+	if !ok {
+		return r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "decision id is not sha256:<64 lowercase hex>"}
+	}
+	found := false
+	q.r.Read(func(p *projector.Projection) {
+		if dl := p.Deliberation(id); dl != nil {
+			found = true
+			r = dl.Verify(d, at, dl.ClosureLimits())
+		}
+	})
+	if !found {
+		return r, notFound("deliberation " + id)
+	}
+	return r, nil
+}
+
 // Health is the health report.
 type Health struct {
 	OK         bool   `json:"ok"`
@@ -242,7 +265,17 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		w.Write(b)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/closure/{decision_id}", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, nil, &apiError{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "closure verification is not available in this version"})
+		var at uint64
+		if s := r.URL.Query().Get("at"); s != "" {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				reply(w, nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "at must be a stream position"})
+				return
+			}
+			at = n
+		}
+		v, err := q.Closure(r.PathValue("id"), r.PathValue("decision_id"), at)
+		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, q.Unrouted())

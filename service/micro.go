@@ -22,6 +22,7 @@ const MicroPrefix = "parley.api"
 //	parley.api.deliberation   {"id":…}                            one deliberation
 //	parley.api.rejections     {"id":…}                            its rejections
 //	parley.api.artifact       {"id":…,"artifact_id":…}            canonical bytes
+//	parley.api.closure        {"id":…,"decision":…,"at":N}        closure verification
 //	parley.api.health         {}                                  health
 func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
@@ -33,6 +34,8 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	type req struct {
 		ID         string `json:"id"`
 		ArtifactID string `json:"artifact_id"`
+		Decision   string `json:"decision"`
+		At         uint64 `json:"at"`
 	}
 	parse := func(r micro.Request) (req, bool) {
 		var v req
@@ -83,6 +86,12 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 					return
 				}
 				r.Respond(b)
+			}
+		}),
+		add("closure", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, err := q.Closure(v.ID, v.Decision, v.At)
+				respond(r, out, err)
 			}
 		}),
 		add("health", func(r micro.Request) { respond(r, q.Health(context.Background()), nil) }),

@@ -172,7 +172,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
 			continue
 		}
-		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data()}, meta.NumPending)
+		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp}, meta.NumPending)
 	}
 }
 

@@ -56,8 +56,11 @@ type Config struct {
 	// NATSConfig is a nats-server configuration file for the embedded
 	// server (for example deploy/nats.conf).
 	NATSConfig string
-	Version    string
-	Logger     *slog.Logger
+	// CharterDefaults are the engine-wide limits and policy used where a
+	// charter is silent.
+	CharterDefaults projector.Defaults
+	Version         string
+	Logger          *slog.Logger
 }
 
 // Service is a running engine.
@@ -137,9 +140,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Runner, err = NewRunner(ensureCtx, s.js, s.Stream, RunnerConfig{
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
-		Projector:     projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes)))},
-		Logger:        s.log.With("component", "projector"),
-		Metrics:       s.Metrics,
+		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
+			Defaults: cfg.CharterDefaults},
+		Logger:  s.log.With("component", "projector"),
+		Metrics: s.Metrics,
 	})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ func commands() []command {
 		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
 		{"seal", "seal an artifact: insert its artifact_id and print the bytes to publish", runSeal},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
+		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
 	}

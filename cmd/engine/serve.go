@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,7 +15,7 @@ import (
 
 func runServe(ctx context.Context, e *env, args []string) int {
 	var cfg service.Config
-	var logLevel, logFormat string
+	var logLevel, logFormat, defaultsFile string
 	fs := newFlags(e, "serve", "[flags]", `Runs the engine: an embedded NATS server with JetStream (unless --nats names
 an existing cluster), the PARLEY stream, the projector, and the query API
 over HTTP and as the NATS micro service "parley". Stops gracefully on
@@ -33,6 +35,7 @@ SIGINT or SIGTERM.`)
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
+	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	if code, ok := parse(fs, args); !ok {
@@ -41,6 +44,18 @@ SIGINT or SIGTERM.`)
 	if fs.NArg() > 0 {
 		fmt.Fprintf(e.stderr, "engine serve: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
+	}
+	if defaultsFile != "" {
+		b, err := os.ReadFile(defaultsFile)
+		if err == nil {
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			err = dec.Decode(&cfg.CharterDefaults)
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine serve: --charter-defaults: %v\n", err)
+			return exitUsage
+		}
 	}
 	if cfg.Password == "" {
 		cfg.Password = os.Getenv("PARLEY_NATS_PASSWORD")
