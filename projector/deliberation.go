@@ -101,6 +101,13 @@ type Deliberation struct {
 	// that added a claim, revision or evidence or disposed of an objection.
 	Stall int
 
+	// SuspendedAt and CancelledAt are the positions of the control
+	// messages that suspended or cancelled the deliberation (0: none), and
+	// CancelReason the cancel's reason.
+	SuspendedAt  uint64
+	CancelledAt  uint64
+	CancelReason string
+
 	limits Limits
 	policy Policy
 	now    time.Time // the time of the message being applied
@@ -111,6 +118,7 @@ type Deliberation struct {
 	refs     []ref
 	extras   []extra
 	nodeIDs  []canon.Digest // node -> id
+	superN   int            // nodes published by the supervisor
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	pend     map[canon.Digest]*pending
@@ -188,11 +196,11 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 			}
 		}
 	case "suspend":
-		d.Status = StatusSuspended
+		d.Status, d.SuspendedAt = StatusSuspended, seq
 	case "resume":
-		d.Status = StatusOpen
+		d.Status, d.SuspendedAt = StatusOpen, 0
 	case "cancel":
-		d.Status = StatusCancelled
+		d.Status, d.CancelledAt, d.CancelReason = StatusCancelled, seq, c.Reason
 	case "round":
 		if c.Round <= d.Round {
 			return d.reject(seq, "", "", ClassInvalidSubmission, CodeControlInvalid, "round must increase")
@@ -330,6 +338,8 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	if p.participant != SupervisorToken {
 		d.LastActivity = d.now
 		d.account(a)
+	} else {
+		d.superN++
 	}
 	for _, r := range a.References {
 		d.refs = append(d.refs, ref{r.Target, relIndex[r.Relation]})
@@ -520,15 +530,7 @@ func compareDigest(a, b canon.Digest) int {
 // DAG instead of being late.
 func (d *Deliberation) recordsEnd(a *events.Artifact) bool {
 	t := a.TerminationPayload()
-	if t == nil || Status(t.State) != d.Status {
-		return false
-	}
-	for _, id := range d.terms {
-		if n := d.nodes[d.index[id]]; n.extra >= 0 && d.extras[n.extra].termination.State == t.State {
-			return false // already recorded
-		}
-	}
-	return true
+	return t != nil && Status(t.State) == d.Status && !d.Recorded(t.State)
 }
 
 // breach checks a participant's artifact against the charter's
@@ -541,7 +543,7 @@ func (d *Deliberation) breach(m Msg, a *events.Artifact, participant string) (st
 		return CodeLimitArtifactSize, itoa(len(m.Data)) + " bytes exceed max_artifact_bytes " + itoa(l.MaxArtifactBytes)
 	case l.MaxReferences > 0 && len(a.References) > l.MaxReferences:
 		return CodeLimitReferences, itoa(len(a.References)) + " references exceed max_references " + itoa(l.MaxReferences)
-	case l.MaxArtifacts > 0 && len(d.nodes)+len(d.pend) >= l.MaxArtifacts:
+	case l.MaxArtifacts > 0 && d.ParticipantArtifacts() >= l.MaxArtifacts:
 		return CodeLimitArtifacts, "the deliberation already holds max_artifacts " + itoa(l.MaxArtifacts)
 	case l.MaxArtifactsPerParticipant > 0:
 		if i, ok := d.partIdx[participant]; ok && d.perPart[i] >= l.MaxArtifactsPerParticipant {
@@ -588,3 +590,36 @@ func (d *Deliberation) account(a *events.Artifact) {
 		d.Stall++
 	}
 }
+
+// Has reports whether an artifact is in the DAG or pending.
+func (d *Deliberation) Has(id canon.Digest) bool {
+	if _, ok := d.index[id]; ok {
+		return true
+	}
+	_, ok := d.pend[id]
+	return ok
+}
+
+// Recorded reports whether a TERMINATION with state s is in the DAG.
+func (d *Deliberation) Recorded(s events.TerminationState) bool {
+	for _, id := range d.terms {
+		if n := d.nodes[d.index[id]]; n.extra >= 0 && d.extras[n.extra].termination.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// HasFinalDecision reports whether a final DECISION is in the DAG.
+func (d *Deliberation) HasFinalDecision() bool {
+	for _, id := range d.decs {
+		if n := d.nodes[d.index[id]]; d.extras[n.extra].decision.Status == events.Final {
+			return true
+		}
+	}
+	return false
+}
+
+// ParticipantArtifacts counts the participants' artifacts, in the DAG or
+// pending (the supervisor's do not count against max_artifacts).
+func (d *Deliberation) ParticipantArtifacts() int { return len(d.nodes) - d.superN + len(d.pend) }

@@ -75,6 +75,9 @@ type delibSnap struct {
 	LastActivity       time.Time
 	Tokens, Cost       int64
 	Stall              int
+	SuspendedAt        uint64
+	CancelledAt        uint64
+	CancelReason       string
 }
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
@@ -86,7 +89,8 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 			Position: d.Position, Round: d.Round, Tips: sortedKeys(d.tips), Open: sortedKeys(d.open),
 			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
 			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
-			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall}
+			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
+			SuspendedAt: d.SuspendedAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -131,6 +135,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
+		d.SuspendedAt, d.CancelledAt, d.CancelReason = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {
@@ -157,6 +162,9 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		for i, ns := range ds.Nodes {
 			d.nodes[i] = node{seq: ns.Seq, depth: ns.Depth, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
 			d.index[ns.ID] = int32(i)
+			if ds.Parts[ns.Part] == SupervisorToken {
+				d.superN++
+			}
 			d.nodeIDs = append(d.nodeIDs, ns.ID)
 			d.counts[ns.Typ]++
 		}
