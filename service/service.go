@@ -59,28 +59,33 @@ type Config struct {
 	// CharterDefaults are the engine-wide limits and policy used where a
 	// charter is silent.
 	CharterDefaults projector.Defaults
-	Version         string
-	Logger          *slog.Logger
+	// NoSupervisor turns the termination supervisor off (another engine
+	// supervises, or an auditor only reads).
+	NoSupervisor bool
+	Version      string
+	Logger       *slog.Logger
 }
 
 // Service is a running engine.
 type Service struct {
-	cfg     Config
-	log     *slog.Logger
-	srv     *server.Server // nil when using an external cluster
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	Stream  jetstream.Stream
-	Runner  *Runner
-	Queries *Queries
-	Metrics *Metrics
-	micro   micro.Service
-	http    *http.Server
-	httpLn  net.Listener
-	runDone chan struct{}
-	runErr  error
-	cancel  context.CancelFunc
-	natsURL string
+	cfg        Config
+	log        *slog.Logger
+	srv        *server.Server // nil when using an external cluster
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	Stream     jetstream.Stream
+	Runner     *Runner
+	Queries    *Queries
+	Metrics    *Metrics
+	Supervisor *Supervisor
+	micro      micro.Service
+	http       *http.Server
+	httpLn     net.Listener
+	runDone    chan struct{}
+	runErr     error
+	superDone  chan struct{}
+	cancel     context.CancelFunc
+	natsURL    string
 }
 
 // Start starts the engine. It returns once the stream exists and the API
@@ -173,6 +178,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.runErr = s.Runner.Run(runCtx)
 		close(s.runDone)
 	}()
+	s.Supervisor = NewSupervisor(s.Runner, s.js, s.log.With("component", "supervisor"))
+	if !cfg.NoSupervisor {
+		s.superDone = make(chan struct{})
+		go func() {
+			s.Supervisor.Run(runCtx)
+			close(s.superDone)
+		}()
+	}
 	return s, nil
 }
 
@@ -241,6 +254,9 @@ func (s *Service) Close() error {
 	}
 	if s.cancel != nil {
 		s.cancel()
+		if s.superDone != nil {
+			<-s.superDone
+		}
 		<-s.runDone
 		errs = append(errs, s.runErr)
 	}

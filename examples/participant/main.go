@@ -1,7 +1,7 @@
 // Command participant is a runnable example of the Go client: it opens a
 // deliberation, publishes a claim, evidence, a blocking objection and a
-// final decision that addresses it, and prints the state the engine
-// projects.
+// final decision that addresses it, waits for the engine's supervisor to
+// complete the deliberation, and prints the state the engine projects.
 //
 // Start the engine first (go run ./cmd/engine serve), then:
 //
@@ -85,6 +85,18 @@ func run(ctx context.Context, url string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(out, "decision", decision.ID)
+	// The decision is final and its closure verifies: the engine's
+	// supervisor completes the deliberation with a TERMINATION.
+	for v.Status == "open" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the deliberation was not completed: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if v, err = alice.State(ctx, id); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "status %s, %d artifacts, %d open blocking objections, %d rejections\n",
 		v.Status, v.Artifacts, len(v.OpenBlockingObjections), v.Rejections)
 	fmt.Fprintln(out, "state_digest", v.StateDigest)

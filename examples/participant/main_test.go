@@ -23,7 +23,7 @@ func TestRun(t *testing.T) {
 	if err := run(ctx, s.NATSURL(), &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "status open, 4 artifacts, 0 open blocking objections, 0 rejections") {
+	if !strings.Contains(out.String(), "status completed, 5 artifacts, 0 open blocking objections, 0 rejections") {
 		t.Errorf("output:\n%s", out.String())
 	}
 }

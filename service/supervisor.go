@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/termination"
+)
+
+// Supervisor runs the termination supervisor: it judges every deliberation
+// with termination.Decide and publishes what it decides as _supervisor,
+// each publish guarded by the expected last sequence of the deliberation's
+// subjects. It owns the clock; the decision is pure.
+type Supervisor struct {
+	r     *Runner
+	js    jetstream.JetStream
+	log   *slog.Logger
+	Now   func() time.Time
+	Every time.Duration
+}
+
+// NewSupervisor returns a supervisor over the runner's projection.
+func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervisor {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond}
+}
+
+// Job is what the supervisor decided for one deliberation at a position.
+type Job struct {
+	Deliberation string
+	Position     uint64
+	Emissions    []termination.Emission
+}
+
+// Judge decides, for every deliberation that is open, suspended, or ended
+// by a control message, what to publish at time now.
+func (s *Supervisor) Judge(now time.Time) []Job {
+	var jobs []Job
+	s.r.Read(func(p *projector.Projection) {
+		p.Deliberations(func(d *projector.Deliberation) {
+			if d.Status.Terminal() && d.Status != projector.StatusCancelled {
+				return
+			}
+			if ems := termination.Decide(d, now); len(ems) > 0 {
+				jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
+			}
+		})
+	})
+	return jobs
+}
+
+// ErrSuperseded is returned, wrapped, when a publish was refused because
+// the deliberation moved on after the position judged.
+var ErrSuperseded = errors.New("service: the deliberation moved on after the position judged")
+
+// Publish publishes a job's emissions in order. The first expects the
+// deliberation's last message to be the one at the position judged; each
+// next one expects the previous emission. It stops at the first refusal.
+func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
+	expect := j.Position
+	for i, e := range j.Emissions {
+		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
+			jetstream.WithMsgID(ledger.MsgID(j.Deliberation, e.Artifact.ID.String())),
+			jetstream.WithExpectStream(ledger.StreamName),
+			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
+		if err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164) {
+				return i, fmt.Errorf("%w: %s at position %d", ErrSuperseded, j.Deliberation, expect)
+			}
+			return i, fmt.Errorf("service: publish the supervisor's %s to %s: %w", e.Artifact.Type, j.Deliberation, err)
+		}
+		s.log.Info("supervisor", "deliberation", j.Deliberation, "published", e.Artifact.Type, "reason", e.Reason, "position", ack.Sequence)
+		expect = ack.Sequence
+	}
+	return len(j.Emissions), nil
+}
+
+// Step judges and publishes once; refused publishes are judged again at
+// the next step.
+func (s *Supervisor) Step(ctx context.Context) int {
+	n := 0
+	for _, j := range s.Judge(s.Now()) {
+		k, err := s.Publish(ctx, j)
+		n += k
+		switch {
+		case errors.Is(err, ErrSuperseded):
+			s.log.Debug("supervisor: judge again", "err", err)
+		case err != nil:
+			s.log.Error("supervisor", "err", err)
+		}
+		if k > 0 {
+			// Judge this deliberation again only once the projection has
+			// the emissions.
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			s.r.WaitFor(wctx, s.r.Position()+uint64(k))
+			cancel()
+		}
+	}
+	return n
+}
+
+// Run steps until ctx ends.
+func (s *Supervisor) Run(ctx context.Context) {
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Step(ctx)
+		}
+	}
+}
