@@ -91,8 +91,9 @@ type Deliberation struct {
 
 	// Times from the stream (Msg.Time): when the deliberation opened, and
 	// when it last accepted an artifact from a participant.
-	OpenedTime   time.Time
-	LastActivity time.Time
+	OpenedTime     time.Time
+	LastActivity   time.Time
+	LastActivityAt uint64 // position of that artifact
 	// Tokens and CostUSDMicros sum the parley.usage extensions of accepted
 	// artifacts.
 	Tokens        int64
@@ -336,7 +337,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	n := node{seq: p.seq, depth: depth, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
 		refStart: uint32(len(d.refs)), refLen: uint32(len(a.References))}
 	if p.participant != SupervisorToken {
-		d.LastActivity = d.now
+		d.LastActivity, d.LastActivityAt = d.now, p.seq
 		d.account(a)
 	} else {
 		d.superN++

@@ -76,6 +76,7 @@ type delibSnap struct {
 	Tokens, Cost       int64
 	Stall              int
 	SuspendedAt        uint64
+	LastActivityAt     uint64
 	CancelledAt        uint64
 	CancelReason       string
 }
@@ -90,7 +91,7 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
 			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason}
+			SuspendedAt: d.SuspendedAt, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -135,7 +136,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
-		d.SuspendedAt, d.CancelledAt, d.CancelReason = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason
+		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {

@@ -66,6 +66,11 @@ var ErrSuperseded = errors.New("service: the deliberation moved on after the pos
 // deliberation's last message to be the one at the position judged; each
 // next one expects the previous emission. It stops at the first refusal.
 func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
+	n, _, err := s.publish(ctx, j)
+	return n, err
+}
+
+func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	expect := j.Position
 	for i, e := range j.Emissions {
 		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
@@ -75,14 +80,14 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 		if err != nil {
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164) {
-				return i, fmt.Errorf("%w: %s at position %d", ErrSuperseded, j.Deliberation, expect)
+				return i, expect, fmt.Errorf("%w: %s at position %d", ErrSuperseded, j.Deliberation, expect)
 			}
-			return i, fmt.Errorf("service: publish the supervisor's %s to %s: %w", e.Artifact.Type, j.Deliberation, err)
+			return i, expect, fmt.Errorf("service: publish the supervisor's %s to %s: %w", e.Artifact.Type, j.Deliberation, err)
 		}
 		s.log.Info("supervisor", "deliberation", j.Deliberation, "published", e.Artifact.Type, "reason", e.Reason, "position", ack.Sequence)
 		expect = ack.Sequence
 	}
-	return len(j.Emissions), nil
+	return len(j.Emissions), expect, nil
 }
 
 // Step judges and publishes once; refused publishes are judged again at
@@ -90,7 +95,7 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 func (s *Supervisor) Step(ctx context.Context) int {
 	n := 0
 	for _, j := range s.Judge(s.Now()) {
-		k, err := s.Publish(ctx, j)
+		k, last, err := s.publish(ctx, j)
 		n += k
 		switch {
 		case errors.Is(err, ErrSuperseded):
@@ -102,7 +107,7 @@ func (s *Supervisor) Step(ctx context.Context) int {
 			// Judge this deliberation again only once the projection has
 			// the emissions.
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s.r.WaitFor(wctx, s.r.Position()+uint64(k))
+			s.r.WaitFor(wctx, last)
 			cancel()
 		}
 	}

@@ -142,26 +142,26 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedRounds, "round " + strconv.Itoa(d.Round) + " announced beyond max_rounds " + strconv.Itoa(lim.MaxRounds)})
 	}
 	if lim.BudgetTokens > 0 && d.Tokens >= lim.BudgetTokens {
-		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, i64(d.Tokens) + " tokens used of budget_tokens " + i64(lim.BudgetTokens)})
+		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_tokens " + i64(lim.BudgetTokens) + " used up at position " + u(d.LastActivityAt)})
 	}
 	if lim.BudgetCostUSDMicros > 0 && d.CostUSDMicros >= lim.BudgetCostUSDMicros {
-		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, i64(d.CostUSDMicros) + " cost_usd_micros used of budget_cost_usd_micros " + i64(lim.BudgetCostUSDMicros)})
+		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_cost_usd_micros " + i64(lim.BudgetCostUSDMicros) + " used up at position " + u(d.LastActivityAt)})
 	}
 	if dl := lim.DeadlineTime(); !dl.IsZero() && !now.Before(dl) {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedDeadline, "the deadline " + lim.Deadline + " passed"})
 	}
 	open := d.OpenBlockingObjections()
 	if idle := lim.Idle(); idle > 0 && now.Sub(d.LastActivity) >= idle && (len(open) > 0 || !d.HasFinalDecision()) {
-		why := "no accepted artifact for idle_timeout " + lim.IdleTimeout
+		why := "no accepted artifact after position " + u(d.LastActivityAt) + " for idle_timeout " + lim.IdleTimeout
 		if len(open) > 0 {
-			why += " with " + strconv.Itoa(len(open)) + " blocking objections unresolved"
+			why += ", with blocking objections unresolved"
 		} else {
-			why += " and no final decision"
+			why += ", and no final decision"
 		}
 		ends = append(ends, end{events.Deadlock, CodeDeadlockIdle, why})
 	}
 	if lim.StallWindow > 0 && d.Stall >= lim.StallWindow {
-		ends = append(ends, end{events.Deadlock, CodeDeadlockStall, strconv.Itoa(d.Stall) + " accepted artifacts in a row added no claim, revision or evidence and disposed of nothing (stall_window " + strconv.Itoa(lim.StallWindow) + ")"})
+		ends = append(ends, end{events.Deadlock, CodeDeadlockStall, "the accepted artifacts up to position " + u(d.LastActivityAt) + " added no claim, revision or evidence and disposed of nothing for stall_window " + strconv.Itoa(lim.StallWindow)})
 	}
 	if idle := lim.Idle(); idle > 0 && now.Sub(d.OpenedTime) >= idle {
 		counts := d.ParticipantCounts()
@@ -179,7 +179,10 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		return out
 	}
 	e := ends[0]
-	f := failure(e.code, e.why+" (judged at position "+u(d.Position)+")", nil, nil)
+	// The FAILURE's body depends only on the condition (never on the
+	// position judged, which its own publication moves), so a supervisor
+	// that restarts between the FAILURE and the TERMINATION finds it.
+	f := failure(e.code, e.why, nil, nil)
 	if ex := emitNew(d, e.code, f); ex != nil {
 		out = append(out, *ex)
 	}
