@@ -113,13 +113,17 @@ type Deliberation struct {
 	policy Policy
 	now    time.Time // the time of the message being applied
 
-	index    map[canon.Digest]int32   // artifact id -> nodes
-	objTo    map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
-	nodes    []node
-	refs     []ref
-	extras   []extra
-	nodeIDs  []canon.Digest // node -> id
-	superN   int            // nodes published by the supervisor
+	index   map[canon.Digest]int32   // artifact id -> nodes
+	objTo   map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
+	nodes   []node
+	refs    []ref
+	extras  []extra
+	nodeIDs []canon.Digest // node -> id
+	superN  int            // nodes published by the supervisor
+	// What the supervisor has answered: decisions its FAILUREs consider,
+	// and rejection positions its FAILUREs name (parley.position).
+	judged   map[canon.Digest]bool
+	answered map[uint64]bool
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	pend     map[canon.Digest]*pending
@@ -341,6 +345,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 		d.account(a)
 	} else {
 		d.superN++
+		d.noteSupervisor(a)
 	}
 	for _, r := range a.References {
 		d.refs = append(d.refs, ref{r.Target, relIndex[r.Relation]})
@@ -624,3 +629,33 @@ func (d *Deliberation) HasFinalDecision() bool {
 // ParticipantArtifacts counts the participants' artifacts, in the DAG or
 // pending (the supervisor's do not count against max_artifacts).
 func (d *Deliberation) ParticipantArtifacts() int { return len(d.nodes) - d.superN + len(d.pend) }
+
+// PositionExtension names the stream position a supervisor FAILURE answers.
+const PositionExtension = "parley.position"
+
+// noteSupervisor records what a supervisor FAILURE answers.
+func (d *Deliberation) noteSupervisor(a *events.Artifact) {
+	if a.Type != events.TypeFailure {
+		return
+	}
+	if d.judged == nil {
+		d.judged, d.answered = map[canon.Digest]bool{}, map[uint64]bool{}
+	}
+	for _, r := range a.References {
+		if r.Relation == events.Considers {
+			d.judged[r.Target] = true
+		}
+	}
+	if raw, ok := a.Extensions[PositionExtension]; ok {
+		if p, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+			d.answered[p] = true
+		}
+	}
+}
+
+// Judged reports whether a supervisor FAILURE already considers decision.
+func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[decision] }
+
+// Answered reports whether a supervisor FAILURE already names the
+// rejection at position.
+func (d *Deliberation) Answered(position uint64) bool { return d.answered[position] }

@@ -177,6 +177,16 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions})
 		}
 		for i, n := range d.nodes {
+			if d.parts[n.part] == SupervisorToken && typeOf[n.typ] == events.TypeFailure {
+				a := &events.Artifact{Type: events.TypeFailure}
+				for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
+					a.References = append(a.References, events.Reference{Target: r.target, Relation: relOf[r.rel]})
+				}
+				if n.extra >= 0 {
+					a.Extensions = d.extras[n.extra].extensions
+				}
+				d.noteSupervisor(a)
+			}
 			if n.blocking {
 				for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
 					if relOf[r.rel] == events.ObjectsTo {

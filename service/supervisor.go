@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,9 @@ type Supervisor struct {
 	log   *slog.Logger
 	Now   func() time.Time
 	Every time.Duration
+
+	mu     sync.Mutex
+	judged map[string]uint64 // deliberation -> position last judged with nothing to do
 }
 
 // NewSupervisor returns a supervisor over the runner's projection.
@@ -31,7 +35,7 @@ func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond}
+	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}}
 }
 
 // Job is what the supervisor decided for one deliberation at a position.
@@ -45,14 +49,27 @@ type Job struct {
 // by a control message, what to publish at time now.
 func (s *Supervisor) Judge(now time.Time) []Job {
 	var jobs []Job
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.r.Read(func(p *projector.Projection) {
 		p.Deliberations(func(d *projector.Deliberation) {
 			if d.Status.Terminal() && d.Status != projector.StatusCancelled {
 				return
 			}
-			if ems := termination.Decide(d, now); len(ems) > 0 {
-				jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
+			// Nothing changed since a judgment that found nothing to do,
+			// and no limit depends on the clock: skip.
+			lim := d.Limits()
+			timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
+			if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
+				return
 			}
+			ems := termination.Decide(d, now)
+			if len(ems) == 0 {
+				s.judged[d.ID] = d.Position
+				return
+			}
+			delete(s.judged, d.ID)
+			jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
 		})
 	})
 	return jobs

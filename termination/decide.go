@@ -95,7 +95,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	// Per-artifact limit breaches.
 	kept, _, _ := d.Rejections()
 	for _, r := range kept {
-		if !isLimit(r.Code) {
+		if !isLimit(r.Code) || d.Answered(r.Position) {
 			continue
 		}
 		f := failure(r.Code, fmt.Sprintf("the artifact at position %d from %s broke a limit of the charter: %s", r.Position, r.Participant, r.Message),
@@ -108,7 +108,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	// Final decisions, in stream order: failures, or completion.
 	for _, id := range d.Decisions() {
 		n, _ := d.Node(id)
-		if n.Decision.Status != events.Final {
+		if n.Decision.Status != events.Final || d.Judged(id) {
 			continue
 		}
 		res := d.Verify(id, 0, d.ClosureLimits())
