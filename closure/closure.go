@@ -134,7 +134,7 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 		return r.fail(CodePositionTooEarly, decision, "position "+strconv.FormatUint(at, 10)+" is before the decision's own, "+strconv.FormatUint(info.Position, 10))
 	}
 
-	w := walker{g: g, lim: lim, set: map[canon.Digest]uint8{}}
+	w := newWalker(g, lim)
 	// A(D) at the decision's own position.
 	w.audit(decision, info.Position)
 	if f := w.failure(); f != nil {
@@ -183,7 +183,7 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 	// Challenges: blocking objections raised after D, up to the position
 	// asked, against the audited set.
 	if r.Position > info.Position {
-		w2 := walker{g: g, lim: lim, set: map[canon.Digest]uint8{}}
+		w2 := newWalker(g, lim)
 		w2.audit(decision, r.Position)
 		if f := w2.failure(); f != nil {
 			r.Findings = append(r.Findings, f...)
@@ -216,6 +216,21 @@ func (r Result) fail(code string, id canon.Digest, msg string) Result {
 	return r
 }
 
+func newWalker(g Graph, lim Limits) walker {
+	hint := 64
+	if l, ok := g.(interface{ Len() int }); ok {
+		hint = min(l.Len(), lim.MaxSize, 1<<22)
+	}
+	w := walker{g: g, lim: lim, set: make(map[canon.Digest]uint8, hint), order: make([]canon.Digest, 0, hint)}
+	return w
+}
+
+// refAdder appends to the walker's buffer; made once per walk, not per
+// artifact.
+func (w *walker) refAdder() func(canon.Digest, events.Relation) {
+	return func(t canon.Digest, _ events.Relation) { w.buf = append(w.buf, t) }
+}
+
 // walker computes A(D).
 type walker struct {
 	g   Graph
@@ -226,16 +241,22 @@ type walker struct {
 	missing []canon.Digest
 	nMiss   int
 	fail    *Finding
+	stack   []frame
+	buf     []canon.Digest // the references of the frames on the path
+	addRef  func(canon.Digest, events.Relation)
 }
 
+// frame is a node on the walk's path; its references are refs[start:end]
+// of the walker's shared buffer (frames are popped in LIFO order).
 type frame struct {
-	id   canon.Digest
-	refs []canon.Digest
-	next int
+	id         canon.Digest
+	start, end int
+	next       int
 }
 
 // audit computes A(D) with the objections known at cutoff.
 func (w *walker) audit(decision canon.Digest, cutoff uint64) {
+	w.addRef = w.refAdder()
 	w.closure(decision)
 	// Fixpoint: every member's blocking objections (known at cutoff) join
 	// with their closures; their own members are examined in turn.
@@ -258,7 +279,8 @@ func (w *walker) closure(root canon.Digest) {
 	if w.set[root] != 0 {
 		return
 	}
-	var stack []frame
+	stack := w.stack[:0]
+	defer func() { w.stack = stack[:0] }()
 	push := func(id canon.Digest) bool {
 		n, ok := w.g.Lookup(id)
 		if !ok {
@@ -281,8 +303,9 @@ func (w *walker) closure(root canon.Digest) {
 			w.fail = &Finding{CodeLimitSize, id.String(), "the audited set exceeds " + pos(uint64(w.lim.MaxSize)) + " artifacts", Error}
 			return false
 		}
-		f := frame{id: id, refs: make([]canon.Digest, 0, n.Refs)}
-		w.g.References(id, func(t canon.Digest, _ events.Relation) { f.refs = append(f.refs, t) })
+		f := frame{id: id, start: len(w.buf)}
+		w.g.References(id, w.addRef)
+		f.end, f.next = len(w.buf), f.start
 		w.set[id] = 1
 		w.order = append(w.order, id)
 		stack = append(stack, f)
@@ -291,12 +314,13 @@ func (w *walker) closure(root canon.Digest) {
 	push(root)
 	for len(stack) > 0 && w.fail == nil {
 		top := &stack[len(stack)-1]
-		if top.next == len(top.refs) {
+		if top.next == top.end {
 			w.set[top.id] = 2
+			w.buf = w.buf[:top.start]
 			stack = stack[:len(stack)-1]
 			continue
 		}
-		t := top.refs[top.next]
+		t := w.buf[top.next]
 		top.next++
 		switch w.set[t] {
 		case 1:
@@ -327,13 +351,10 @@ func (w *walker) failure() []Finding {
 	return nil
 }
 
-// members returns A(D) in a canonical order (by id), so that results do
-// not depend on the walk.
-func (w *walker) members() []canon.Digest {
-	out := slices.Clone(w.order)
-	slices.SortFunc(out, compare)
-	return out
-}
+// members returns A(D) in the walk's order, which is a function of the
+// graph (references in their order, objections in stream order), so that
+// the same graph always gives the same findings in the same order.
+func (w *walker) members() []canon.Digest { return w.order }
 
 func compare(a, b canon.Digest) int {
 	for i := range a {

@@ -659,3 +659,6 @@ func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[deci
 // Answered reports whether a supervisor FAILURE already names the
 // rejection at position.
 func (d *Deliberation) Answered(position uint64) bool { return d.answered[position] }
+
+// OpenBlockingCount returns the number of open blocking objections.
+func (d *Deliberation) OpenBlockingCount() int { return len(d.open) }

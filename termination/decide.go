@@ -150,10 +150,10 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	if dl := lim.DeadlineTime(); !dl.IsZero() && !now.Before(dl) {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedDeadline, "the deadline " + lim.Deadline + " passed"})
 	}
-	open := d.OpenBlockingObjections()
-	if idle := lim.Idle(); idle > 0 && now.Sub(d.LastActivity) >= idle && (len(open) > 0 || !d.HasFinalDecision()) {
+	openN := d.OpenBlockingCount()
+	if idle := lim.Idle(); idle > 0 && now.Sub(d.LastActivity) >= idle && (openN > 0 || !d.HasFinalDecision()) {
 		why := "no accepted artifact after position " + u(d.LastActivityAt) + " for idle_timeout " + lim.IdleTimeout
-		if len(open) > 0 {
+		if openN > 0 {
 			why += ", with blocking objections unresolved"
 		} else {
 			why += ", and no final decision"
@@ -163,7 +163,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	if lim.StallWindow > 0 && d.Stall >= lim.StallWindow {
 		ends = append(ends, end{events.Deadlock, CodeDeadlockStall, "the accepted artifacts up to position " + u(d.LastActivityAt) + " added no claim, revision or evidence and disposed of nothing for stall_window " + strconv.Itoa(lim.StallWindow)})
 	}
-	if idle := lim.Idle(); idle > 0 && now.Sub(d.OpenedTime) >= idle {
+	if idle := lim.Idle(); idle > 0 && now.Sub(d.OpenedTime) >= idle && len(pol.RequiredParticipants) > 0 {
 		counts := d.ParticipantCounts()
 		var silent []string
 		for _, p := range pol.RequiredParticipants {
@@ -178,6 +178,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	if len(ends) == 0 {
 		return out
 	}
+	open := d.OpenBlockingObjections()
 	e := ends[0]
 	// The FAILURE's body depends only on the condition (never on the
 	// position judged, which its own publication moves), so a supervisor
