@@ -83,6 +83,10 @@ const (
 	CodePositionTooEarly = "closure.position_before_decision"
 )
 
+// Codes lists the finding codes (docs/ERRORS.md).
+var Codes = []string{CodeHidden, CodeUnresolved, CodeForeign, CodeChallenged, CodeUnavailable, CodeCycle,
+	CodeLimitSize, CodeLimitDepth, CodeLimitFanout, CodeUnknownDecision, CodeNotADecision, CodePositionTooEarly}
+
 // Severity of a finding.
 const (
 	Error   = "error"

@@ -406,7 +406,7 @@ func (d *Deliberation) dropWaiters(id canon.Digest, out *Outcome) {
 		for _, w := range d.waiting[t] {
 			if q := d.pend[w]; q != nil {
 				delete(d.pend, w)
-				d.reject(q.seq, q.participant, w.String(), events.ClassInvalidArtifact, "reference.rejected_target", "a referenced artifact was rejected: "+t.String())
+				d.reject(q.seq, q.participant, w.String(), events.ClassInvalidArtifact, CodeRejectedTarget, "a referenced artifact was rejected: "+t.String())
 				stack = append(stack, w)
 			}
 		}

@@ -65,7 +65,13 @@ const (
 	CodeLimitGraphDepth     = "limit.graph_depth"
 	CodeLimitParticipant    = "limit.participant_artifacts"
 	CodeLimitArtifacts      = "limit.artifacts"
+	CodeRejectedTarget      = "reference.rejected_target"
 )
+
+// Codes lists the projector's own rejection codes (docs/ERRORS.md).
+var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
+	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate, CodePendingOverflow,
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeRejectedTarget}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.

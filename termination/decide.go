@@ -64,6 +64,10 @@ const (
 	CodeDeadlockSilent     = "deadlock.silent_participant"
 )
 
+// Codes lists the supervisor's own FAILURE codes (docs/ERRORS.md).
+var Codes = []string{CodeExhaustedArtifacts, CodeExhaustedRounds, CodeExhaustedBudget, CodeExhaustedDeadline,
+	CodeDeadlockIdle, CodeDeadlockStall, CodeDeadlockSilent}
+
 // Decide returns what the supervisor must publish for d at time now, in
 // order; nothing when all is said.
 func Decide(d *projector.Deliberation, now time.Time) []Emission {
