@@ -255,6 +255,27 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		v, err := q.ArtifactList(r.PathValue("id"))
 		reply(w, v, err)
 	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/recording", func(w http.ResponseWriter, r *http.Request) {
+		list, err := q.ArtifactList(r.PathValue("id"))
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		// The DAG's artifacts in stream order, one canonical artifact a
+		// line: the recording engine closure reads.
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, a := range list {
+			msg, err := q.stream.GetMsg(r.Context(), a.Position)
+			if err != nil {
+				return // the status is sent; the truncated body shows the failure
+			}
+			b, err := canon.Canonicalize(canon.AMD, msg.Data)
+			if err != nil {
+				return
+			}
+			w.Write(append(b, '\n'))
+		}
+	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts/{artifact_id}", func(w http.ResponseWriter, r *http.Request) {
 		b, err := q.Artifact(r.Context(), r.PathValue("id"), r.PathValue("artifact_id"))
 		if err != nil {

@@ -141,6 +141,10 @@ func TestService_EndToEnd(t *testing.T) {
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/artifacts/"+claim.ID.String(), &body); code != 200 || string(body) != string(claim.Canonical) {
 		t.Errorf("artifact: %d %s", code, body)
 	}
+	var rec []byte
+	if code := get(t, s, "/api/v1/deliberations/"+id+"/recording", &rec); code != 200 || string(rec) != string(claim.Canonical)+"\n"+string(obj.Canonical)+"\n" {
+		t.Errorf("recording: %d %q", code, rec)
+	}
 	var apiErr map[string]string
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/artifacts/sha256:"+strings.Repeat("0", 64), &apiErr); code != 404 || apiErr["code"] != "not_found" {
 		t.Errorf("missing artifact: %d %v", code, apiErr)
