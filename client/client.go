@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -84,6 +85,11 @@ func (c *Client) Suspend(ctx context.Context, id string) error {
 // Resume resumes a suspended deliberation.
 func (c *Client) Resume(ctx context.Context, id string) error {
 	return c.control(ctx, id, map[string]any{"op": "resume"}, "")
+}
+
+// Round announces round n of deliberation id.
+func (c *Client) Round(ctx context.Context, id string, n int) error {
+	return c.control(ctx, id, map[string]any{"op": "round", "round": n}, fmt.Sprintf("round-%d", n))
 }
 
 // Cancel cancels a deliberation.
@@ -164,6 +170,39 @@ func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
 		return v, fmt.Errorf("client: state of %s: %s %s", id, code, msg.Header.Get("Nats-Service-Error"))
 	}
 	return v, json.Unmarshal(msg.Data, &v)
+}
+
+// Closure asks the engine to verify a decision of deliberation id (at 0:
+// the decision's own position).
+func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (closure.Result, error) {
+	var r closure.Result
+	req, _ := json.Marshal(map[string]any{"id": id, "decision": decision, "at": at})
+	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".closure", req)
+	if err != nil {
+		return r, fmt.Errorf("client: closure of %s: %w", decision, err)
+	}
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return r, fmt.Errorf("client: closure of %s: %s %s", decision, code, msg.Header.Get("Nats-Service-Error"))
+	}
+	return r, json.Unmarshal(msg.Data, &r)
+}
+
+// Artifact fetches the canonical bytes of an artifact of deliberation id;
+// found is false when it is not in the deliberation's DAG.
+func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte, found bool, err error) {
+	req, _ := json.Marshal(map[string]string{"id": id, "artifact_id": artifactID})
+	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".artifact", req)
+	if err != nil {
+		return nil, false, fmt.Errorf("client: artifact %s: %w", artifactID, err)
+	}
+	switch code := msg.Header.Get("Nats-Service-Error-Code"); code {
+	case "":
+		return msg.Data, true, nil
+	case "404":
+		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("client: artifact %s: %s %s", artifactID, code, msg.Header.Get("Nats-Service-Error"))
+	}
 }
 
 // WaitPosition waits until the engine's projection of deliberation id has
