@@ -48,6 +48,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no per-turn progress")
+	record := fs.String("record", "", "record every participant call in this cassette directory")
+	replay := fs.String("replay", "", "answer every participant call from this cassette directory (no network)")
 	fs.Usage = func() { usage(stderr); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,7 +66,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	opts := relay.Options{NATS: *natsURL, Dir: *dir}
+	if *record != "" && *replay != "" {
+		fmt.Fprintln(stderr, "relay run: --record and --replay exclude each other")
+		return 2
+	}
+	opts := relay.Options{NATS: *natsURL, Dir: *dir, Record: *record, Replay: *replay}
 	if !*quiet {
 		opts.Progress = stderr
 	}
@@ -90,5 +96,5 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet] CONFIG.json")
+	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
 }
