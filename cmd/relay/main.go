@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/parley-engine/parley/relay"
 )
@@ -50,6 +51,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no per-turn progress")
 	record := fs.String("record", "", "record every participant call in this cassette directory")
 	replay := fs.String("replay", "", "answer every participant call from this cassette directory (no network)")
+	parallel := fs.Int("parallel", 1, "run this many deliberations of the config at once against one engine")
 	fs.Usage = func() { usage(stderr); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -73,6 +75,31 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := relay.Options{NATS: *natsURL, Dir: *dir, Record: *record, Replay: *replay}
 	if !*quiet {
 		opts.Progress = stderr
+	}
+	if *parallel > 1 {
+		start := time.Now()
+		sums, err := relay.RunFleet(ctx, cfg, *parallel, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "relay: %v\n", err)
+			return 2
+		}
+		completed := 0
+		for _, s := range sums {
+			if s.Termination == "completed" && s.ClosureOK {
+				completed++
+			}
+		}
+		secs := time.Since(start).Seconds()
+		if *asJSON {
+			b, _ := json.MarshalIndent(map[string]any{"runs": len(sums), "completed": completed, "seconds": secs, "summaries": sums}, "", "  ")
+			fmt.Fprintf(stdout, "%s\n", b)
+		} else {
+			fmt.Fprintf(stdout, "runs %d, completed and verified %d, %.1f s\n", len(sums), completed, secs)
+		}
+		if completed == len(sums) {
+			return 0
+		}
+		return 1
 	}
 	sum, err := relay.Run(ctx, cfg, opts)
 	if err != nil {
