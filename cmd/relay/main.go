@@ -49,6 +49,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no per-turn progress")
+	progress := fs.Bool("progress", false, "per-turn progress on standard error even when it is not a terminal")
 	record := fs.String("record", "", "record every participant call in this cassette directory")
 	replay := fs.String("replay", "", "answer every participant call from this cassette directory (no network)")
 	parallel := fs.Int("parallel", 1, "run this many deliberations of the config at once against one engine")
@@ -73,7 +74,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := relay.Options{NATS: *natsURL, Dir: *dir, Record: *record, Replay: *replay}
-	if !*quiet {
+	if !*quiet && (*progress || isTerminal(stderr)) {
 		opts.Progress = stderr
 	}
 	if *parallel > 1 {
@@ -124,4 +125,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
+}
+
+// isTerminal reports whether w is a terminal: progress shows there and
+// stays quiet when piped.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -38,7 +38,7 @@ func TestRun_Fleet(t *testing.T) {
 
 func TestRun_Single(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Run(context.Background(), []string{"run", "--dir", t.TempDir(), "../../examples/relay/full-history-stress.json"}, &out, &errb); code != 1 {
+	if code := Run(context.Background(), []string{"run", "--progress", "--dir", t.TempDir(), "../../examples/relay/full-history-stress.json"}, &out, &errb); code != 1 {
 		t.Errorf("stress run: exit %d", code)
 	}
 	if !strings.Contains(out.String(), "termination    cancelled") || !strings.Contains(out.String(), "failed closed  estimator") {
