@@ -1,0 +1,206 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/parley-engine/parley/projector"
+)
+
+// Config is a relay experiment (docs/RELAY.md documents every field).
+type Config struct {
+	// Title of the deliberation.
+	Title string `json:"title"`
+	// Question every participant deliberates on; it opens each turn.
+	Question string `json:"question"`
+	// Rounds: in each, every participant but the decider takes one turn.
+	Rounds int `json:"rounds"`
+	// Context is what a turn shows of the record: "single-hop" (the
+	// artifacts of the turn before), "full-history" (every artifact), or
+	// "closure" (the turn before's artifacts and everything they reference).
+	Context string `json:"context"`
+	// Order of turns within a round: "round-robin" (the participants in
+	// the order listed).
+	Order string `json:"order"`
+	// Decider is the id of the participant that takes the last turn, after
+	// the rounds, and must answer with a DECISION.
+	Decider string `json:"decider"`
+	// Strict ends the run (a cancel control message, recorded by the
+	// supervisor's TERMINATION) when a participant's output stays invalid
+	// after its retries; otherwise the turn is lost and the run goes on.
+	Strict bool `json:"strict"`
+	// MaxRetries bounds the retries of a turn whose output is invalid or
+	// whose call failed (default 2).
+	MaxRetries *int `json:"max_retries"`
+	// Limits and Policy are the charter's (see the engine's charters).
+	Limits map[string]any `json:"limits"`
+	Policy map[string]any `json:"policy"`
+	// WaitTermination bounds the wait for the supervisor's TERMINATION after
+	// the decision (default "10s").
+	WaitTermination string `json:"wait_termination"`
+
+	Participants []ParticipantConfig `json:"participants"`
+
+	dir string // the config file's directory: relative paths start there
+}
+
+// ParticipantConfig configures one participant.
+type ParticipantConfig struct {
+	// ID is the participant token.
+	ID string `json:"id"`
+	// Role and Instructions are given to the participant with every turn.
+	Role         string `json:"role"`
+	Instructions string `json:"instructions"`
+	// Adapter: "openai", "anthropic", "exec", "script" or "human".
+	Adapter string `json:"adapter"`
+
+	// openai: any OpenAI-compatible Chat Completions server; anthropic:
+	// Anthropic's Messages API (base_url optional). The key is read from
+	// the environment variable api_key_env names (for anthropic, default
+	// ANTHROPIC_API_KEY), never from the file.
+	BaseURL     string   `json:"base_url"`
+	Model       string   `json:"model"`
+	APIKeyEnv   string   `json:"api_key_env"`
+	Temperature *float64 `json:"temperature"`
+	Seed        *int64   `json:"seed"`
+	MaxTokens   int64    `json:"max_tokens"`
+	// ResponseFormat: "json_schema" (strict structured output, the
+	// default) or "json_object" (for servers without json_schema).
+	ResponseFormat string `json:"response_format"`
+	// Timeout of one call (default "120s").
+	Timeout string `json:"timeout"`
+	// Price, to count cost: US dollars per million input and output tokens.
+	Price *Price `json:"price"`
+
+	// exec: a command that reads the turn as JSON on standard input and
+	// writes the draft as JSON on standard output.
+	Command []string `json:"command"`
+
+	// script: a JSON file of drafts, taken in order, one per turn.
+	Script string `json:"script"`
+}
+
+// Price of a model.
+type Price struct {
+	InputPerMTokUSD  float64 `json:"input_per_mtok_usd"`
+	OutputPerMTokUSD float64 `json:"output_per_mtok_usd"`
+}
+
+// Load reads and checks a configuration file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("relay: %s: %w", path, err)
+	}
+	c.dir = filepath.Dir(path)
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("relay: %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) check() error {
+	if c.Title == "" {
+		return fmt.Errorf("title is required")
+	}
+	if c.Rounds < 1 {
+		return fmt.Errorf("rounds must be at least 1")
+	}
+	switch c.Context {
+	case "":
+		c.Context = "single-hop"
+	case "single-hop", "full-history", "closure":
+	default:
+		return fmt.Errorf("context %q: want single-hop, full-history or closure", c.Context)
+	}
+	switch c.Order {
+	case "":
+		c.Order = "round-robin"
+	case "round-robin":
+	default:
+		return fmt.Errorf("order %q: only round-robin is known", c.Order)
+	}
+	if c.MaxRetries == nil {
+		two := 2
+		c.MaxRetries = &two
+	}
+	if *c.MaxRetries < 0 || *c.MaxRetries > 10 {
+		return fmt.Errorf("max_retries must be 0..10")
+	}
+	if c.WaitTermination == "" {
+		c.WaitTermination = "10s"
+	}
+	if _, err := time.ParseDuration(c.WaitTermination); err != nil {
+		return fmt.Errorf("wait_termination: %w", err)
+	}
+	if len(c.Participants) < 1 {
+		return fmt.Errorf("participants: at least one")
+	}
+	seen := map[string]bool{}
+	deciderFound := c.Decider == ""
+	for i, p := range c.Participants {
+		if !projector.ValidToken(p.ID) {
+			return fmt.Errorf("participants[%d].id %q is not a participant token", i, p.ID)
+		}
+		if seen[p.ID] {
+			return fmt.Errorf("participants[%d].id %q appears twice", i, p.ID)
+		}
+		seen[p.ID] = true
+		if p.ID == c.Decider {
+			deciderFound = true
+		}
+		switch p.Adapter {
+		case "openai":
+			if p.BaseURL == "" || p.Model == "" {
+				return fmt.Errorf("participants[%d] (%s): openai needs base_url and model", i, p.ID)
+			}
+			switch p.ResponseFormat {
+			case "", "json_schema", "json_object":
+			default:
+				return fmt.Errorf("participants[%d] (%s): response_format %q", i, p.ID, p.ResponseFormat)
+			}
+			if p.Timeout != "" {
+				if _, err := time.ParseDuration(p.Timeout); err != nil {
+					return fmt.Errorf("participants[%d] (%s): timeout: %w", i, p.ID, err)
+				}
+			}
+		case "anthropic":
+			if p.Model == "" {
+				return fmt.Errorf("participants[%d] (%s): anthropic needs a model", i, p.ID)
+			}
+		case "human":
+		case "exec":
+			if len(p.Command) == 0 {
+				return fmt.Errorf("participants[%d] (%s): exec needs a command", i, p.ID)
+			}
+		case "script":
+			if p.Script == "" {
+				return fmt.Errorf("participants[%d] (%s): script needs a script file", i, p.ID)
+			}
+		default:
+			return fmt.Errorf("participants[%d] (%s): adapter %q: want openai, anthropic, exec, script or human", i, p.ID, p.Adapter)
+		}
+	}
+	if !deciderFound {
+		return fmt.Errorf("decider %q is not a participant", c.Decider)
+	}
+	return nil
+}
+
+// path resolves a path relative to the configuration file.
+func (c *Config) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}

@@ -1,0 +1,497 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/closure"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+// Options of a run.
+type Options struct {
+	// NATS is the URL of a running engine; empty runs an embedded engine
+	// with its data in Dir/engine.
+	NATS string
+	// Dir is the run directory: invalid outputs, the report, the embedded
+	// engine's data.
+	Dir string
+	// Progress, when set, receives a line per turn.
+	Progress io.Writer
+	// Record, when set, is a cassette directory every participant call is
+	// recorded in; Replay, when set, is one to answer from, with no network
+	// and no model call (a miss is an error).
+	Record, Replay string
+}
+
+// Summary of a run (relay run --json prints it).
+type Summary struct {
+	Deliberation       string              `json:"deliberation"`
+	Title              string              `json:"title"`
+	Termination        string              `json:"termination"` // the final status
+	Rounds             int                 `json:"rounds"`
+	Counts             map[events.Type]int `json:"counts"`
+	Participants       map[string]int      `json:"participants"`
+	ObjectionsRaised   int                 `json:"objections_raised"`
+	ObjectionsDisposed int                 `json:"objections_disposed"`
+	InvalidOutputs     int                 `json:"invalid_outputs"`
+	Tokens             int64               `json:"tokens"`
+	CostUSDMicros      int64               `json:"cost_usd_micros"`
+	LatencyMS          int64               `json:"latency_ms"`
+	FinalDecision      string              `json:"final_decision,omitempty"`
+	ClosureOK          bool                `json:"closure_ok"`
+	Findings           []closure.Finding   `json:"findings,omitempty"`
+	StateDigest        string              `json:"state_digest"`
+	FailedClosed       string              `json:"failed_closed,omitempty"`
+}
+
+// CodeInvalidOutput is the FAILURE code of a participant's unusable answer.
+const CodeInvalidOutput = "participant.invalid_output"
+
+type runner struct {
+	cfg      *Config
+	opts     Options
+	id       string
+	clients  map[string]*client.Client
+	parts    map[string]Participant
+	record   []ContextArtifact // accepted artifacts the relay published, in order
+	lastTurn []ContextArtifact
+	sum      *Summary
+}
+
+// Run runs the experiment and returns its summary.
+func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, err
+	}
+	url := opts.NATS
+	if url == "" {
+		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close()
+		url = s.NATSURL()
+	}
+	nc, err := nats.Connect(url, nats.Name("parley-relay"))
+	if err != nil {
+		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
+	}
+	defer nc.Close()
+
+	r := &runner{cfg: cfg, opts: opts, clients: map[string]*client.Client{}, parts: map[string]Participant{},
+		sum: &Summary{Title: cfg.Title, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
+	var ids []string
+	for _, p := range cfg.Participants {
+		c, err := client.New(nc, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		r.clients[p.ID] = c
+		switch {
+		case opts.Replay != "":
+			r.parts[p.ID] = newCassette(nil, opts.Replay, p)
+		default:
+			part, err := newParticipant(cfg, p)
+			if err != nil {
+				return nil, err
+			}
+			if opts.Record != "" {
+				part = newCassette(part, opts.Record, p)
+			}
+			r.parts[p.ID] = part
+		}
+		ids = append(ids, p.ID)
+	}
+	orch, _ := client.New(nc, "relay")
+	r.id, err = orch.Open(ctx, client.Charter{Title: cfg.Title, Participants: ids, Limits: cfg.Limits, Policy: cfg.Policy})
+	if err != nil {
+		return nil, err
+	}
+	r.sum.Deliberation = r.id
+	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, cfg.Title, cfg.Rounds, cfg.Context)
+
+	failed := ""
+rounds:
+	for round := 1; round <= cfg.Rounds; round++ {
+		if err := orch.Round(ctx, r.id, round); err != nil {
+			return nil, err
+		}
+		r.sum.Rounds = round
+		for _, p := range cfg.Participants {
+			if p.ID == cfg.Decider {
+				continue
+			}
+			if ok, err := r.turn(ctx, p, round, false); err != nil {
+				return nil, err
+			} else if !ok && cfg.Strict {
+				failed = p.ID
+				break rounds
+			}
+		}
+	}
+	if failed == "" && cfg.Decider != "" {
+		p := cfg.Participants[slices.IndexFunc(cfg.Participants, func(p ParticipantConfig) bool { return p.ID == cfg.Decider })]
+		if ok, err := r.turn(ctx, p, cfg.Rounds, true); err != nil {
+			return nil, err
+		} else if !ok && cfg.Strict {
+			failed = p.ID
+		}
+	}
+	if failed != "" {
+		r.sum.FailedClosed = failed + ": invalid output after its retries"
+		if err := orch.Cancel(ctx, r.id, "strict relay: "+r.sum.FailedClosed); err != nil {
+			return nil, err
+		}
+		r.progress("failed closed: %s", r.sum.FailedClosed)
+	}
+	return r.finish(ctx, orch)
+}
+
+func (r *runner) progress(format string, a ...any) {
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, format+"\n", a...)
+	}
+}
+
+// context returns what a turn shows of the record.
+func (r *runner) context(final bool) []ContextArtifact {
+	if final || r.cfg.Context == "full-history" {
+		return slices.Clone(r.record)
+	}
+	if r.cfg.Context == "single-hop" {
+		return slices.Clone(r.lastTurn)
+	}
+	// closure: the last turn's artifacts and everything they reference.
+	byID := map[string]ContextArtifact{}
+	refs := map[string][]string{}
+	for _, c := range r.record {
+		var a struct {
+			ID   string `json:"artifact_id"`
+			Refs []struct {
+				ID string `json:"artifact_id"`
+			} `json:"references"`
+		}
+		json.Unmarshal(c.Artifact, &a)
+		byID[a.ID] = c
+		for _, x := range a.Refs {
+			refs[a.ID] = append(refs[a.ID], x.ID)
+		}
+	}
+	keep := map[string]bool{}
+	var stack []string
+	for _, c := range r.lastTurn {
+		var a struct {
+			ID string `json:"artifact_id"`
+		}
+		json.Unmarshal(c.Artifact, &a)
+		stack = append(stack, a.ID)
+	}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if keep[id] {
+			continue
+		}
+		keep[id] = true
+		stack = append(stack, refs[id]...)
+	}
+	var out []ContextArtifact
+	for _, c := range r.record {
+		var a struct {
+			ID string `json:"artifact_id"`
+		}
+		json.Unmarshal(c.Artifact, &a)
+		if keep[a.ID] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// turn gives participant p its turn, with retries; ok is false when its
+// output stayed invalid.
+func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final bool) (bool, error) {
+	t := Turn{Deliberation: r.id, Round: round, Participant: p.ID, Role: p.Role, Instructions: p.Instructions,
+		Question: r.cfg.Question, Final: final, Context: r.context(final)}
+	if final {
+		t.AllowedTypes = []events.Type{events.TypeDecision}
+	} else {
+		t.AllowedTypes = []events.Type{events.TypeClaim, events.TypeEvidence, events.TypeObjection, events.TypeRevision}
+	}
+	c := r.clients[p.ID]
+	for attempt := 0; attempt <= *r.cfg.MaxRetries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			}
+		}
+		res, callErr := r.parts[p.ID].Take(ctx, t)
+		if errors.Is(callErr, ErrReplayMiss) {
+			return false, callErr
+		}
+		r.sum.LatencyMS += res.Latency.Milliseconds()
+		if res.Usage != nil {
+			r.sum.Tokens += res.Usage["input_tokens"] + res.Usage["output_tokens"]
+			r.sum.CostUSDMicros += res.Usage["cost_usd_micros"]
+		}
+		var a *events.Artifact
+		problem := ""
+		switch {
+		case callErr != nil:
+			problem = callErr.Error()
+		case res.Truncated:
+			problem = "the answer was cut off (finish_reason length)"
+		default:
+			var err error
+			if a, err = r.seal(res, t); err != nil {
+				problem = err.Error()
+			}
+		}
+		if problem == "" {
+			ack, err := c.PublishArtifact(ctx, r.id, a)
+			if err != nil {
+				return false, err
+			}
+			if _, err := c.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
+				return false, err
+			}
+			if _, found, err := c.Artifact(ctx, r.id, a.ID.String()); err != nil {
+				return false, err
+			} else if !found {
+				problem = "the engine rejected the artifact (see the deliberation's rejections)"
+			} else {
+				entry := ContextArtifact{Position: ack.Sequence, Participant: p.ID, Artifact: a.Canonical}
+				r.record = append(r.record, entry)
+				r.lastTurn = []ContextArtifact{entry}
+				r.sum.Participants[p.ID]++
+				r.progress("round %2d  %-12s %-9s %s", round, p.ID, a.Type, a.ID.String()[:19])
+				if final {
+					r.sum.FinalDecision = a.ID.String()
+				}
+				return true, nil
+			}
+		}
+		// Fail closed: the record keeps a FAILURE, the raw answer is kept
+		// in the run directory, and the turn is retried.
+		r.sum.InvalidOutputs++
+		name := fmt.Sprintf("round-%02d-%s-attempt-%d.txt", round, p.ID, attempt+1)
+		os.MkdirAll(filepath.Join(r.opts.Dir, "invalid"), 0o750)
+		os.WriteFile(filepath.Join(r.opts.Dir, "invalid", name), res.Output, 0o640)
+		ext := map[string]any{"parley.round": round}
+		if res.Model != nil {
+			ext["parley.model"] = res.Model
+		}
+		if res.Usage != nil {
+			ext["parley.usage"] = res.Usage
+		}
+		if len(problem) > 2000 {
+			problem = problem[:2000] + "…"
+		}
+		_, _, err := c.Publish(ctx, r.id, events.Draft{Type: events.TypeFailure, Extensions: ext,
+			Payload: events.Failure{Code: CodeInvalidOutput, Retryable: true,
+				Description: fmt.Sprintf("round %d, attempt %d: %s (raw answer kept as invalid/%s)", round, attempt+1, problem, name)}})
+		if err != nil {
+			return false, err
+		}
+		r.progress("round %2d  %-12s invalid output (attempt %d): %s", round, p.ID, attempt+1, firstLine(problem))
+	}
+	return false, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// required payload members by type; a model's empty extras are dropped.
+var required = map[events.Type][]string{
+	events.TypeClaim: {"statement"}, events.TypeEvidence: {"content", "provenance_class"},
+	events.TypeObjection: {"statement", "blocking"}, events.TypeRevision: {"statement"},
+	events.TypeDecision: {"outcome", "status", "objection_dispositions", "unresolved_issues"},
+}
+
+// seal turns an answer into a sealed artifact, or says why it cannot.
+func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
+	var d struct {
+		ArtifactType events.Type        `json:"artifact_type"`
+		Payload      map[string]any     `json:"payload"`
+		References   []events.Reference `json:"-"`
+		Refs         []struct {
+			ArtifactID string `json:"artifact_id"`
+			Relation   string `json:"relation"`
+		} `json:"references"`
+		Extensions map[string]any `json:"extensions"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(res.Output)))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("the answer is not a JSON draft: %w", err)
+	}
+	if !slices.Contains(t.AllowedTypes, d.ArtifactType) {
+		return nil, fmt.Errorf("artifact_type %q is not allowed in this turn (allowed: %v)", d.ArtifactType, t.AllowedTypes)
+	}
+	if d.Payload == nil {
+		return nil, errors.New("the draft has no payload object")
+	}
+	for k, v := range d.Payload {
+		if slices.Contains(required[d.ArtifactType], k) {
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			if x == "" {
+				delete(d.Payload, k)
+			}
+		case bool:
+			if !x {
+				delete(d.Payload, k)
+			}
+		case []any:
+			if len(x) == 0 {
+				delete(d.Payload, k)
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range r.record {
+		var a struct {
+			ID string `json:"artifact_id"`
+		}
+		json.Unmarshal(c.Artifact, &a)
+		known[a.ID] = true
+	}
+	var refs []events.Reference
+	for _, x := range d.Refs {
+		id, ok := canon.ParseDigest(x.ArtifactID)
+		if !ok || !known[x.ArtifactID] {
+			return nil, fmt.Errorf("reference %q is not an artifact of the deliberation", x.ArtifactID)
+		}
+		refs = append(refs, events.Reference{Target: id, Relation: events.Relation(x.Relation)})
+	}
+	ext := map[string]any{}
+	for k, v := range d.Extensions {
+		if !strings.HasPrefix(k, "parley.") { // the relay's own are the relay's
+			ext[k] = v
+		}
+	}
+	ext["parley.round"] = t.Round
+	if t.Role != "" {
+		ext["parley.role"] = t.Role
+	}
+	if res.Model != nil {
+		ext["parley.model"] = res.Model
+	}
+	if res.Usage != nil {
+		ext["parley.usage"] = res.Usage
+	}
+	return events.Seal(events.Draft{Type: d.ArtifactType, Payload: d.Payload, References: refs, Extensions: ext})
+}
+
+// finish waits for the supervisor, then summarizes and writes the report.
+func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, error) {
+	wait, _ := time.ParseDuration(r.cfg.WaitTermination)
+	deadline := time.Now().Add(wait)
+	var v projector.View
+	for {
+		var err error
+		if v, err = orch.State(ctx, r.id); err != nil {
+			return nil, err
+		}
+		if (v.Status.Terminal() && len(v.Terminations) > 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s := r.sum
+	s.Termination = string(v.Status)
+	s.Counts = v.Counts
+	s.StateDigest = v.StateDigest.String()
+	for k, n := range v.Participants {
+		if k != projector.SupervisorToken {
+			s.Participants[k] = n
+		}
+	}
+	s.ObjectionsRaised = v.Counts[events.TypeObjection]
+	if s.FinalDecision != "" {
+		res, err := orch.Closure(ctx, r.id, s.FinalDecision, 0)
+		if err != nil {
+			return nil, err
+		}
+		s.ClosureOK = res.OK
+		s.Findings = res.Findings
+		if a, found, _ := orch.Artifact(ctx, r.id, s.FinalDecision); found {
+			if art, err := events.Validate(a); err == nil {
+				for _, x := range art.DecisionPayload().ObjectionDispositions {
+					if x.Disposition.Public() {
+						s.ObjectionsDisposed++
+					}
+				}
+			}
+		}
+	}
+	r.progress("termination %s; closure ok %v; state_digest %s", s.Termination, s.ClosureOK, s.StateDigest)
+	return s, writeReport(r.opts.Dir, s, r.record)
+}
+
+func writeReport(dir string, s *Summary, record []ContextArtifact) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", s.Title)
+	fmt.Fprintf(&b, "- deliberation: `%s`\n- termination: **%s**\n- rounds: %d\n- final decision: `%s` (closure %s)\n",
+		s.Deliberation, s.Termination, s.Rounds, s.FinalDecision, map[bool]string{true: "verified", false: "not verified"}[s.ClosureOK])
+	fmt.Fprintf(&b, "- objections raised %d, disposed by the final decision %d\n- invalid outputs: %d\n- tokens %d, cost %d micro-USD, model latency %d ms\n- state_digest: `%s`\n\n",
+		s.ObjectionsRaised, s.ObjectionsDisposed, s.InvalidOutputs, s.Tokens, s.CostUSDMicros, s.LatencyMS, s.StateDigest)
+	if s.FailedClosed != "" {
+		fmt.Fprintf(&b, "The run failed closed: %s.\n\n", s.FailedClosed)
+	}
+	for _, f := range s.Findings {
+		fmt.Fprintf(&b, "- finding `%s` on `%s`: %s\n", f.Code, f.ArtifactID, f.Message)
+	}
+	b.WriteString("\n![the deliberation's DAG](dag.svg)\n")
+	b.WriteString("\n| position | participant | type | artifact |\n| --- | --- | --- | --- |\n")
+	for _, c := range record {
+		var a struct {
+			ID   string `json:"artifact_id"`
+			Type string `json:"artifact_type"`
+		}
+		json.Unmarshal(c.Artifact, &a)
+		fmt.Fprintf(&b, "| %d | %s | %s | `%s` |\n", c.Position, c.Participant, a.Type, a.ID)
+	}
+	var rec []byte
+	for _, c := range record {
+		rec = append(append(rec, c.Artifact...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, "record.jsonl"), rec, 0o640); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dag.svg"), []byte(dagSVG(record)), 0o640); err != nil {
+		return err
+	}
+	sb, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), sb, 0o640); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o640)
+}
