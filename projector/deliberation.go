@@ -119,6 +119,7 @@ type Deliberation struct {
 	refs    []ref
 	extras  []extra
 	nodeIDs []canon.Digest // node -> id
+	seqs    []uint64       // the positions of the deliberation's messages, in order
 	superN  int            // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
 	// and rejection positions its FAILUREs name (parley.position).
@@ -662,3 +663,18 @@ func (d *Deliberation) Answered(position uint64) bool { return d.answered[positi
 
 // OpenBlockingCount returns the number of open blocking objections.
 func (d *Deliberation) OpenBlockingCount() int { return len(d.open) }
+
+// Ordinal returns the rank of the message at stream position seq among the
+// deliberation's messages (1 for its first), or 0 if it is not one of them.
+// Ordinals do not depend on what else the stream holds: a deliberation
+// imported elsewhere, or read from a recording, has the same ones.
+func (d *Deliberation) Ordinal(seq uint64) uint64 {
+	i, ok := slices.BinarySearch(d.seqs, seq)
+	if !ok {
+		return 0
+	}
+	return uint64(i + 1)
+}
+
+// Messages returns the number of messages of the deliberation applied.
+func (d *Deliberation) Messages() int { return len(d.seqs) }

@@ -9,11 +9,14 @@ import (
 )
 
 // StateDigest is a SHA-256 over a canonical rendering of the deliberation's
-// projection: its identity, status, charter and position, every artifact in
-// the DAG with its position, participant and type, the pending artifacts,
-// the open blocking objections, the kept rejections and late artifacts
-// with the totals. The same stream prefix gives the same digest, live or
-// replayed; tips and counts are functions of what is hashed.
+// projection: its title, status, charter, every artifact in the DAG with
+// its participant and type, the pending artifacts, the open blocking
+// objections, the kept rejections and late artifacts with the totals. Where
+// the rendering names a message it uses its ordinal among the
+// deliberation's messages, not its stream position, and the deliberation's
+// id is not in it: the same messages in the same order give the same
+// digest, live or replayed, in this stream or imported into another under
+// another id. Tips and counts are functions of what is hashed.
 func (d *Deliberation) StateDigest() canon.Digest {
 	h := sha256.New()
 	line := func(parts ...string) {
@@ -25,10 +28,10 @@ func (d *Deliberation) StateDigest() canon.Digest {
 		}
 		h.Write([]byte{'\n'})
 	}
-	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	line("parley-state-v1")
-	line("deliberation", d.ID, q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
+	line("parley-state-v2")
+	line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		line("participants", q(string(mustJSON(d.Charter.Participants))))
 		line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))

@@ -190,6 +190,7 @@ func (p *Projection) Apply(m Msg) Outcome {
 	case !ValidDeliberation(delib):
 		return p.unroutable(m, participant, CodeDeliberationInvalid, "deliberation id is not a canonical UUID: "+strconv.Quote(delib))
 	}
+	defer p.count(delib, m.Seq)
 	d := p.delibs[delib]
 	if kind == "ctl" {
 		return p.control(d, delib, m)
@@ -204,6 +205,14 @@ func (p *Projection) Apply(m Msg) Outcome {
 		return p.unroutable(m, participant, CodeNotOpen, "deliberation "+delib+" was never opened")
 	}
 	return d.artifact(m, participant)
+}
+
+// count records that the message at seq belonged to deliberation delib,
+// for the position-independent digest.
+func (p *Projection) count(delib string, seq uint64) {
+	if d := p.delibs[delib]; d != nil && d.Position == seq {
+		d.seqs = append(d.seqs, seq)
+	}
 }
 
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {

@@ -305,3 +305,35 @@ func TestDeliberation_Verify(t *testing.T) {
 		t.Fatalf("after snapshot %+v", r2)
 	}
 }
+
+// The digest does not depend on stream positions nor on the deliberation's
+// id: the same messages in the same order give the same digest, wherever
+// they stand in the stream.
+func TestStateDigest_PositionIndependent(t *testing.T) {
+	other := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
+	c := claim("root")
+	msgs := func(id string) [][2]string {
+		return [][2]string{
+			{projector.ControlSubject(id), `{"op":"open","charter":{"title":"t"}}`},
+			{projector.ArtifactSubject(id, "a"), string(c.Canonical)},
+			{projector.ArtifactSubject(id, "b"), string(objection(c.ID, true).Canonical)},
+			{projector.ArtifactSubject(id, "b"), "junk"},
+		}
+	}
+	a := projector.New(projector.Options{})
+	for i, m := range msgs(delib) {
+		a.Apply(projector.Msg{Seq: uint64(i + 1), Subject: m[0], Data: []byte(m[1])})
+	}
+	b := projector.New(projector.Options{})
+	seq := uint64(100)
+	for _, m := range msgs(other) {
+		seq += 7 // other deliberations' messages in between
+		b.Apply(projector.Msg{Seq: seq, Subject: projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"), Data: []byte(`{"op":"open","charter":{"title":"x"}}`)})
+		seq++
+		b.Apply(projector.Msg{Seq: seq, Subject: m[0], Data: []byte(m[1])})
+	}
+	da, db := a.Deliberation(delib), b.Deliberation(other)
+	if da.StateDigest() != db.StateDigest() || db.Messages() != 4 || db.Ordinal(seq) != 4 {
+		t.Fatalf("digests differ: %s %s (%d messages)", da.StateDigest(), db.StateDigest(), db.Messages())
+	}
+}
