@@ -18,6 +18,13 @@ import (
 	"github.com/parley-engine/parley/projector"
 )
 
+// Headers an import sets on every message it republishes, so that an export
+// of the imported deliberation gives back the original recording.
+const (
+	OriginalPositionHeader = "Parley-Original-Position"
+	OriginalTimeHeader     = "Parley-Original-Time"
+)
+
 // Runner consumes the PARLEY stream into a projection, resumes from its
 // last snapshot after a restart, and serves reads concurrently with the
 // fold. It owns the consumer, the goroutines and the clock; the fold is
@@ -172,7 +179,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
 			continue
 		}
-		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp}, meta.NumPending)
+		t := meta.Timestamp
+		// An imported message keeps its original time.
+		if h := msg.Headers().Get(OriginalTimeHeader); h != "" {
+			if ot, err := time.Parse(time.RFC3339Nano, h); err == nil {
+				t = ot
+			}
+		}
+		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: t}, meta.NumPending)
 	}
 }
 

@@ -179,6 +179,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		close(s.runDone)
 	}()
 	s.Supervisor = NewSupervisor(s.Runner, s.js, s.log.With("component", "supervisor"))
+	s.Supervisor.Settle = 300 * time.Millisecond
 	if !cfg.NoSupervisor {
 		s.superDone = make(chan struct{})
 		go func() {

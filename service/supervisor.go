@@ -26,8 +26,19 @@ type Supervisor struct {
 	Now   func() time.Time
 	Every time.Duration
 
+	// Settle is how long a deliberation must have been quiet (no new
+	// message seen) before Step judges it, so that a burst (an import, a
+	// relay turn) is judged once it has landed. Zero judges at once.
+	Settle time.Duration
+
 	mu     sync.Mutex
 	judged map[string]uint64 // deliberation -> position last judged with nothing to do
+	seen   map[string]seenAt // deliberation -> position and when it was first seen
+}
+
+type seenAt struct {
+	position uint64
+	at       time.Time
 }
 
 // NewSupervisor returns a supervisor over the runner's projection.
@@ -35,7 +46,7 @@ func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}}
+	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}, seen: map[string]seenAt{}}
 }
 
 // Job is what the supervisor decided for one deliberation at a position.
@@ -47,7 +58,9 @@ type Job struct {
 
 // Judge decides, for every deliberation that is open, suspended, or ended
 // by a control message, what to publish at time now.
-func (s *Supervisor) Judge(now time.Time) []Job {
+func (s *Supervisor) Judge(now time.Time) []Job { return s.judge(now, 0) }
+
+func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 	var jobs []Job
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,6 +75,16 @@ func (s *Supervisor) Judge(now time.Time) []Job {
 			timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
 			if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
 				return
+			}
+			if settle > 0 {
+				seen, ok := s.seen[d.ID]
+				if !ok || seen.position != d.Position {
+					s.seen[d.ID] = seenAt{d.Position, time.Now()}
+					return
+				}
+				if time.Since(seen.at) < settle {
+					return
+				}
 			}
 			ems := termination.Decide(d, now)
 			if len(ems) == 0 {
@@ -111,7 +134,7 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 // the next step.
 func (s *Supervisor) Step(ctx context.Context) int {
 	n := 0
-	for _, j := range s.Judge(s.Now()) {
+	for _, j := range s.judge(s.Now(), s.Settle) {
 		k, last, err := s.publish(ctx, j)
 		n += k
 		switch {

@@ -1,0 +1,190 @@
+// Package recording reads and writes recorded deliberations, in two
+// formats:
+//
+//   - the artifact log: one canonical artifact per line, in stream order:
+//     the DAG of a deliberation, what engine closure reads;
+//   - the stream recording: full fidelity. A header line
+//     {"parley_recording":"stream","version":1,"deliberation":ID}, then one
+//     line per message of the deliberation, in stream order: artifacts,
+//     control messages and rejected submissions alike, with its stream
+//     position, subject, time and exact bytes (base64):
+//     {"position":N,"subject":…,"time":RFC3339Nano,"data":BASE64}.
+//
+// Readers detect the format from the first line. Both stream: a recording
+// of any length is read in constant memory (lines are bounded).
+package recording
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Format of a recording.
+type Format string
+
+// Formats.
+const (
+	Log    Format = "log"
+	Stream Format = "stream"
+)
+
+// Message is one message of a recording. In an artifact log, Position is
+// the line number and Subject and Time are empty.
+type Message struct {
+	Position uint64
+	Subject  string
+	Time     time.Time
+	Data     []byte
+}
+
+// Header is a stream recording's first line.
+type Header struct {
+	Recording    string `json:"parley_recording"`
+	Version      int    `json:"version"`
+	Deliberation string `json:"deliberation"`
+}
+
+type line struct {
+	Position uint64    `json:"position"`
+	Subject  string    `json:"subject"`
+	Time     time.Time `json:"time"`
+	Data     string    `json:"data"`
+}
+
+// MaxLine bounds one line of a recording (a message of 4 MiB in base64,
+// with room for the rest).
+const MaxLine = 6 << 20
+
+// ErrFormat reports a recording that is neither format.
+var ErrFormat = errors.New("recording: not a parley recording")
+
+// Reader reads a recording.
+type Reader struct {
+	r      *bufio.Reader
+	format Format
+	header Header
+	n      uint64
+	first  []byte // the first line, when it was a message (artifact log)
+	buf    []byte
+}
+
+// NewReader reads the first line to detect the format.
+func NewReader(r io.Reader) (*Reader, error) {
+	rd := &Reader{r: bufio.NewReaderSize(r, 1<<16)}
+	first, err := rd.readLine()
+	if err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%w: empty", ErrFormat)
+		}
+		return nil, err
+	}
+	var h Header
+	if json.Unmarshal(first, &h) == nil && h.Recording == "stream" {
+		if h.Version != 1 {
+			return nil, fmt.Errorf("%w: stream recording version %d", ErrFormat, h.Version)
+		}
+		rd.format, rd.header = Stream, h
+		return rd, nil
+	}
+	rd.format, rd.first = Log, append([]byte(nil), first...)
+	return rd, nil
+}
+
+// Format returns the detected format.
+func (r *Reader) Format() Format { return r.format }
+
+// Header returns a stream recording's header.
+func (r *Reader) Header() Header { return r.header }
+
+func (r *Reader) readLine() ([]byte, error) {
+	r.buf = r.buf[:0]
+	for {
+		chunk, err := r.r.ReadSlice('\n')
+		if len(r.buf)+len(chunk) > MaxLine {
+			return nil, fmt.Errorf("recording: a line longer than %d bytes", MaxLine)
+		}
+		r.buf = append(r.buf, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			if len(r.buf) == 0 {
+				return nil, io.EOF
+			}
+			return r.buf, nil // a last line without its newline
+		case err != nil:
+			return nil, err
+		}
+		return r.buf[:len(r.buf)-1], nil
+	}
+}
+
+// Next returns the next message; io.EOF at the end. Its Data is valid until
+// the next call.
+func (r *Reader) Next() (Message, error) {
+	var b []byte
+	if r.first != nil {
+		b, r.first = r.first, nil
+	} else {
+		var err error
+		if b, err = r.readLine(); err != nil {
+			return Message{}, err
+		}
+	}
+	r.n++
+	if r.format == Log {
+		return Message{Position: r.n, Data: b}, nil
+	}
+	var l line
+	if err := json.Unmarshal(b, &l); err != nil {
+		return Message{}, fmt.Errorf("recording: line %d: %w", r.n+1, err)
+	}
+	data, err := base64.StdEncoding.DecodeString(l.Data)
+	if err != nil {
+		return Message{}, fmt.Errorf("recording: line %d: data: %w", r.n+1, err)
+	}
+	if l.Position == 0 || l.Subject == "" {
+		return Message{}, fmt.Errorf("recording: line %d: a message needs a position and a subject", r.n+1)
+	}
+	return Message{Position: l.Position, Subject: l.Subject, Time: l.Time, Data: data}, nil
+}
+
+// Writer writes a recording.
+type Writer struct {
+	w      *bufio.Writer
+	format Format
+	buf    []byte
+}
+
+// NewWriter starts a recording of format f; a stream recording begins with
+// its header.
+func NewWriter(w io.Writer, f Format, deliberation string) (*Writer, error) {
+	wr := &Writer{w: bufio.NewWriterSize(w, 1<<16), format: f}
+	if f == Stream {
+		h, _ := json.Marshal(Header{Recording: "stream", Version: 1, Deliberation: deliberation})
+		wr.w.Write(append(h, '\n'))
+	}
+	return wr, nil
+}
+
+// Write writes one message (for an artifact log: its canonical bytes).
+func (w *Writer) Write(m Message) error {
+	if w.format == Log {
+		w.w.Write(m.Data)
+		return w.w.WriteByte('\n')
+	}
+	b, err := json.Marshal(line{Position: m.Position, Subject: m.Subject, Time: m.Time.UTC(), Data: base64.StdEncoding.EncodeToString(m.Data)})
+	if err != nil {
+		return err
+	}
+	w.w.Write(b)
+	return w.w.WriteByte('\n')
+}
+
+// Flush flushes the buffered lines.
+func (w *Writer) Flush() error { return w.w.Flush() }
