@@ -7,8 +7,15 @@
 //     {"parley_recording":"stream","version":1,"deliberation":ID}, then one
 //     line per message of the deliberation, in stream order: artifacts,
 //     control messages and rejected submissions alike, with its stream
-//     position, subject, time and exact bytes (base64):
-//     {"position":N,"subject":…,"time":RFC3339Nano,"data":BASE64}.
+//     position, subject, time and exact bytes (base64), and a hash chain:
+//     {"position":N,"subject":…,"time":RFC3339Nano,"data":BASE64,"chain":HEX},
+//     then a trailer {"parley_recording_end":true,"messages":N,"chain":HEX}
+//     (with the live engine's state_digest when the exporter had it).
+//     chain is SHA-256 over the previous line's chain (none for the first)
+//     and the message's position, subject, time and bytes, each
+//     length-prefixed: a changed byte, a removed or reordered line breaks
+//     it at that line, and a truncated recording lacks its trailer or
+//     disagrees with its count.
 //
 // Readers detect the format from the first line. Both stream: a recording
 // of any length is read in constant memory (lines are bounded).
@@ -16,7 +23,10 @@ package recording
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +64,35 @@ type line struct {
 	Subject  string    `json:"subject"`
 	Time     time.Time `json:"time"`
 	Data     string    `json:"data"`
+	Chain    string    `json:"chain"`
+}
+
+// Trailer is a stream recording's last line.
+type Trailer struct {
+	End         bool   `json:"parley_recording_end"`
+	Messages    int    `json:"messages"`
+	Chain       string `json:"chain"`
+	StateDigest string `json:"state_digest,omitempty"`
+}
+
+// link computes the next chain value.
+func link(prev [32]byte, m Message) [32]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	binary.BigEndian.PutUint64(n[:], m.Position)
+	h.Write(n[:])
+	put([]byte(m.Subject))
+	put([]byte(m.Time.UTC().Format(time.RFC3339Nano)))
+	put(m.Data)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // MaxLine bounds one line of a recording (a message of 4 MiB in base64,
@@ -65,13 +104,25 @@ var ErrFormat = errors.New("recording: not a parley recording")
 
 // Reader reads a recording.
 type Reader struct {
-	r      *bufio.Reader
-	format Format
-	header Header
-	n      uint64
-	first  []byte // the first line, when it was a message (artifact log)
-	buf    []byte
+	r       *bufio.Reader
+	format  Format
+	header  Header
+	n       uint64
+	first   []byte // the first line, when it was a message (artifact log)
+	buf     []byte
+	chain   [32]byte
+	broken  uint64 // the first message whose chain did not verify (1-based), 0 if none
+	trailer *Trailer
+	count   int
 }
+
+// ChainBroken returns the number (1-based, in the recording) of the first
+// message whose chain does not verify, or 0.
+func (r *Reader) ChainBroken() uint64 { return r.broken }
+
+// Trailer returns a stream recording's trailer once Next has returned
+// io.EOF; nil when the recording has none.
+func (r *Reader) Trailer() *Trailer { return r.trailer }
 
 // NewReader reads the first line to detect the format.
 func NewReader(r io.Reader) (*Reader, error) {
@@ -140,6 +191,17 @@ func (r *Reader) Next() (Message, error) {
 	if r.format == Log {
 		return Message{Position: r.n, Data: b}, nil
 	}
+	if r.trailer != nil {
+		return Message{}, fmt.Errorf("recording: line %d: a line after the trailer", r.n+1)
+	}
+	var t Trailer
+	if json.Unmarshal(b, &t) == nil && t.End {
+		r.trailer = &t
+		if _, err := r.readLine(); err != io.EOF {
+			return Message{}, fmt.Errorf("recording: line %d: a line after the trailer", r.n+2)
+		}
+		return Message{}, io.EOF
+	}
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return Message{}, fmt.Errorf("recording: line %d: %w", r.n+1, err)
@@ -151,14 +213,29 @@ func (r *Reader) Next() (Message, error) {
 	if l.Position == 0 || l.Subject == "" {
 		return Message{}, fmt.Errorf("recording: line %d: a message needs a position and a subject", r.n+1)
 	}
-	return Message{Position: l.Position, Subject: l.Subject, Time: l.Time, Data: data}, nil
+	m := Message{Position: l.Position, Subject: l.Subject, Time: l.Time, Data: data}
+	r.chain = link(r.chain, m)
+	r.count++
+	if r.broken == 0 && hex.EncodeToString(r.chain[:]) != l.Chain {
+		r.broken = r.n
+	}
+	return m, nil
 }
+
+// Count returns the messages read so far.
+func (r *Reader) Count() int { return r.count }
+
+// Chain returns the chain over the messages read so far.
+func (r *Reader) Chain() string { return hex.EncodeToString(r.chain[:]) }
 
 // Writer writes a recording.
 type Writer struct {
 	w      *bufio.Writer
 	format Format
-	buf    []byte
+	chain  [32]byte
+	count  int
+	// StateDigest, when set before Close, goes into the trailer.
+	StateDigest string
 }
 
 // NewWriter starts a recording of format f; a stream recording begins with
@@ -178,7 +255,9 @@ func (w *Writer) Write(m Message) error {
 		w.w.Write(m.Data)
 		return w.w.WriteByte('\n')
 	}
-	b, err := json.Marshal(line{Position: m.Position, Subject: m.Subject, Time: m.Time.UTC(), Data: base64.StdEncoding.EncodeToString(m.Data)})
+	w.chain = link(w.chain, m)
+	w.count++
+	b, err := json.Marshal(line{Position: m.Position, Subject: m.Subject, Time: m.Time.UTC(), Data: base64.StdEncoding.EncodeToString(m.Data), Chain: hex.EncodeToString(w.chain[:])})
 	if err != nil {
 		return err
 	}
@@ -186,5 +265,11 @@ func (w *Writer) Write(m Message) error {
 	return w.w.WriteByte('\n')
 }
 
-// Flush flushes the buffered lines.
-func (w *Writer) Flush() error { return w.w.Flush() }
+// Close writes a stream recording's trailer and flushes.
+func (w *Writer) Close() error {
+	if w.format == Stream {
+		b, _ := json.Marshal(Trailer{End: true, Messages: w.count, Chain: hex.EncodeToString(w.chain[:]), StateDigest: w.StateDigest})
+		w.w.Write(append(b, '\n'))
+	}
+	return w.w.Flush()
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
 )
 
 func runClosure(ctx context.Context, e *env, args []string) int {
@@ -17,10 +18,11 @@ func runClosure(ctx context.Context, e *env, args []string) int {
 	var at uint64
 	var lim closure.Limits
 	var maxSize int
-	fs := newFlags(e, "closure", "--decision ID [--at SEQ] FILE.jsonl|-", `Verifies a decision's closure (DESIGN §5) over a recording: one artifact per
-line, in stream order; the line number is the artifact's position. Lines
-that are not valid artifacts are skipped and counted on standard error
-(they never entered a DAG). Prints {"ok":…,"decision":…,"status":…,
+	fs := newFlags(e, "closure", "--decision ID [--at SEQ] FILE.jsonl|-", `Verifies a decision's closure (DESIGN §5) over a recording: an artifact log (one
+artifact per line, in stream order; the line number is the position) or a
+stream recording (positions are the stream's, as live). Messages that are
+not valid artifacts are skipped and counted on standard error (they never
+entered a DAG). Prints {"ok":…,"decision":…,"status":…,
 "position":…,"closure_size":…,"findings":[…]}. Exit status: 0 ok, 1 not ok,
 2 for unusable input (no such decision, an unreadable file).`)
 	fs.StringVar(&decision, "decision", "", "the DECISION's artifact id (sha256:…)")
@@ -53,7 +55,7 @@ that are not valid artifacts are skipped and counted on standard error
 		return exitUsage
 	}
 	if skipped > 0 {
-		fmt.Fprintf(e.stderr, "engine closure: skipped %d lines that are not valid artifacts\n", skipped)
+		fmt.Fprintf(e.stderr, "engine closure: skipped %d messages that are not valid artifacts (rejections)\n", skipped)
 	}
 	r := closure.Verify(g, d, at, lim)
 	b, _ := json.Marshal(r)
@@ -67,54 +69,57 @@ that are not valid artifacts are skipped and counted on standard error
 	return exitRejected
 }
 
-// readRecording reads a JSONL recording into a graph, streaming: only the
-// graph, not the bodies, is kept.
-func readRecording(ctx context.Context, in io.Reader, maxSize int) (*closure.MemGraph, int, error) {
-	g := closure.NewMemGraph()
+// readRecording reads a recording into a graph: an artifact log into a
+// MemGraph (positions are line numbers), a stream recording through the
+// projector's fold (positions are stream positions, as live).
+func readRecording(ctx context.Context, in io.Reader, maxSize int) (closure.Graph, int, error) {
+	r, err := recording.NewReader(in)
+	if err != nil {
+		return nil, 0, err
+	}
 	v := events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxSize)))
-	r := bufio.NewReaderSize(in, 64<<10)
 	skipped := 0
-	var line []byte
-	for n := uint64(1); ; n++ {
+	if r.Format() == recording.Stream {
+		p := projector.New(projector.Options{Validator: v})
+		for {
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			m, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			if o := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}); o.Rejection != nil {
+				skipped++
+			}
+		}
+		d := p.Deliberation(r.Header().Deliberation)
+		if d == nil {
+			return nil, 0, fmt.Errorf("the recording never opens deliberation %s", r.Header().Deliberation)
+		}
+		return d, skipped, nil
+	}
+	g := closure.NewMemGraph()
+	for {
 		if ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
-		line = line[:0]
-		over, eof := false, false
-		for {
-			chunk, err := r.ReadSlice('\n')
-			if !over {
-				if len(line)+len(chunk) > maxSize+1 {
-					over = true
-				} else {
-					line = append(line, chunk...)
-				}
-			}
-			if err == bufio.ErrBufferFull {
-				continue
-			}
-			if err == io.EOF {
-				eof = true
-			} else if err != nil {
-				return nil, 0, fmt.Errorf("read line %d: %w", n, err)
-			}
-			break
-		}
-		if eof && len(line) == 0 && !over {
+		m, err := r.Next()
+		if err == io.EOF {
 			return g, skipped, nil
 		}
-		if len(line) > 0 && line[len(line)-1] == '\n' {
-			line = line[:len(line)-1]
+		if err != nil {
+			return nil, 0, err
 		}
-		if over {
+		if len(m.Data) > maxSize {
 			skipped++
-		} else if a, err := v.ValidateTransient(line); err != nil {
+		} else if a, err := v.ValidateTransient(m.Data); err != nil {
 			skipped++
 		} else {
-			g.Add(a, n)
-		}
-		if eof {
-			return g, skipped, nil
+			g.Add(a, m.Position)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestRun_Closure(t *testing.T) {
 	if code != 1 || res.OK || res.Position != 4 || res.ClosureSize != 3 || len(res.Findings) != 1 || res.Findings[0].Code != closure.CodeHidden || res.Findings[0].ArtifactID != obj.ID.String() {
 		t.Errorf("hiding decision: exit %d %+v", code, res)
 	}
-	if !strings.Contains(errs, "skipped 1 lines") {
+	if !strings.Contains(errs, "skipped 1 messages") {
 		t.Errorf("stderr %q", errs)
 	}
 	code, out, _ = run(t, rec, "closure", "--decision", honest.ID.String(), "-")

@@ -37,6 +37,9 @@ func commands() []command {
 		{"seal", "seal an artifact: insert its artifact_id and print the bytes to publish", runSeal},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
 		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
+		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
+		{"import", "publish a stream recording into a live engine (resumable)", runImport},
+		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
 	}

@@ -1,0 +1,241 @@
+// Package archive moves recorded deliberations in and out of a live
+// engine's stream: Export writes a deliberation as a recording (package
+// recording), Import republishes a stream recording into a stream, in
+// batches, resumably.
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/service"
+)
+
+// ErrNoDeliberation: the stream has no message of the deliberation.
+var ErrNoDeliberation = errors.New("archive: no such deliberation in the stream")
+
+// messages calls fn for every message of deliberation id in the stream, in
+// order, with its original position and time when it was imported.
+func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(recording.Message) error) (int, error) {
+	s, err := js.Stream(ctx, ledger.StreamName)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, n := range info.State.Subjects {
+		total += int(n)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
+	if err != nil {
+		return 0, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	for n := 0; n < total; n++ {
+		m, err := it.Next()
+		if err != nil {
+			return n, err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return n, err
+		}
+		msg := recording.Message{Position: meta.Sequence.Stream, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()}
+		if h := m.Headers(); h != nil {
+			if p, err := strconv.ParseUint(h.Get(service.OriginalPositionHeader), 10, 64); err == nil && p > 0 {
+				msg.Position = p
+			}
+			if t, err := time.Parse(time.RFC3339Nano, h.Get(service.OriginalTimeHeader)); err == nil {
+				msg.Time = t
+			}
+		}
+		if err := fn(msg); err != nil {
+			return n, err
+		}
+	}
+	return total, nil
+}
+
+// Export writes deliberation id as a recording of format f and returns the
+// number of lines written (messages for a stream recording, artifacts for
+// an artifact log).
+func Export(ctx context.Context, js jetstream.JetStream, id string, f recording.Format, w io.Writer) (int, error) {
+	rw, _ := recording.NewWriter(w, f, id)
+	if f == recording.Stream {
+		p := projector.New(projector.Options{})
+		n, err := messages(ctx, js, id, func(m recording.Message) error {
+			p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+			return rw.Write(m)
+		})
+		if err == nil && n == 0 {
+			err = ErrNoDeliberation
+		}
+		if err != nil {
+			return n, err
+		}
+		if d := p.Deliberation(id); d != nil {
+			rw.StateDigest = d.StateDigest().String()
+		}
+		return n, rw.Close()
+	}
+	// The artifact log: fold once to know the DAG, then write its
+	// artifacts in stream order.
+	p := projector.New(projector.Options{})
+	n, err := messages(ctx, js, id, func(m recording.Message) error {
+		p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		return nil
+	})
+	if err == nil && n == 0 {
+		err = ErrNoDeliberation
+	}
+	if err != nil {
+		return 0, err
+	}
+	d := p.Deliberation(id)
+	if d == nil {
+		return 0, fmt.Errorf("%w: it was never opened", ErrNoDeliberation)
+	}
+	in := map[uint64]bool{}
+	d.Nodes(func(_ canon.Digest, n projector.Node) { in[n.Seq] = true })
+	written := 0
+	_, err = messages(ctx, js, id, func(m recording.Message) error {
+		if !in[m.Position] {
+			return nil
+		}
+		b, err := canon.Canonicalize(canon.AMD, m.Data)
+		if err != nil {
+			return err
+		}
+		written++
+		return rw.Write(recording.Message{Data: b})
+	})
+	if err != nil {
+		return written, err
+	}
+	return written, rw.Close()
+}
+
+// ImportResult says what an import did.
+type ImportResult struct {
+	Deliberation string
+	Messages     int // in the recording
+	Skipped      int // already in the stream (a resumed import)
+	Published    int
+}
+
+// BatchSize is the number of messages published before waiting for their
+// acknowledgements.
+const BatchSize = 1000
+
+// Import republishes a stream recording into the stream, as deliberation
+// as (or the recording's own id when empty). It refuses a deliberation that
+// already has messages, unless they are the recording's first ones (an
+// interrupted import), which it then skips. Every message keeps its
+// original position and time in headers, so that an export gives the
+// recording back. progress, when set, is called after every batch.
+func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as string, progress func(done, total int)) (ImportResult, error) {
+	var res ImportResult
+	if r.Format() != recording.Stream {
+		return res, errors.New("archive: import needs a stream recording (an artifact log has no control messages)")
+	}
+	from := r.Header().Deliberation
+	to := as
+	if to == "" {
+		to = from
+	}
+	if !projector.ValidDeliberation(to) {
+		return res, fmt.Errorf("archive: %q is not a deliberation id", to)
+	}
+	res.Deliberation = to
+	// Read the recording (messages are needed twice: to compare with what
+	// the stream already holds, then to publish).
+	var recs []recording.Message
+	for {
+		m, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		m.Data = slices.Clone(m.Data)
+		m.Subject = rewrite(m.Subject, from, to)
+		recs = append(recs, m)
+	}
+	res.Messages = len(recs)
+	existing := 0
+	_, err := messages(ctx, js, to, func(m recording.Message) error {
+		if existing >= len(recs) || m.Subject != recs[existing].Subject || !bytes.Equal(m.Data, recs[existing].Data) {
+			return fmt.Errorf("archive: deliberation %s already exists in the stream and is not this recording (message %d differs); nothing was imported", to, existing+1)
+		}
+		existing++
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Skipped = existing
+	for i := existing; i < len(recs); i += BatchSize {
+		end := min(i+BatchSize, len(recs))
+		futures := make([]jetstream.PubAckFuture, 0, end-i)
+		for _, m := range recs[i:end] {
+			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+			msg.Header.Set(service.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
+			msg.Header.Set(service.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
+			f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID("import:"+to+":"+strconv.FormatUint(m.Position, 10)),
+				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
+			if err != nil {
+				return res, fmt.Errorf("archive: publish message %d: %w", m.Position, err)
+			}
+			futures = append(futures, f)
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		for _, f := range futures {
+			select {
+			case err := <-f.Err():
+				return res, fmt.Errorf("archive: publish: %w (run the import again to resume)", err)
+			default:
+			}
+		}
+		res.Published = end - existing
+		if progress != nil {
+			progress(end, len(recs))
+		}
+	}
+	return res, nil
+}
+
+func rewrite(subject, from, to string) string {
+	if from == to {
+		return subject
+	}
+	return strings.Replace(subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
+}

@@ -1,0 +1,275 @@
+// Package audit checks a recorded deliberation offline, with no NATS server
+// and no model call: every artifact's id and rules, the projector's fold
+// (the same state and state_digest as the live engine for the same
+// messages), the closure of every decision at its own position, that every
+// supervisor emission in the record is one the rules called for at that
+// point and that none the rules call for at the end is missing, the
+// recording's hash chain, and the rejections.
+//
+// The same recording gives the same report on every run and machine.
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/closure"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/termination"
+)
+
+// Finding codes.
+const (
+	CodeChainBroken = "audit.chain_broken"
+	CodeNoTrailer   = "audit.no_trailer"
+	CodeCount       = "audit.count_mismatch"
+	CodeDigest      = "audit.state_digest_mismatch"
+	CodeOrder       = "audit.order"
+	CodeForeign     = "audit.foreign_subject"
+	CodeUnjustified = "audit.unjustified_emission"
+	CodeMissing     = "audit.missing_emission"
+	CodeInvalid     = "audit.invalid_artifact"
+	CodeNotOpened   = "audit.never_opened"
+)
+
+// Finding is one thing the audit found.
+type Finding struct {
+	Code       string `json:"code"`
+	Position   uint64 `json:"position,omitempty"`
+	ArtifactID string `json:"artifact_id,omitempty"`
+	Message    string `json:"message"`
+}
+
+// Decision is the closure verification of one decision.
+type Decision struct {
+	ID          string            `json:"id"`
+	Position    uint64            `json:"position"`
+	Status      string            `json:"status"`
+	OK          bool              `json:"ok"`
+	ClosureSize int               `json:"closure_size"`
+	Findings    []closure.Finding `json:"findings"`
+}
+
+// Report is the audit's result.
+type Report struct {
+	Format       recording.Format    `json:"format"`
+	Deliberation string              `json:"deliberation,omitempty"`
+	Messages     int                 `json:"messages"`
+	Artifacts    int                 `json:"artifacts"`
+	Counts       map[events.Type]int `json:"counts"`
+	Status       string              `json:"status,omitempty"`
+	Rejections   map[string]int      `json:"rejections"`
+	Decisions    []Decision          `json:"decisions"`
+	Supervisor   int                 `json:"supervisor_emissions"`
+	StateDigest  string              `json:"state_digest,omitempty"`
+	Findings     []Finding           `json:"findings"`
+	NotChecked   []string            `json:"not_checked,omitempty"`
+	OK           bool                `json:"ok"`
+}
+
+// Run audits a recording.
+func Run(r *recording.Reader) (*Report, error) {
+	if r.Format() == recording.Log {
+		return auditLog(r)
+	}
+	return auditStream(r)
+}
+
+func (rep *Report) find(code string, pos uint64, id, format string, a ...any) {
+	rep.Findings = append(rep.Findings, Finding{Code: code, Position: pos, ArtifactID: id, Message: fmt.Sprintf(format, a...)})
+}
+
+func auditStream(r *recording.Reader) (*Report, error) {
+	id := r.Header().Deliberation
+	rep := &Report{Format: recording.Stream, Deliberation: id, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{}}
+	p := projector.New(projector.Options{})
+	var last uint64
+	var lastTime time.Time
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep.Messages++
+		if m.Position <= last {
+			rep.find(CodeOrder, m.Position, "", "message %d is at position %d, not after %d: the recording is out of order", rep.Messages, m.Position, last)
+			continue // the fold ignores it too
+		}
+		if !strings.HasPrefix(m.Subject, projector.SubjectPrefix+id+".") {
+			rep.find(CodeForeign, m.Position, "", "subject %s is not deliberation %s's", m.Subject, id)
+		}
+		last, lastTime = m.Position, m.Time
+		d := p.Deliberation(id)
+		if d != nil && strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+			rep.Supervisor++
+			// The emission must be one the rules call for at this point.
+			a, err := events.Validate(m.Data)
+			justified := false
+			if err == nil {
+				for _, e := range termination.Decide(d, m.Time) {
+					if e.Artifact.ID == a.ID {
+						justified = true
+					}
+				}
+			}
+			if !justified {
+				aid := ""
+				if a != nil {
+					aid = a.ID.String()
+				}
+				rep.find(CodeUnjustified, m.Position, aid, "a supervisor emission the rules did not call for at this point")
+			}
+		}
+		p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+	}
+	if b := r.ChainBroken(); b > 0 {
+		rep.find(CodeChainBroken, 0, "", "the hash chain breaks at message %d: a byte changed there, or a line was removed or moved before it", b)
+	}
+	t := r.Trailer()
+	switch {
+	case t == nil:
+		rep.find(CodeNoTrailer, 0, "", "the recording has no trailer: it was cut short")
+	case t.Messages != r.Count():
+		rep.find(CodeCount, 0, "", "the trailer counts %d messages, the recording has %d", t.Messages, r.Count())
+	case t.Chain != r.Chain():
+		rep.find(CodeChainBroken, 0, "", "the trailer's chain does not match the messages")
+	}
+	d := p.Deliberation(id)
+	if d == nil {
+		rep.find(CodeNotOpened, 0, "", "the recording never opens deliberation %s", id)
+		rep.OK = false
+		return rep, nil
+	}
+	rep.Status = string(d.Status)
+	rep.Artifacts = d.Artifacts()
+	rep.Counts = d.Counts()
+	_, _, codes := d.Rejections()
+	maps.Copy(rep.Rejections, codes)
+	rep.StateDigest = d.StateDigest().String()
+	if t != nil && t.StateDigest != "" && t.StateDigest != rep.StateDigest {
+		rep.find(CodeDigest, 0, "", "the trailer's state_digest %s is not the fold's %s", t.StateDigest, rep.StateDigest)
+	}
+	for _, dec := range d.Decisions() {
+		n, _ := d.Node(dec)
+		res := d.Verify(dec, 0, d.ClosureLimits())
+		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: n.Seq, Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
+	}
+	// Nothing the rules call for may be missing at the end of the record.
+	for _, e := range termination.Decide(d, lastTime) {
+		rep.find(CodeMissing, 0, e.Artifact.ID.String(), "the rules call for a supervisor %s (%s) that the record lacks", e.Artifact.Type, e.Reason)
+	}
+	rep.OK = len(rep.Findings) == 0
+	return rep, nil
+}
+
+func auditLog(r *recording.Reader) (*Report, error) {
+	rep := &Report{Format: recording.Log, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{},
+		NotChecked: []string{"the projector's fold and state_digest, supervisor emissions, rejections and the hash chain: an artifact log carries no control messages, subjects or times; audit a stream recording for those"}}
+	g := closure.NewMemGraph()
+	var decisions []canon.Digest
+	for {
+		m, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		rep.Messages++
+		a, err := events.Validate(m.Data)
+		if err != nil {
+			var c interface{ ErrorCode() string }
+			code := "unknown"
+			if errors.As(err, &c) {
+				code = c.ErrorCode()
+			}
+			rep.find(CodeInvalid, m.Position, "", "line %d is not a valid artifact (%s): an artifact log holds only artifacts that entered the DAG", m.Position, code)
+			continue
+		}
+		if _, dup := g.Lookup(a.ID); dup {
+			rep.find(CodeInvalid, m.Position, a.ID.String(), "line %d repeats an artifact", m.Position)
+			continue
+		}
+		for _, ref := range a.References {
+			if _, ok := g.Lookup(ref.Target); !ok {
+				rep.find(CodeOrder, m.Position, a.ID.String(), "line %d references %s, which no earlier line holds: a line is missing or out of order", m.Position, ref.Target)
+			}
+		}
+		g.Add(a, m.Position)
+		rep.Artifacts++
+		rep.Counts[a.Type]++
+		if a.Type == events.TypeDecision {
+			decisions = append(decisions, a.ID)
+		}
+	}
+	for _, dec := range decisions {
+		info, _ := g.Lookup(dec)
+		res := closure.Verify(g, dec, 0, closure.DefaultLimits)
+		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: info.Position, Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
+	}
+	rep.OK = len(rep.Findings) == 0
+	return rep, nil
+}
+
+// Text renders a report for people.
+func (rep *Report) Text() string {
+	var b strings.Builder
+	verdict := "OK"
+	if !rep.OK {
+		verdict = "FINDINGS"
+	}
+	fmt.Fprintf(&b, "audit        %s (%s recording)\n", verdict, rep.Format)
+	if rep.Deliberation != "" {
+		fmt.Fprintf(&b, "deliberation %s\nstatus       %s\n", rep.Deliberation, rep.Status)
+	}
+	fmt.Fprintf(&b, "messages     %d\nartifacts    %d\n", rep.Messages, rep.Artifacts)
+	for _, t := range events.Types {
+		if rep.Counts[t] > 0 {
+			fmt.Fprintf(&b, "  %-12s %d\n", t, rep.Counts[t])
+		}
+	}
+	if len(rep.Rejections) > 0 {
+		b.WriteString("rejections\n")
+		for _, c := range slices.Sorted(maps.Keys(rep.Rejections)) {
+			fmt.Fprintf(&b, "  %-32s %d\n", c, rep.Rejections[c])
+		}
+	}
+	for _, d := range rep.Decisions {
+		v := "verifies"
+		if !d.OK {
+			v = "does not verify"
+		}
+		fmt.Fprintf(&b, "decision     %s at %d (%s): %s, closure %d\n", d.ID, d.Position, d.Status, v, d.ClosureSize)
+		for _, f := range d.Findings {
+			fmt.Fprintf(&b, "  %s %s\n", f.Code, f.ArtifactID)
+		}
+	}
+	if rep.Format == recording.Stream {
+		fmt.Fprintf(&b, "supervisor   %d emissions, each checked against the rules\n", rep.Supervisor)
+	}
+	if rep.StateDigest != "" {
+		fmt.Fprintf(&b, "state_digest %s\n", rep.StateDigest)
+	}
+	for _, f := range rep.Findings {
+		fmt.Fprintf(&b, "finding      %s", f.Code)
+		if f.Position > 0 {
+			fmt.Fprintf(&b, " at %d", f.Position)
+		}
+		fmt.Fprintf(&b, ": %s\n", f.Message)
+	}
+	for _, n := range rep.NotChecked {
+		fmt.Fprintf(&b, "not checked  %s\n", n)
+	}
+	return b.String()
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/audit"
+	"github.com/parley-engine/parley/recording"
+)
+
+// natsFlags are the connection flags of the commands that talk to a live
+// engine's NATS.
+type natsFlags struct {
+	url, creds, user, password string
+}
+
+func (n *natsFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&n.url, "nats", "nats://127.0.0.1:4222", "NATS URL of the engine (or of its cluster)")
+	fs.StringVar(&n.creds, "creds", "", "NATS credentials file")
+	fs.StringVar(&n.user, "user", "", "NATS user")
+	fs.StringVar(&n.password, "password", "", "NATS password (or PARLEY_NATS_PASSWORD)")
+}
+
+func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{nats.Name("parley-engine-cli")}
+	if n.creds != "" {
+		opts = append(opts, nats.UserCredentials(n.creds))
+	}
+	if n.password == "" {
+		n.password = os.Getenv("PARLEY_NATS_PASSWORD")
+	}
+	if n.user != "" {
+		opts = append(opts, nats.UserInfo(n.user, n.password))
+	}
+	nc, err := nats.Connect(n.url, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", n.url, err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func runExport(ctx context.Context, e *env, args []string) int {
+	var nf natsFlags
+	var id, format, out string
+	fs := newFlags(e, "export", "--deliberation ID [--format log|stream] [--out FILE] [--nats URL]", `Writes a deliberation of a live engine (or straight from its NATS cluster) as
+a recording: "stream" (every message, bytes exact, with positions, times and
+a hash chain; the default) or "log" (the DAG's artifacts in stream order,
+what engine closure reads). docs/RECORDINGS.md describes both.`)
+	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
+	fs.StringVar(&format, "format", "stream", "stream or log")
+	fs.StringVar(&out, "out", "-", "output file, - for standard output")
+	nf.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if id == "" || (format != "stream" && format != "log") {
+		fmt.Fprintln(e.stderr, "engine export: --deliberation is required, and --format is stream or log")
+		return exitUsage
+	}
+	nc, js, err := nf.connect()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	w := e.stdout
+	var f *os.File
+	if out != "-" {
+		if f, err = os.Create(out); err != nil {
+			fmt.Fprintf(e.stderr, "engine export: %v\n", err)
+			return exitUsage
+		}
+		w = f
+	}
+	n, err := archive.Export(ctx, js, id, recording.Format(format), w)
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
+		return 1
+	}
+	if out != "-" {
+		fmt.Fprintf(e.stderr, "exported %d lines of %s to %s\n", n, id, out)
+	}
+	return exitOK
+}
+
+func runImport(ctx context.Context, e *env, args []string) int {
+	var nf natsFlags
+	var as string
+	fs := newFlags(e, "import", "[--as ID] [--nats URL] FILE|-", `Publishes a stream recording into a live engine, in batches. It refuses a
+deliberation that already has other messages, and resumes an interrupted
+import of the same recording without duplicates. --as imports under another
+id. Every message keeps its original position and time in headers, so that
+an export gives the recording back.`)
+	fs.StringVar(&as, "as", "", "import under this deliberation id")
+	nf.register(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(e.stderr, "engine import: need exactly one FILE argument (- for standard input)")
+		return exitUsage
+	}
+	in, closeIn, err := openInput(e, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine import: %v\n", err)
+		return exitUsage
+	}
+	defer closeIn()
+	r, err := recording.NewReader(in)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine import: %v\n", err)
+		return exitUsage
+	}
+	nc, js, err := nf.connect()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine import: %v\n", err)
+		return exitUsage
+	}
+	defer nc.Close()
+	start := time.Now()
+	var progress func(int, int)
+	if fh, ok := e.stderr.(*os.File); ok {
+		if st, err := fh.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			progress = func(done, total int) { fmt.Fprintf(fh, "\r\033[K%d / %d messages", done, total) }
+		}
+	}
+	res, err := archive.Import(ctx, js, r, as, progress)
+	if progress != nil {
+		fmt.Fprint(e.stderr, "\r\033[K")
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine import: %v\n", err)
+		return 1
+	}
+	b, _ := json.Marshal(map[string]any{"ok": true, "deliberation": res.Deliberation, "messages": res.Messages,
+		"skipped": res.Skipped, "published": res.Published, "seconds": time.Since(start).Seconds()})
+	fmt.Fprintf(e.stdout, "%s\n", b)
+	return exitOK
+}
+
+func runAudit(_ context.Context, e *env, args []string) int {
+	var asJSON bool
+	fs := newFlags(e, "audit", "[--json] FILE|-", `Audits a recording offline, with no server and no model call: every id and
+artifact rule, the projector's fold and state_digest (equal to the live
+engine's for the same messages), the closure of every decision at its own
+position, that every supervisor emission was called for by the rules and
+none is missing, the hash chain, and the rejections. Exit status: 0 no
+finding, 1 findings, 2 unusable input.`)
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(e.stderr, "engine audit: need exactly one FILE argument (- for standard input)")
+		return exitUsage
+	}
+	in, closeIn, err := openInput(e, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+		return exitUsage
+	}
+	defer closeIn()
+	r, err := recording.NewReader(in)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+		return exitUsage
+	}
+	rep, err := audit.Run(r)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+		return exitUsage
+	}
+	if asJSON {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	} else {
+		fmt.Fprint(e.stdout, rep.Text())
+	}
+	if rep.OK {
+		return exitOK
+	}
+	return exitRejected
+}
