@@ -33,7 +33,9 @@ func recordedDeliberation(t *testing.T, c *client.Client, js jetstream.JetStream
 	c.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "ship", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{{Objection: o.ID, Disposition: events.Addressed, Rationale: "tested"}}},
 		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}}})
-	waitState(t, c, id, func(v projector.View) bool { return v.Status == projector.StatusCompleted && v.Counts[events.TypeFailure] == 1 })
+	waitState(t, c, id, func(v projector.View) bool {
+		return v.Status == projector.StatusCompleted && v.Counts[events.TypeFailure] == 1
+	})
 	time.Sleep(500 * time.Millisecond) // let the supervisor settle: nothing more comes
 	return id
 }
