@@ -122,7 +122,7 @@ type Deliberation struct {
 	seqs    []uint64       // the positions of the deliberation's messages, in order
 	superN  int            // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
-	// and rejection positions its FAILUREs name (parley.position).
+	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
 	judged   map[canon.Digest]bool
 	answered map[uint64]bool
 	tips     map[canon.Digest]struct{}
@@ -631,8 +631,9 @@ func (d *Deliberation) HasFinalDecision() bool {
 // pending (the supervisor's do not count against max_artifacts).
 func (d *Deliberation) ParticipantArtifacts() int { return len(d.nodes) - d.superN + len(d.pend) }
 
-// PositionExtension names the stream position a supervisor FAILURE answers.
-const PositionExtension = "parley.position"
+// MessageExtension names the message a supervisor FAILURE answers, by its
+// ordinal among the deliberation's messages (see Ordinal).
+const MessageExtension = "parley.message"
 
 // noteSupervisor records what a supervisor FAILURE answers.
 func (d *Deliberation) noteSupervisor(a *events.Artifact) {
@@ -647,7 +648,7 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 			d.judged[r.Target] = true
 		}
 	}
-	if raw, ok := a.Extensions[PositionExtension]; ok {
+	if raw, ok := a.Extensions[MessageExtension]; ok {
 		if p, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
 			d.answered[p] = true
 		}
@@ -658,8 +659,8 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[decision] }
 
 // Answered reports whether a supervisor FAILURE already names the
-// rejection at position.
-func (d *Deliberation) Answered(position uint64) bool { return d.answered[position] }
+// rejection at stream position position.
+func (d *Deliberation) Answered(position uint64) bool { return d.answered[d.Ordinal(position)] }
 
 // OpenBlockingCount returns the number of open blocking objections.
 func (d *Deliberation) OpenBlockingCount() int { return len(d.open) }

@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -36,6 +39,13 @@ type Options struct {
 	// recorded in; Replay, when set, is one to answer from, with no network
 	// and no model call (a miss is an error).
 	Record, Replay string
+
+	// Fork, when set, is a stream recording whose participants' artifacts
+	// up to position ForkAt open the deliberation: the run continues a
+	// recorded deliberation with this config's participants, with no model
+	// call for the prefix (a counterfactual run).
+	Fork   *recording.Reader
+	ForkAt uint64
 }
 
 // Summary of a run (relay run --json prints it).
@@ -121,12 +131,30 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		ids = append(ids, p.ID)
 	}
 	orch, _ := client.New(nc, "relay")
+	var pre []recording.Message
+	if opts.Fork != nil {
+		var preParts []string
+		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt); err != nil {
+			return nil, err
+		}
+		for _, t := range preParts {
+			if !slices.Contains(ids, t) {
+				ids = append(ids, t)
+			}
+		}
+	}
 	r.id, err = orch.Open(ctx, client.Charter{Title: cfg.Title, Participants: ids, Limits: cfg.Limits, Policy: cfg.Policy})
 	if err != nil {
 		return nil, err
 	}
 	r.sum.Deliberation = r.id
 	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, cfg.Title, cfg.Rounds, cfg.Context)
+	if len(pre) > 0 {
+		if err := r.seed(ctx, nc, orch, pre); err != nil {
+			return nil, err
+		}
+		r.progress("forked: %d artifacts of the recording up to position %d", len(r.record), opts.ForkAt)
+	}
 
 	failed := ""
 rounds:
@@ -494,4 +522,35 @@ func writeReport(dir string, s *Summary, record []ContextArtifact) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o640)
+}
+
+// seed publishes a fork's prefix under the new deliberation, each artifact
+// by its original participant, and takes the accepted ones as the record.
+func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, pre []recording.Message) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, m := range pre {
+		_, tok, _ := strings.Cut(m.Subject, ".art.")
+		ack, err := js.Publish(ctx, projector.ArtifactSubject(r.id, tok), m.Data, jetstream.WithExpectStream(ledger.StreamName))
+		if err != nil {
+			return fmt.Errorf("relay: fork: %w", err)
+		}
+		if _, err := orch.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
+			return err
+		}
+		a, err := events.Validate(m.Data)
+		if err != nil {
+			continue // a rejected submission of the recording stays rejected
+		}
+		if _, found, err := orch.Artifact(ctx, r.id, a.ID.String()); err != nil {
+			return err
+		} else if found {
+			entry := ContextArtifact{Position: ack.Sequence, Participant: tok, Artifact: a.Canonical}
+			r.record = append(r.record, entry)
+			r.lastTurn = []ContextArtifact{entry}
+		}
+	}
+	return nil
 }

@@ -17,7 +17,7 @@
 //   - a control message ended or suspended the deliberation: a TERMINATION
 //     (cancelled, suspended) records it;
 //   - a participant's artifact broke a per-artifact limit of the charter
-//     (the projector rejected it): a FAILURE naming its position and the
+//     (the projector rejected it): a FAILURE naming its message and the
 //     limit;
 //   - a final DECISION whose closure does not verify: a FAILURE naming the
 //     finding, and the deliberation goes on; the first one that verifies
@@ -72,10 +72,14 @@ var Codes = []string{CodeExhaustedArtifacts, CodeExhaustedRounds, CodeExhaustedB
 // order; nothing when all is said.
 func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	var out []Emission
+	// Messages are named by their ordinal among the deliberation's, never
+	// by stream position, so that an emission's id is the same wherever
+	// the deliberation is replayed or imported.
+	msg := func(seq uint64) string { return "message " + u(d.Ordinal(seq)) }
 	switch {
 	case d.Status == projector.StatusCancelled && d.CancelledAt > 0:
 		if !d.Recorded(events.Cancelled) {
-			reason := "cancelled by the control message at position " + u(d.CancelledAt)
+			reason := "cancelled by the control " + msg(d.CancelledAt)
 			if d.CancelReason != "" {
 				reason += ": " + d.CancelReason
 			}
@@ -85,7 +89,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		return out
 	case d.Status == projector.StatusSuspended:
 		if d.SuspendedAt > 0 {
-			t := termDraft(events.Suspended, "suspended by the control message at position "+u(d.SuspendedAt), nil)
+			t := termDraft(events.Suspended, "suspended by the control "+msg(d.SuspendedAt), nil)
 			if a := seal(t); !d.Has(a.ID) {
 				out = append(out, Emission{a, "control.suspend"})
 			}
@@ -102,8 +106,8 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		if !isLimit(r.Code) || d.Answered(r.Position) {
 			continue
 		}
-		f := failure(r.Code, fmt.Sprintf("the artifact at position %d from %s broke a limit of the charter: %s", r.Position, r.Participant, r.Message),
-			map[string]any{"parley.position": r.Position}, nil)
+		f := failure(r.Code, fmt.Sprintf("the artifact in %s from %s broke a limit of the charter: %s", msg(r.Position), r.Participant, r.Message),
+			map[string]any{projector.MessageExtension: d.Ordinal(r.Position)}, nil)
 		if e := emitNew(d, r.Code, f); e != nil {
 			out = append(out, *e)
 		}
@@ -118,14 +122,14 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		res := d.Verify(id, 0, d.ClosureLimits())
 		if res.OK {
 			if pol.Complete() {
-				out = append(out, emit(d, "completed", termDraft(events.Completed, "the final decision at position "+u(n.Seq)+" verifies",
+				out = append(out, emit(d, "completed", termDraft(events.Completed, "the final decision in "+msg(n.Seq)+" verifies",
 					[]events.Reference{{Target: id, Relation: events.Decides}})))
 				return out
 			}
 			continue
 		}
 		code, desc := summarize(res)
-		f := failure(code, "the final decision "+id.String()+" at position "+u(n.Seq)+" does not verify: "+desc, nil,
+		f := failure(code, "the final decision "+id.String()+" in "+msg(n.Seq)+" does not verify: "+desc, nil,
 			[]events.Reference{{Target: id, Relation: events.Considers}})
 		if e := emitNew(d, code, f); e != nil {
 			out = append(out, *e)
@@ -146,17 +150,17 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedRounds, "round " + strconv.Itoa(d.Round) + " announced beyond max_rounds " + strconv.Itoa(lim.MaxRounds)})
 	}
 	if lim.BudgetTokens > 0 && d.Tokens >= lim.BudgetTokens {
-		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_tokens " + i64(lim.BudgetTokens) + " used up at position " + u(d.LastActivityAt)})
+		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_tokens " + i64(lim.BudgetTokens) + " used up at " + msg(d.LastActivityAt)})
 	}
 	if lim.BudgetCostUSDMicros > 0 && d.CostUSDMicros >= lim.BudgetCostUSDMicros {
-		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_cost_usd_micros " + i64(lim.BudgetCostUSDMicros) + " used up at position " + u(d.LastActivityAt)})
+		ends = append(ends, end{events.Exhausted, CodeExhaustedBudget, "budget_cost_usd_micros " + i64(lim.BudgetCostUSDMicros) + " used up at " + msg(d.LastActivityAt)})
 	}
 	if dl := lim.DeadlineTime(); !dl.IsZero() && !now.Before(dl) {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedDeadline, "the deadline " + lim.Deadline + " passed"})
 	}
 	openN := d.OpenBlockingCount()
 	if idle := lim.Idle(); idle > 0 && now.Sub(d.LastActivity) >= idle && (openN > 0 || !d.HasFinalDecision()) {
-		why := "no accepted artifact after position " + u(d.LastActivityAt) + " for idle_timeout " + lim.IdleTimeout
+		why := "no accepted artifact after " + msg(d.LastActivityAt) + " for idle_timeout " + lim.IdleTimeout
 		if openN > 0 {
 			why += ", with blocking objections unresolved"
 		} else {
@@ -165,7 +169,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 		ends = append(ends, end{events.Deadlock, CodeDeadlockIdle, why})
 	}
 	if lim.StallWindow > 0 && d.Stall >= lim.StallWindow {
-		ends = append(ends, end{events.Deadlock, CodeDeadlockStall, "the accepted artifacts up to position " + u(d.LastActivityAt) + " added no claim, revision or evidence and disposed of nothing for stall_window " + strconv.Itoa(lim.StallWindow)})
+		ends = append(ends, end{events.Deadlock, CodeDeadlockStall, "the accepted artifacts up to " + msg(d.LastActivityAt) + " added no claim, revision or evidence and disposed of nothing for stall_window " + strconv.Itoa(lim.StallWindow)})
 	}
 	if idle := lim.Idle(); idle > 0 && now.Sub(d.OpenedTime) >= idle && len(pol.RequiredParticipants) > 0 {
 		counts := d.ParticipantCounts()

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 )
 
@@ -35,6 +36,12 @@ func main() {
 // ended otherwise (failed closed, exhausted, deadlock, not verified); 2 bad
 // arguments or configuration, or the run could not be carried out.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "replay" {
+		return runReplay(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "fork" {
+		return runFork(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "run" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "help" || args[0] == "--help") {
 			usage(stdout)
@@ -124,7 +131,95 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
+	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
+	fmt.Fprintln(w, "       relay replay [--nats URL] [--dir DIR] [--speed X] [--as ID] [--wait D] FILE")
+	fmt.Fprintln(w, "       relay fork --at POS [--nats URL] [--dir DIR] [--json] FILE CONFIG.json")
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o relay.ReplayOptions
+	fs.StringVar(&o.NATS, "nats", "", "NATS URL of a running engine (default: an embedded one)")
+	fs.StringVar(&o.Dir, "dir", "", "run directory for an embedded engine")
+	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
+	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
+	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay")
+	progress := fs.Bool("progress", false, "a line per message on standard error")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "Usage: relay replay [flags] FILE")
+		return 2
+	}
+	if *progress || isTerminal(stderr) {
+		o.Progress = stderr
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "relay replay:", err)
+		return 2
+	}
+	defer f.Close()
+	r, err := recording.NewReader(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay replay:", err)
+		return 2
+	}
+	res, err := relay.Replay(ctx, r, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay replay:", err)
+		return 2
+	}
+	b, _ := json.Marshal(res)
+	fmt.Fprintf(stdout, "%s\n", b)
+	return 0
+}
+
+func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fork", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	at := fs.Uint64("at", 0, "fork after this stream position of the recording")
+	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded one)")
+	dir := fs.String("dir", "", "run directory")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 2 || *at == 0 {
+		fmt.Fprintln(stderr, "Usage: relay fork --at POS [flags] FILE CONFIG.json")
+		return 2
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "relay fork:", err)
+		return 2
+	}
+	defer f.Close()
+	rec, err := recording.NewReader(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "relay fork:", err)
+		return 2
+	}
+	cfg, err := relay.Load(fs.Arg(1))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	opts := relay.Options{NATS: *natsURL, Dir: *dir, Fork: rec, ForkAt: *at}
+	if isTerminal(stderr) {
+		opts.Progress = stderr
+	}
+	sum, err := relay.Run(ctx, cfg, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "relay fork: %v\n", err)
+		return 2
+	}
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	if *asJSON {
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(stdout, "deliberation %s (forked at %d)\ntermination  %s\nclosure ok   %v\n", sum.Deliberation, *at, sum.Termination, sum.ClosureOK)
+	}
+	if sum.Termination == "completed" && sum.ClosureOK {
+		return 0
+	}
+	return 1
 }
 
 // isTerminal reports whether w is a terminal: progress shows there and

@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/service"
+)
+
+// ReplayOptions configure a replay.
+type ReplayOptions struct {
+	NATS string // a running engine; empty: an embedded one in Dir/engine
+	Dir  string
+	// Speed scales the recording's pacing: 2 replays twice as fast; 0 as
+	// fast as possible.
+	Speed float64
+	// As is the deliberation id to replay under (default: a new one).
+	As       string
+	Progress io.Writer
+	// Wait, when set, keeps an embedded engine up this long after the
+	// replay (for a demo to be looked at).
+	Wait time.Duration
+}
+
+// ReplayResult says what a replay did.
+type ReplayResult struct {
+	Deliberation string `json:"deliberation"`
+	Published    int    `json:"published"`
+	Skipped      int    `json:"skipped_supervisor"`
+	Status       string `json:"status"`
+	StateDigest  string `json:"state_digest"`
+}
+
+// Replay re-publishes a stream recording into an engine as a new
+// deliberation, with its original pacing scaled by Speed: for demos and
+// load. The supervisor's emissions are not re-published: the live
+// supervisor judges the replayed messages again (with a different pacing,
+// its clock-based judgments can differ).
+func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*ReplayResult, error) {
+	if rec.Format() != recording.Stream {
+		return nil, fmt.Errorf("relay: replay needs a stream recording")
+	}
+	url, stop, err := engineURL(ctx, opts.NATS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stop(opts.Wait)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	from, to := rec.Header().Deliberation, opts.As
+	if to == "" {
+		to = uuid.Must(uuid.NewV7()).String()
+	}
+	res := &ReplayResult{Deliberation: to}
+	var prev time.Time
+	var last uint64
+	for {
+		m, err := rec.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+			res.Skipped++
+			continue
+		}
+		if opts.Speed > 0 && !prev.IsZero() && m.Time.After(prev) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(float64(m.Time.Sub(prev)) / opts.Speed)):
+			}
+		}
+		prev = m.Time
+		subject := strings.Replace(m.Subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
+		ack, err := js.Publish(ctx, subject, m.Data, jetstream.WithExpectStream(ledger.StreamName))
+		if err != nil {
+			return nil, fmt.Errorf("relay: replay message %d: %w", m.Position, err)
+		}
+		last = ack.Sequence
+		res.Published++
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "replayed %d: %s\n", m.Position, subject)
+		}
+	}
+	v, err := waitState(ctx, nc, to, last)
+	if err != nil {
+		return nil, err
+	}
+	res.Status, res.StateDigest = string(v.Status), v.StateDigest.String()
+	return res, nil
+}
+
+// engineURL returns the NATS URL of the engine to use, starting an embedded
+// one when none is given; stop ends it (after wait).
+func engineURL(ctx context.Context, url, dir string) (string, func(time.Duration), error) {
+	if url != "" {
+		return url, func(time.Duration) {}, nil
+	}
+	if dir == "" {
+		dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
+	}
+	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		return "", nil, err
+	}
+	return s.NATSURL(), func(wait time.Duration) {
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+		s.Close()
+	}, nil
+}
+
+func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (projector.View, error) {
+	c, err := clientFor(nc)
+	if err != nil {
+		return projector.View{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.WaitPosition(wctx, id, seq)
+}
+
+// prefix reads the messages of a stream recording up to position at, for
+// a fork: the participants' artifacts only (not the control messages nor
+// the supervisor's emissions), with their participant tokens.
+func prefix(rec *recording.Reader, at uint64) ([]recording.Message, []string, error) {
+	if rec.Format() != recording.Stream {
+		return nil, nil, fmt.Errorf("relay: fork needs a stream recording")
+	}
+	var out []recording.Message
+	var parts []string
+	for {
+		m, err := rec.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if m.Position > at {
+			break
+		}
+		_, tok, ok := strings.Cut(m.Subject, ".art.")
+		if !ok || tok == projector.SupervisorToken {
+			continue
+		}
+		m.Data = slices.Clone(m.Data)
+		out = append(out, m)
+		if !slices.Contains(parts, tok) {
+			parts = append(parts, tok)
+		}
+	}
+	return out, parts, nil
+}
+
+func clientFor(nc *nats.Conn) (*client.Client, error) { return client.New(nc, "relay") }

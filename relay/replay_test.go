@@ -1,0 +1,115 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/relay"
+	"github.com/parley-engine/parley/service"
+)
+
+// Record a relay, replay it into the engine as a new deliberation (the
+// live supervisor completes it again, to the same state digest), and fork
+// it half-way with the same participants continuing: a counterfactual run
+// with no call for the prefix.
+func TestReplayAndFork(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cfg, err := relay.Load("../examples/relay/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir()})
+	if err != nil || orig.Termination != "completed" {
+		t.Fatalf("%v %+v", err, orig)
+	}
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var rec bytes.Buffer
+	if _, err := archive.Export(ctx, js, orig.Deliberation, recording.Stream, &rec); err != nil {
+		t.Fatal(err)
+	}
+
+	r, _ := recording.NewReader(bytes.NewReader(rec.Bytes()))
+	res, err := relay.Replay(ctx, r, relay.ReplayOptions{NATS: s.NATSURL(), Speed: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 1 || res.Published < 40 {
+		t.Errorf("replay %+v", res)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, _ := s.Queries.Get(res.Deliberation)
+		if v.Status == "completed" {
+			if v.StateDigest.String() != orig.StateDigest {
+				t.Errorf("replayed digest %s, original %s", v.StateDigest, orig.StateDigest)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replay was not completed: %+v", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Fork after the sixth round's messages (the first 18 artifacts).
+	r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
+	var at uint64
+	n := 0
+	for {
+		m, err := r.Next()
+		if err != nil {
+			break
+		}
+		if bytes.Contains([]byte(m.Subject), []byte(".art.")) {
+			n++
+			if n == 18 {
+				at = m.Position
+			}
+		}
+	}
+	// The fork's architect continues the recorded chain of revisions.
+	dir := t.TempDir()
+	abs, _ := filepath.Abs("../examples/relay")
+	os.WriteFile(filepath.Join(dir, "architect.json"), []byte(`[
+ {"artifact_type":"REVISION","payload":{"statement":"Fork 1: a write-through cache instead."},"references":[{"artifact_id":"@last:REVISION","relation":"revises"}]},
+ {"artifact_type":"REVISION","payload":{"statement":"Fork 2: write-through, with a 1-second TTL."},"references":[{"artifact_id":"@last.ref","relation":"revises"}]}]`), 0o644)
+	os.WriteFile(filepath.Join(dir, "fork.json"), []byte(`{"title":"Fleet, forked","rounds":2,"context":"full-history","decider":"judge",
+ "participants":[
+  {"id":"architect","role":"INITIAL_ARCHITECT","adapter":"script","script":"architect.json"},
+  {"id":"critic","role":"CRITICAL_REVIEWER","adapter":"script","script":"`+abs+`/critic.json"},
+  {"id":"verifier","role":"EMPIRICAL_VERIFIER","adapter":"script","script":"`+abs+`/verifier.json"},
+  {"id":"judge","role":"JUDGE","adapter":"script","script":"`+abs+`/judge.json"}]}`), 0o644)
+	short, err := relay.Load(filepath.Join(dir, "fork.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
+	fork, err := relay.Run(ctx, short, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: r, ForkAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.Termination != "completed" || !fork.ClosureOK || fork.Deliberation == orig.Deliberation {
+		t.Fatalf("fork %+v", fork)
+	}
+	v, _ := s.Queries.Get(fork.Deliberation)
+	if v.Artifacts != 18+2*3+1+1 { // the prefix, two rounds of three, the decision, the TERMINATION
+		t.Errorf("fork holds %d artifacts", v.Artifacts)
+	}
+}
