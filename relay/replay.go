@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -51,7 +52,7 @@ type ReplayResult struct {
 // its clock-based judgments can differ).
 func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*ReplayResult, error) {
 	if rec.Format() != recording.Stream {
-		return nil, fmt.Errorf("relay: replay needs a stream recording")
+		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
 	url, stop, err := engineURL(ctx, opts.NATS, opts.Dir)
 	if err != nil {
@@ -71,6 +72,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	res := &ReplayResult{Deliberation: to}
 	var prev time.Time
 	var last uint64
+	ended := false // the recording holds a supervisor TERMINATION
 	for {
 		m, err := rec.Next()
 		if err == io.EOF {
@@ -80,6 +82,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 			return nil, err
 		}
 		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+			ended = ended || bytes.Contains(m.Data, []byte(`"artifact_type":"TERMINATION"`))
 			res.Skipped++
 			continue
 		}
@@ -105,6 +108,15 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	v, err := waitState(ctx, nc, to, last)
 	if err != nil {
 		return nil, err
+	}
+	if ended && v.Status == projector.StatusOpen {
+		// The recorded deliberation was ended by the supervisor: give the
+		// live one the time to judge the replay the same way (it settles
+		// a burst before judging).
+		c, _ := clientFor(nc)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = c.Watch(wctx, to, func(w projector.View) bool { v = w; return w.Status == projector.StatusOpen })
+		cancel()
 	}
 	res.Status, res.StateDigest = string(v.Status), v.StateDigest.String()
 	return res, nil
@@ -146,7 +158,7 @@ func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (proje
 // the supervisor's emissions), with their participant tokens.
 func prefix(rec *recording.Reader, at uint64) ([]recording.Message, []string, error) {
 	if rec.Format() != recording.Stream {
-		return nil, nil, fmt.Errorf("relay: fork needs a stream recording")
+		return nil, nil, fmt.Errorf("relay: fork needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
 	var out []recording.Message
 	var parts []string

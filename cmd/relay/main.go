@@ -133,7 +133,25 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
 	fmt.Fprintln(w, "       relay replay [--nats URL] [--dir DIR] [--speed X] [--as ID] [--wait D] FILE")
-	fmt.Fprintln(w, "       relay fork --at POS [--nats URL] [--dir DIR] [--json] FILE CONFIG.json")
+	fmt.Fprintln(w, "       relay fork FILE --at POS [--nats URL] [--dir DIR] [--json] CONFIG.json")
+	fmt.Fprintln(w, "Flags may come before, between or after the file arguments.")
+}
+
+// parse parses flags wherever they stand among the arguments (the flag
+// package stops at the first non-flag), and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -146,14 +164,15 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
 	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay")
 	progress := fs.Bool("progress", false, "a line per message on standard error")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	pos, err := parse(fs, args)
+	if err != nil || len(pos) != 1 {
 		fmt.Fprintln(stderr, "Usage: relay replay [flags] FILE")
 		return 2
 	}
 	if *progress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
-	f, err := os.Open(fs.Arg(0))
+	f, err := os.Open(pos[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "relay replay:", err)
 		return 2
@@ -181,11 +200,12 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded one)")
 	dir := fs.String("dir", "", "run directory")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 2 || *at == 0 {
-		fmt.Fprintln(stderr, "Usage: relay fork --at POS [flags] FILE CONFIG.json")
+	pos, err := parse(fs, args)
+	if err != nil || len(pos) != 2 || *at == 0 {
+		fmt.Fprintln(stderr, "Usage: relay fork FILE --at POS [flags] CONFIG.json")
 		return 2
 	}
-	f, err := os.Open(fs.Arg(0))
+	f, err := os.Open(pos[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "relay fork:", err)
 		return 2
@@ -196,7 +216,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "relay fork:", err)
 		return 2
 	}
-	cfg, err := relay.Load(fs.Arg(1))
+	cfg, err := relay.Load(pos[1])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
