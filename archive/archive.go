@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
@@ -31,6 +32,11 @@ var ErrNoDeliberation = errors.New("archive: no such deliberation in the stream"
 // messages calls fn for every message of deliberation id in the stream, in
 // order, with its original position and time when it was imported.
 func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(recording.Message) error) (int, error) {
+	return messagesSeq(ctx, js, id, func(m recording.Message, _ uint64) error { return fn(m) })
+}
+
+// messagesSeq is messages, with each message's position in this stream.
+func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m recording.Message, seq uint64) error) (int, error) {
 	s, err := js.Stream(ctx, ledger.StreamName)
 	if err != nil {
 		return 0, err
@@ -73,7 +79,7 @@ func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(re
 				msg.Time = t
 			}
 		}
-		if err := fn(msg); err != nil {
+		if err := fn(msg, meta.Sequence.Stream); err != nil {
 			return n, err
 		}
 	}
@@ -145,6 +151,7 @@ type ImportResult struct {
 	Messages     int // in the recording
 	Skipped      int // already in the stream (a resumed import)
 	Published    int
+	Atomic       bool // published in atomic batches (the stream allows them)
 }
 
 // BatchSize is the number of messages published before waiting for their
@@ -188,42 +195,43 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	}
 	res.Messages = len(recs)
 	existing := 0
-	_, err := messages(ctx, js, to, func(m recording.Message) error {
+	var lastSeq uint64 // the deliberation's last position in this stream
+	_, err := messagesSeq(ctx, js, to, func(m recording.Message, seq uint64) error {
 		if existing >= len(recs) || m.Subject != recs[existing].Subject || !bytes.Equal(m.Data, recs[existing].Data) {
 			return fmt.Errorf("archive: deliberation %s already exists in the stream and is not this recording (message %d differs); nothing was imported", to, existing+1)
 		}
 		existing++
+		lastSeq = seq
 		return nil
 	})
 	if err != nil {
 		return res, err
 	}
 	res.Skipped = existing
+	stream, err := js.Stream(ctx, ledger.StreamName)
+	if err != nil {
+		return res, err
+	}
+	res.Atomic = stream.CachedInfo().Config.AllowAtomicPublish
 	for i := existing; i < len(recs); i += BatchSize {
 		end := min(i+BatchSize, len(recs))
-		futures := make([]jetstream.PubAckFuture, 0, end-i)
+		msgs := make([]*nats.Msg, 0, end-i)
 		for _, m := range recs[i:end] {
 			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
 			msg.Header.Set(service.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
 			msg.Header.Set(service.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
-			f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID("import:"+to+":"+strconv.FormatUint(m.Position, 10)),
-				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
+			msg.Header.Set(jetstream.MsgIDHeader, "import:"+to+":"+strconv.FormatUint(m.Position, 10))
+			msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
+			msgs = append(msgs, msg)
+		}
+		if res.Atomic {
+			seq, err := publishAtomic(ctx, js, to, msgs, lastSeq)
 			if err != nil {
-				return res, fmt.Errorf("archive: publish message %d: %w", m.Position, err)
+				return res, err
 			}
-			futures = append(futures, f)
-		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-ctx.Done():
-			return res, ctx.Err()
-		}
-		for _, f := range futures {
-			select {
-			case err := <-f.Err():
-				return res, fmt.Errorf("archive: publish: %w (run the import again to resume)", err)
-			default:
-			}
+			lastSeq = seq
+		} else if err := publishAsync(ctx, js, msgs); err != nil {
+			return res, err
 		}
 		res.Published = end - existing
 		if progress != nil {
@@ -231,6 +239,51 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		}
 	}
 	return res, nil
+}
+
+// publishAtomic publishes one batch atomically (all of it or none), on
+// condition that the deliberation's last message in the stream is still at
+// last: an import never interleaves with other messages of the
+// deliberation unnoticed. It returns the batch's last position.
+func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs []*nats.Msg, last uint64) (uint64, error) {
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, projector.DeliberationFilter(id))
+	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, fmt.Errorf("archive: deliberation %s received other messages during the import; nothing of this batch was published (%w)", id, err)
+		}
+		return 0, fmt.Errorf("archive: atomic batch publish: %w (nothing of this batch was published; run the import again to resume)", err)
+	}
+	return ack.Sequence, nil
+}
+
+// publishAsync publishes one batch with asynchronous acknowledgements, for
+// a stream without atomic batch publish; a message the stream refused
+// stops the import (run it again to resume; Msg-Id absorbs a retry).
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, msg := range msgs {
+		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second))
+		if err != nil {
+			return fmt.Errorf("archive: publish %s: %w", msg.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, f := range futures {
+		select {
+		case err := <-f.Err():
+			return fmt.Errorf("archive: publish: %w (run the import again to resume)", err)
+		default:
+		}
+	}
+	return nil
 }
 
 func rewrite(subject, from, to string) string {

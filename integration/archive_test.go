@@ -88,7 +88,7 @@ func TestArchive_RoundTrip(t *testing.T) {
 	js2, _ := jetstream.New(nc2, jetstream.WithPublishAsyncMaxPending(4096))
 	r, _ := recording.NewReader(bytes.NewReader(rec))
 	res, err := archive.Import(ctx, js2, r, "", nil)
-	if err != nil || res.Published != res.Messages {
+	if err != nil || res.Published != res.Messages || !res.Atomic {
 		t.Fatalf("import %+v %v", res, err)
 	}
 	info, _ := s2.Stream.Info(ctx)
@@ -150,6 +150,33 @@ func TestArchive_ResumeImport(t *testing.T) {
 	}
 	if again := exportStream(t, js2, id); !bytes.Equal(again, rec) {
 		t.Error("the resumed import exports differently")
+	}
+}
+
+// On a stream that does not allow atomic batches (one created before they
+// were used), import publishes with asynchronous acknowledgements, to the
+// same result.
+func TestArchive_ImportWithoutAtomicBatches(t *testing.T) {
+	ctx := context.Background()
+	_, nc1 := engineWith(t, false)
+	js1, _ := jetstream.New(nc1)
+	alice, _ := client.New(nc1, "alice")
+	id := recordedDeliberation(t, alice, js1)
+	rec := exportStream(t, js1, id)
+	s2, nc2 := engineWith(t, false)
+	js2, _ := jetstream.New(nc2)
+	cfg := s2.Stream.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := js2.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := recording.NewReader(bytes.NewReader(rec))
+	res, err := archive.Import(ctx, js2, r, "", nil)
+	if err != nil || res.Atomic || res.Published != res.Messages {
+		t.Fatalf("import %+v %v", res, err)
+	}
+	if again := exportStream(t, js2, id); !bytes.Equal(again, rec) {
+		t.Error("the import exports differently")
 	}
 }
 

@@ -61,7 +61,9 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 		DenyPurge:         true,
 		AllowRollup:       false,
 		AllowDirect:       true,
-		Metadata:          map[string]string{"parley.protocol": "0.1"},
+		// Import publishes in atomic batches (all of a batch or none).
+		AllowAtomicPublish: true,
+		Metadata:           map[string]string{"parley.protocol": "0.1"},
 	}
 }
 

@@ -152,7 +152,7 @@ an export gives the recording back.`)
 		return 1
 	}
 	b, _ := json.Marshal(map[string]any{"ok": true, "deliberation": res.Deliberation, "messages": res.Messages,
-		"skipped": res.Skipped, "published": res.Published, "seconds": time.Since(start).Seconds()})
+		"skipped": res.Skipped, "published": res.Published, "atomic": res.Atomic, "seconds": time.Since(start).Seconds()})
 	fmt.Fprintf(e.stdout, "%s\n", b)
 	return exitOK
 }
