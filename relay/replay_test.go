@@ -3,8 +3,6 @@ package relay_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,19 +75,7 @@ func TestReplayAndFork(t *testing.T) {
 			}
 		}
 	}
-	// The fork's architect continues the recorded chain of revisions.
-	dir := t.TempDir()
-	abs, _ := filepath.Abs("../examples/relay")
-	os.WriteFile(filepath.Join(dir, "architect.json"), []byte(`[
- {"artifact_type":"REVISION","payload":{"statement":"Fork 1: a write-through cache instead."},"references":[{"artifact_id":"@last:REVISION","relation":"revises"}]},
- {"artifact_type":"REVISION","payload":{"statement":"Fork 2: write-through, with a 1-second TTL."},"references":[{"artifact_id":"@last.ref","relation":"revises"}]}]`), 0o644)
-	os.WriteFile(filepath.Join(dir, "fork.json"), []byte(`{"title":"Fleet, forked","rounds":2,"context":"full-history","decider":"judge",
- "participants":[
-  {"id":"architect","role":"INITIAL_ARCHITECT","adapter":"script","script":"architect.json"},
-  {"id":"critic","role":"CRITICAL_REVIEWER","adapter":"script","script":"`+abs+`/critic.json"},
-  {"id":"verifier","role":"EMPIRICAL_VERIFIER","adapter":"script","script":"`+abs+`/verifier.json"},
-  {"id":"judge","role":"JUDGE","adapter":"script","script":"`+abs+`/judge.json"}]}`), 0o644)
-	short, err := relay.Load(filepath.Join(dir, "fork.json"))
+	short, err := relay.Load("../examples/relay/fork.json")
 	if err != nil {
 		t.Fatal(err)
 	}
