@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/parley-engine/parley/binding"
@@ -175,9 +176,9 @@ func TestResolutionVectors(t *testing.T) {
 // carry no action_digest, so under seed 002 -04 the envelopes themselves
 // are malformed: the hash, not the grammar, is what they pin.)
 func TestEPResolutionEnvelopeHashes(t *testing.T) {
-	b, err := os.ReadFile("../../shared/vectors/ep-upstream/resolution.v1.json")
+	b, err := os.ReadFile("../testdata/upstream/ep-upstream/resolution.v1.json")
 	if err != nil {
-		t.Skip("the shared vectors are not here:", err)
+		t.Fatal(err)
 	}
 	var suite struct {
 		Vectors []struct {
@@ -270,5 +271,18 @@ func TestTracker(t *testing.T) {
 	s := tr.Stats()["judge"]
 	if s.Emitted != 2 || s.HatchesOff != 1 || s.QuestionVetoes != 1 || s.VetoRate() != 0.5 || s.Resolved[binding.KindDeclined] != 1 {
 		t.Errorf("%+v", s)
+	}
+}
+
+// docs/ERRORS.md lists every code.
+func TestErrorsDoc(t *testing.T) {
+	b, err := os.ReadFile("../docs/ERRORS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range binding.Codes {
+		if !strings.Contains(string(b), "| `"+c+"` |") {
+			t.Errorf("docs/ERRORS.md does not list %s", c)
+		}
 	}
 }

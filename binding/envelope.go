@@ -24,16 +24,15 @@ import (
 
 // Finding codes of a malformed envelope (docs/ERRORS.md).
 const (
-	CodeProfile         = "envelope.profile"           // not JSON, or outside the JCS profile bounds (§6.3)
-	CodeNotObject       = "envelope.not_object"        // the envelope (or a slot that must be one) is not an object
-	CodeMissing         = "envelope.missing_member"    // a required member is absent
-	CodeUnknown         = "envelope.unknown_member"    // a member the memo does not define
-	CodeType            = "envelope.wrong_type"        // a member of the wrong type
-	CodeBlank           = "envelope.blank"             // a string slot with no visible character
-	CodeOptionsCount    = "envelope.options_count"     // options not 2–4
-	CodeRecommendedIdx  = "envelope.recommended_idx"   // recommended_idx absent, negative or out of range
-	CodeActionDigest    = "envelope.action_digest"     // an action_digest not "sha256:" + 64 lowercase hex
-	CodeToolResultShape = "envelope.no_binding_moment" // a tool result without a binding_moment member
+	CodeProfile        = "envelope.profile"         // not JSON, or outside the JCS profile bounds (§6.3)
+	CodeNotObject      = "envelope.not_object"      // the envelope (or a slot that must be one) is not an object
+	CodeMissing        = "envelope.missing_member"  // a required member is absent
+	CodeUnknown        = "envelope.unknown_member"  // a member the memo does not define
+	CodeType           = "envelope.wrong_type"      // a member of the wrong type
+	CodeBlank          = "envelope.blank"           // a string slot with no visible character
+	CodeOptionsCount   = "envelope.options_count"   // options not 2–4
+	CodeRecommendedIdx = "envelope.recommended_idx" // recommended_idx absent, negative or out of range
+	CodeActionDigest   = "envelope.action_digest"   // an action_digest not "sha256:" + 64 lowercase hex
 )
 
 // Finding is one problem, with a stable code.

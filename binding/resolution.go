@@ -338,3 +338,9 @@ func (t *Tracker) Stats() map[string]DeciderStats {
 	}
 	return out
 }
+
+// Codes lists every finding code of the package (docs/ERRORS.md).
+var Codes = []string{CodeProfile, CodeNotObject, CodeMissing, CodeUnknown, CodeType, CodeBlank, CodeOptionsCount,
+	CodeRecommendedIdx, CodeActionDigest, CodeResolutionProfile, CodeResolutionShape, CodeResolutionKind,
+	CodeEnvelopeDigest, CodeEnvelopeMismatch, CodeOptionRange, CodeUnknownEnvelope, CodeAlreadyResolved,
+	CodeActionMismatch, CodeNotAuthority, CodeNoActionToCompare}
