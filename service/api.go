@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -21,13 +22,15 @@ import (
 type Queries struct {
 	r      *Runner
 	stream jetstream.Stream
+	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 }
 
 // apiError is an error with an HTTP status and a stable code.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"error"`
+	Status   int    `json:"-"`
+	Code     string `json:"code"`
+	Message  string `json:"error"`
+	Findings any    `json:"findings,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -297,6 +300,27 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		}
 		v, err := q.Closure(r.PathValue("id"), r.PathValue("decision_id"), at)
 		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/bindings", func(w http.ResponseWriter, r *http.Request) {
+		v, err := q.Bindings(r.Context(), r.PathValue("id"))
+		reply(w, v, err)
+	})
+	mux.HandleFunc("POST /api/v1/deliberations/{id}/bindings/{envelope_digest}", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, canon.DefaultMaxSize+1))
+		if err != nil || len(body) > canon.DefaultMaxSize {
+			reply(w, nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "the resolution could not be read, or is larger than 1 MiB"})
+			return
+		}
+		as := r.URL.Query().Get("as")
+		if as == "" {
+			as = DefaultPrincipal
+		}
+		v, err := q.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
+		if err != nil {
+			reply(w, v, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, v)
 	})
 	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, q.Unrouted())

@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Metrics.watch(s.Runner)
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}

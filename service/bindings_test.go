@@ -1,0 +1,132 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/service"
+)
+
+// A decider asks its principal through the HTTP API; each of the four
+// resolutions lands on the record as seed 002's mapping says, and an
+// envelope can be resolved once only.
+func TestBindings_HTTP(t *testing.T) {
+	var envs struct {
+		Vectors []struct{ Input json.RawMessage }
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	envRaw := envs.Vectors[0].Input
+	env, err := binding.ParseEnvelope(envRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, t.TempDir())
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	base := "http://" + s.HTTPAddr() + "/api/v1/deliberations/"
+	post := func(url, body string) (int, map[string]any) {
+		resp, err := http.Post(url, "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		b, _ := io.ReadAll(resp.Body)
+		json.Unmarshal(b, &m)
+		return resp.StatusCode, m
+	}
+	get := func(url string, v any) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(v)
+	}
+	for _, c := range []struct {
+		kind   binding.Kind
+		res    string
+		typ    events.Type
+		status string
+	}{
+		{binding.KindOption, `"resolution":"option","option_idx":0`, events.TypeDecision, "completed"},
+		{binding.KindAnswer, `"resolution":"answer","answer":"Only the dates, and only for this booking."`, events.TypeClaim, "open"},
+		{binding.KindQuestion, `"resolution":"question"`, events.TypeObjection, "open"},
+		{binding.KindDeclined, `"resolution":"declined"`, events.TypeTermination, "cancelled"},
+	} {
+		judge, _ := client.New(nc, "judge")
+		id, err := judge.Open(ctx, client.Charter{Title: "share?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, ack, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+			Payload:    events.Decision{Outcome: "Ask the principal.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+			References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+			Extensions: map[string]any{binding.ExtEnvelope: envRaw}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		judge.WaitPosition(ctx, id, ack.Sequence)
+		var moments []service.BindingMoment
+		get(base+id+"/bindings", &moments)
+		if len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision != prov.ID || moments[0].EnvelopeDigest != env.Digest.String() {
+			t.Fatalf("%+v", moments)
+		}
+		url := base + id + "/bindings/" + env.Digest.String()
+		body := `{"binding_moment_resolution":{"envelope_digest":"` + env.Digest.String() + `",` + c.res + `}}`
+		code, m := post(url, body)
+		if code != http.StatusCreated || m["artifact_type"] != string(c.typ) || m["participant"] != "principal" {
+			t.Fatalf("%s: %d %v", c.res, code, m)
+		}
+		// Once only, whatever the kind.
+		if code, m := post(url, `{"binding_moment_resolution":{"envelope_digest":"`+env.Digest.String()+`","resolution":"declined"}}`); code != http.StatusConflict || m["code"] != binding.CodeAlreadyResolved {
+			t.Errorf("second resolution: %d %v", code, m)
+		}
+		get(base+id+"/bindings", &moments)
+		if moments[0].Status != "resolved" || moments[0].Resolution.Resolution != c.kind || moments[0].ResolvedBy != "principal" {
+			t.Errorf("%+v", moments[0])
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, _ := judge.State(ctx, id)
+			if string(v.Status) == c.status {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: status %s, want %s", c.res, v.Status, c.status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Unknown envelope, malformed resolution, a mismatch between path and body.
+	judge, _ := client.New(nc, "judge")
+	id, _ := judge.Open(ctx, client.Charter{Title: "nothing to resolve"})
+	other := "sha256:" + string(bytes.Repeat([]byte("0"), 64))
+	if code, m := post(base+id+"/bindings/"+other, `{"envelope_digest":"`+other+`","resolution":"declined"}`); code != http.StatusNotFound || m["code"] != binding.CodeUnknownEnvelope {
+		t.Errorf("unknown: %d %v", code, m)
+	}
+	if code, m := post(base+id+"/bindings/"+other, `{"envelope_digest":"`+other+`","resolution":"option"}`); code != http.StatusBadRequest || m["findings"] == nil {
+		t.Errorf("malformed: %d %v", code, m)
+	}
+	if code, _ := post(base+id+"/bindings/"+env.Digest.String(), `{"envelope_digest":"`+other+`","resolution":"declined"}`); code != http.StatusBadRequest {
+		t.Errorf("mismatch: %d", code)
+	}
+}
