@@ -1,12 +1,15 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -198,4 +201,68 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
 	}
 	return &Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
+}
+
+// BindingSubject is where the engine announces a new binding moment of a
+// deliberation (core NATS, not stored: GET .../bindings is the record).
+func BindingSubject(deliberation string) string {
+	return projector.SubjectPrefix + deliberation + ".binding"
+}
+
+// Announcement is what the engine publishes on BindingSubject.
+type Announcement struct {
+	Deliberation   string          `json:"deliberation"`
+	Decision       canon.Digest    `json:"decision"`
+	Decider        string          `json:"decider"`
+	Position       uint64          `json:"position"`
+	EnvelopeDigest string          `json:"envelope_digest"`
+	Envelope       json.RawMessage `json:"envelope"`
+	Suppressed     []string        `json:"hatches_suppressed,omitempty"`
+}
+
+// bindingWatch announces binding moments as they are admitted and counts
+// them, and the resolutions, per decider.
+type bindingWatch struct {
+	nc *nats.Conn
+	r  *Runner
+	m  *Metrics
+}
+
+func (b *bindingWatch) onApply(m projector.Msg, out projector.Outcome) {
+	if len(out.Accepted) == 0 || !bytes.Contains(m.Data, []byte(`"parley.binding`)) {
+		return
+	}
+	a, err := events.Validate(m.Data)
+	if err != nil || !slices.Contains(out.Accepted, a.ID) {
+		return
+	}
+	_, participant, _ := strings.Cut(m.Subject, ".art.")
+	if rr, ok := binding.ResolutionOf(a); ok {
+		decider := ""
+		for _, ref := range a.References {
+			b.r.Read(func(p *projector.Projection) {
+				if d := p.Deliberation(out.Deliberation); d != nil {
+					if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
+						decider = n.Participant
+					}
+				}
+			})
+			if decider != "" {
+				break
+			}
+		}
+		b.m.bindingResolutions.WithLabelValues(decider, string(rr.Resolution)).Inc()
+		return
+	}
+	env, err := binding.EnvelopeOf(a)
+	if err != nil {
+		return
+	}
+	b.m.bindingMoments.WithLabelValues(participant).Inc()
+	if len(env.Suppressed()) > 0 {
+		b.m.bindingSuppressed.WithLabelValues(participant).Inc()
+	}
+	msg, _ := json.Marshal(Announcement{Deliberation: out.Deliberation, Decision: a.ID, Decider: participant, Position: m.Seq,
+		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
+	b.nc.Publish(BindingSubject(out.Deliberation), msg)
 }

@@ -73,6 +73,8 @@ func TestBindings_HTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ann, _ := nc.SubscribeSync(service.BindingSubject(id))
+		nc.Flush()
 		claim, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
 		if err != nil {
 			t.Fatal(err)
@@ -85,6 +87,15 @@ func TestBindings_HTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		judge.WaitPosition(ctx, id, ack.Sequence)
+		am, err := ann.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatal("no announcement:", err)
+		}
+		var a service.Announcement
+		if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.EnvelopeDigest != env.Digest.String() || a.Decider != "judge" || a.Position != ack.Sequence {
+			t.Fatalf("announcement %s", am.Data)
+		}
+		ann.Unsubscribe()
 		var moments []service.BindingMoment
 		get(base+id+"/bindings", &moments)
 		if len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision != prov.ID || moments[0].EnvelopeDigest != env.Digest.String() {
@@ -114,6 +125,20 @@ func TestBindings_HTTP(t *testing.T) {
 				t.Fatalf("%s: status %s, want %s", c.res, v.Status, c.status)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The metrics: four binding moments by judge, one resolution of each
+	// kind (the veto rate is question over all: 1/4).
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range []string{`parley_binding_moments_total{decider="judge"} 4`, `parley_binding_resolutions_total{decider="judge",resolution="question"} 1`,
+		`parley_binding_resolutions_total{decider="judge",resolution="option"} 1`, `parley_binding_resolutions_total{decider="judge",resolution="declined"} 1`} {
+		if !bytes.Contains(mb, []byte(line)) {
+			t.Errorf("/metrics lacks %s", line)
 		}
 	}
 	// Unknown envelope, malformed resolution, a mismatch between path and body.

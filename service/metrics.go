@@ -15,6 +15,8 @@ type Metrics struct {
 	rejections *prometheus.CounterVec
 	position   prometheus.Gauge
 	lag        prometheus.Gauge
+
+	bindingMoments, bindingSuppressed, bindingResolutions *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics.
@@ -31,8 +33,14 @@ func NewMetrics() *Metrics {
 			Help: "Stream sequence of the last message applied."}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_projector_lag_messages",
 			Help: "Messages in the stream not yet applied, as the consumer last saw it."}),
+		bindingMoments: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_moments_total",
+			Help: "Binding moments (provisional DECISIONs asking the principal) admitted, by decider."}, []string{"decider"}),
+		bindingSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_hatch_suppressed_total",
+			Help: "Binding moments whose envelope disables an escape hatch (seed 002 §12.3), by decider."}, []string{"decider"}),
+		bindingResolutions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_resolutions_total",
+			Help: "Resolutions of binding moments admitted, by decider and resolution; the question-space veto rate (seed 002 §12.2) is resolution=\"question\" over all."}, []string{"decider", "resolution"}),
 	}
-	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag,
+	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag, m.bindingMoments, m.bindingSuppressed, m.bindingResolutions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

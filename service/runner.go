@@ -43,6 +43,7 @@ type Runner struct {
 
 	position atomic.Uint64
 	snapAt   atomic.Uint64 // position of the last snapshot written
+	onApply  func(projector.Msg, projector.Outcome)
 }
 
 // RunnerConfig configures a Runner.
@@ -55,12 +56,15 @@ type RunnerConfig struct {
 	Projector     projector.Options
 	Logger        *slog.Logger
 	Metrics       *Metrics
+	// OnApply, when set, is called after each message is applied, outside
+	// the projection's lock (binding-moment announcements, their metrics).
+	OnApply func(m projector.Msg, out projector.Outcome)
 }
 
 // NewRunner returns a Runner over stream, starting from the snapshot at
 // cfg.SnapshotPath when there is a usable one.
 func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg RunnerConfig) (*Runner, error) {
-	r := &Runner{js: js, stream: stream, log: cfg.Logger, metrics: cfg.Metrics, snapPath: cfg.SnapshotPath,
+	r := &Runner{js: js, stream: stream, log: cfg.Logger, metrics: cfg.Metrics, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
 		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -196,6 +200,9 @@ func (r *Runner) apply(m projector.Msg, pending uint64) {
 	r.mu.Unlock()
 	r.position.Store(m.Seq)
 	r.metrics.observe(out, m.Seq, pending)
+	if r.onApply != nil {
+		r.onApply(m, out)
+	}
 }
 
 func (r *Runner) snapshotLoop(ctx context.Context) {

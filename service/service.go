@@ -142,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		maxBytes = canon.DefaultMaxSize
 	}
 	s.Metrics = NewMetrics()
+	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
 	s.Runner, err = NewRunner(ensureCtx, s.js, s.Stream, RunnerConfig{
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
@@ -149,10 +150,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			Defaults: cfg.CharterDefaults},
 		Logger:  s.log.With("component", "projector"),
 		Metrics: s.Metrics,
+		OnApply: bw.onApply,
 	})
 	if err != nil {
 		return nil, err
 	}
+	bw.r = s.Runner
 	s.Metrics.watch(s.Runner)
 	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
