@@ -322,6 +322,8 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		}
 		writeJSON(w, http.StatusCreated, v)
 	})
+	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { q.webBind(w, r, nil, "", http.StatusOK) })
+	mux.HandleFunc("POST /bind/{id}/{envelope_digest}", q.webResolve)
 	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, q.Unrouted())
 	})

@@ -1,0 +1,187 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+)
+
+// browser returns a headless Chromium context, or skips (failing instead
+// when PARLEY_REQUIRE_BROWSER is set, as CI sets it).
+type invariants struct {
+	Slots, Findings, Recs, Options, Reasonings, Recommended int
+	RecBorder, OtherBorder, Badge                           string
+	Answer, Question, Decline                               bool
+}
+
+// result clicks sel and returns the artifact type the result page names.
+func result(t *testing.T, bctx context.Context, steps ...chromedp.Action[chromedp.Void]) string {
+	t.Helper()
+	if err := chromedp.Do(bctx, append(steps, chromedp.WaitVisible(`#result`))...); err != nil {
+		t.Fatal(err)
+	}
+	a, err := chromedp.Run(bctx, chromedp.AttributeValue(`#result`, "data-artifact-type"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Value
+}
+
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("PARLEY_REQUIRE_BROWSER") != "" {
+			t.Fatal("chromium is required and not installed")
+		}
+		t.Skip("SKIPPED: no chromium (apt-get install chromium); the web page is not tested")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel3)
+	return ctx
+}
+
+// The binding page in a real browser: every invariant of seed 002 §9.1,
+// and each resolution through its affordance lands on the record.
+func TestWeb_BindPage(t *testing.T) {
+	bctx := browser(t)
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input json.RawMessage
+		}
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	byName := map[string]json.RawMessage{}
+	for _, v := range envs.Vectors {
+		byName[v.Name] = v.Input
+	}
+	s := start(t, t.TempDir())
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	judge, _ := client.New(nc, "judge")
+	ask := func(env json.RawMessage) string {
+		id, err := judge.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim, _, _ := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+		_, ack, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+			Payload:    events.Decision{Outcome: "Ask the principal what to share.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+			References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+			Extensions: map[string]any{binding.ExtEnvelope: env}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		judge.WaitPosition(ctx, id, ack.Sequence)
+		return id
+	}
+	page := func(id string) string { return "http://" + s.HTTPAddr() + "/bind/" + id }
+	waitStatus := func(id, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			v, _ := judge.State(ctx, id)
+			if string(v.Status) == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status %s, want %s", v.Status, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	// The §6.4 envelope: the invariants, then decline.
+	id := ask(byName["seed002-6.4"])
+	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`section[data-status="open"]`)); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := chromedp.Run(bctx, chromedp.Evaluate[invariants](`(() => {
+			const q = s => document.querySelectorAll(s);
+			const rec = document.querySelector('[data-recommended="true"]');
+			const other = document.querySelector('.option:not(.recommended)');
+			return {
+				Slots: q('[data-slot]').length, Findings: q('[data-slot=findings] li').length, Recs: q('[data-slot=recommendations] li').length,
+				Options: q('.option').length, Reasonings: [...q('.option .reasoning')].filter(e => e.offsetHeight > 0 && e.textContent.trim()).length,
+				Recommended: q('[data-recommended="true"]').length,
+				RecBorder: getComputedStyle(rec).borderTopWidth + ' ' + getComputedStyle(rec).backgroundColor,
+				OtherBorder: getComputedStyle(other).borderTopWidth + ' ' + getComputedStyle(other).backgroundColor,
+				Badge: rec.querySelector('.badge').textContent,
+				Answer: !!document.getElementById('answer'), Question: !!document.getElementById('question'), Decline: !!document.getElementById('decline'),
+			};
+		})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Slots != 7 || inv.Findings != 3 || inv.Recs != 2 || inv.Options != 2 || inv.Reasonings != 2 || inv.Recommended != 1 ||
+		inv.RecBorder == inv.OtherBorder || inv.Badge != "Recommended" || !inv.Answer || !inv.Question || !inv.Decline {
+		t.Fatalf("invariants: %+v", inv)
+	}
+	if typ := result(t, bctx, chromedp.Click(`#decline`)); typ != "TERMINATION" {
+		t.Fatalf("decline recorded a %s", typ)
+	}
+	waitStatus(id, "cancelled")
+
+	// Dialogue off: no question-space hatch, decline still there; choose
+	// the recommended option.
+	id = ask(byName["hatch-off"])
+	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`section[data-status="open"]`)); err != nil {
+		t.Fatal(err)
+	}
+	hasQuestion, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`!!document.getElementById('question')`))
+	hasDecline, _ := chromedp.Run(bctx, chromedp.Evaluate[bool](`!!document.getElementById('decline')`))
+	typ := result(t, bctx, chromedp.Click(`[data-recommended="true"]`))
+	if hasQuestion || !hasDecline || typ != "DECISION" {
+		t.Fatalf("question %v decline %v recorded %s", hasQuestion, hasDecline, typ)
+	}
+	waitStatus(id, "completed")
+
+	// The answer-space hatch.
+	id = ask(byName["seed002-6.4"])
+	typ = result(t, bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`textarea[name=answer]`),
+		chromedp.SendKeys(`textarea[name=answer]`, "Dates now, the passport only at check-in."), chromedp.Click(`#answer`))
+	if typ != "CLAIM" {
+		t.Fatalf("answer recorded a %s", typ)
+	}
+
+	// The question-space hatch.
+	id = ask(byName["seed002-6.4"])
+	if typ := result(t, bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`#question`), chromedp.Click(`#question`)); typ != "OBJECTION" {
+		t.Fatalf("question recorded a %s", typ)
+	}
+	v, _ := judge.State(ctx, id)
+	if len(v.OpenBlockingObjections) != 1 {
+		t.Fatalf("open blocking objections %v", v.OpenBlockingObjections)
+	}
+
+	// A malformed envelope: the plain view with a diagnostic, no decision.
+	id = ask(byName["options-one"])
+	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`section.fallback`)); err != nil {
+		t.Fatal(err)
+	}
+	diag, _ := chromedp.Run(bctx, chromedp.Text(`#diagnostic`))
+	buttons, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('section button').length`))
+	if buttons != 0 || !strings.Contains(diag, "envelope.options_count") {
+		t.Fatalf("fallback: %d buttons, %q", buttons, diag)
+	}
+}
