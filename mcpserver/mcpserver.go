@@ -1,0 +1,247 @@
+// Package mcpserver is parley's Model Context Protocol server (engine mcp):
+// the tools an agent needs to take part in a deliberation, on the official
+// Go SDK, over stdio or streamable HTTP. It speaks to a running engine over
+// NATS, as any participant does.
+//
+// The tool request_binding emits a binding moment (seed 002 §8): it
+// advertises emits_binding_moment in its _meta, and its result carries the
+// envelope in a binding_moment member.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+)
+
+// EmitsBindingMoment is the tool-manifest annotation of seed 002 §8.2,
+// carried in the tool's _meta.
+const EmitsBindingMoment = "emits_binding_moment"
+
+// New returns the MCP server over a connection to the engine's NATS.
+func New(nc *nats.Conn, version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: version}, nil)
+	t := &tools{nc: nc}
+	mcp.AddTool(s, &mcp.Tool{Name: "open_deliberation",
+		Description: "Open a deliberation with a charter (title, optional participant tokens). Returns its id."}, t.open)
+	mcp.AddTool(s, &mcp.Tool{Name: "publish_artifact",
+		Description: "Publish an artifact as a participant: a draft {artifact_type, payload, references, extensions} (sealed here) or a sealed artifact. Returns its id, its stream position and whether the engine admitted it."}, t.publish)
+	mcp.AddTool(s, &mcp.Tool{Name: "get_state",
+		Description: "Read a deliberation's state: status, counts, open blocking objections, decisions, terminations, state_digest."}, t.state)
+	mcp.AddTool(s, &mcp.Tool{Name: "verify_closure",
+		Description: "Verify that a decision's closure hides no blocking objection, over the live state."}, t.closure)
+	mcp.AddTool(s, &mcp.Tool{Name: "request_binding",
+		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest; the principal resolves it at the engine's /bind page or API.",
+		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
+	return s
+}
+
+type tools struct{ nc *nats.Conn }
+
+func (t *tools) client(participant string) (*client.Client, error) {
+	return client.New(t.nc, participant)
+}
+
+func toMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
+
+type openIn struct {
+	Title        string   `json:"title" jsonschema:"the deliberation's title"`
+	Participants []string `json:"participants,omitempty" jsonschema:"participant tokens the charter admits (empty: anyone)"`
+	Opener       string   `json:"opener,omitempty" jsonschema:"the participant token that opens it (default mcp)"`
+}
+type openOut struct {
+	Deliberation string `json:"deliberation"`
+}
+
+func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*mcp.CallToolResult, openOut, error) {
+	if in.Opener == "" {
+		in.Opener = "mcp"
+	}
+	c, err := t.client(in.Opener)
+	if err != nil {
+		return nil, openOut{}, err
+	}
+	id, err := c.Open(ctx, client.Charter{Title: in.Title, Participants: in.Participants})
+	return nil, openOut{Deliberation: id}, err
+}
+
+type publishIn struct {
+	Deliberation string         `json:"deliberation"`
+	Participant  string         `json:"participant" jsonschema:"the publishing participant's token"`
+	Artifact     map[string]any `json:"artifact" jsonschema:"a draft {artifact_type, payload, references, extensions} or a sealed artifact"`
+}
+type publishOut struct {
+	ArtifactID string `json:"artifact_id"`
+	Position   uint64 `json:"position"`
+	Accepted   bool   `json:"accepted"`
+	Status     string `json:"status"`
+}
+
+// sealDraft seals a draft or validates a sealed artifact.
+func sealDraft(m map[string]any) (*events.Artifact, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if _, sealed := m["artifact_id"]; sealed {
+		return events.Validate(b)
+	}
+	var d struct {
+		Type       events.Type    `json:"artifact_type"`
+		Payload    map[string]any `json:"payload"`
+		References []struct {
+			ArtifactID string `json:"artifact_id"`
+			Relation   string `json:"relation"`
+		} `json:"references"`
+		Extensions map[string]any `json:"extensions"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, err
+	}
+	draft := events.Draft{Type: d.Type, Payload: d.Payload, Extensions: d.Extensions}
+	for _, r := range d.References {
+		id, ok := canon.ParseDigest(r.ArtifactID)
+		if !ok {
+			return nil, fmt.Errorf("reference %q is not sha256:<64 lowercase hex>", r.ArtifactID)
+		}
+		draft.References = append(draft.References, events.Reference{Target: id, Relation: events.Relation(r.Relation)})
+	}
+	return events.Seal(draft)
+}
+
+func (t *tools) publishArtifact(ctx context.Context, delib, participant string, a *events.Artifact) (publishOut, error) {
+	c, err := t.client(participant)
+	if err != nil {
+		return publishOut{}, err
+	}
+	ack, err := c.PublishArtifact(ctx, delib, a)
+	if err != nil {
+		return publishOut{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := c.WaitPosition(wctx, delib, ack.Sequence)
+	if err != nil {
+		return publishOut{}, err
+	}
+	_, found, err := c.Artifact(ctx, delib, a.ID.String())
+	if err != nil {
+		return publishOut{}, err
+	}
+	return publishOut{ArtifactID: a.ID.String(), Position: ack.Sequence, Accepted: found, Status: string(v.Status)}, nil
+}
+
+func (t *tools) publish(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
+	a, err := sealDraft(in.Artifact)
+	if err != nil {
+		return nil, publishOut{}, fmt.Errorf("the artifact is refused: %w", err)
+	}
+	out, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
+	return nil, out, err
+}
+
+type idIn struct {
+	Deliberation string `json:"deliberation"`
+}
+
+func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, map[string]any, error) {
+	c, err := t.client("mcp")
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := c.State(ctx, in.Deliberation)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := toMap(v)
+	return nil, m, err
+}
+
+type closureIn struct {
+	Deliberation string `json:"deliberation"`
+	Decision     string `json:"decision" jsonschema:"the DECISION's artifact id"`
+	At           uint64 `json:"at,omitempty" jsonschema:"stream position to verify at (0: the decision's own)"`
+}
+
+func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureIn) (*mcp.CallToolResult, map[string]any, error) {
+	c, err := t.client("mcp")
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.Closure(ctx, in.Deliberation, in.Decision, in.At)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := toMap(r)
+	return nil, m, err
+}
+
+type bindingIn struct {
+	Deliberation string         `json:"deliberation"`
+	Participant  string         `json:"participant" jsonschema:"the decider's participant token"`
+	Outcome      string         `json:"outcome" jsonschema:"the provisional decision's outcome, in a sentence"`
+	Decides      []string       `json:"decides" jsonschema:"ids of the CLAIMs, REVISIONs or DECISIONs it decides"`
+	Envelope     map[string]any `json:"envelope" jsonschema:"the briefing-and-binding envelope (seed 002 §4)"`
+}
+type bindingOut struct {
+	Decision       string         `json:"decision"`
+	Position       uint64         `json:"position"`
+	EnvelopeDigest string         `json:"envelope_digest"`
+	BindingMoment  map[string]any `json:"binding_moment"`
+}
+
+func (t *tools) requestBinding(ctx context.Context, _ *mcp.CallToolRequest, in bindingIn) (*mcp.CallToolResult, bindingOut, error) {
+	raw, err := json.Marshal(in.Envelope)
+	if err != nil {
+		return nil, bindingOut{}, err
+	}
+	env, err := binding.ParseEnvelope(raw)
+	if err != nil {
+		// The agent-side veto (§7.1): a malformed envelope is not emitted.
+		return nil, bindingOut{}, fmt.Errorf("no binding moment emitted: %w", err)
+	}
+	var refs []events.Reference
+	for _, s := range in.Decides {
+		id, ok := canon.ParseDigest(s)
+		if !ok {
+			return nil, bindingOut{}, fmt.Errorf("decides: %q is not an artifact id", s)
+		}
+		refs = append(refs, events.Reference{Target: id, Relation: events.Decides})
+	}
+	if len(refs) == 0 {
+		return nil, bindingOut{}, errors.New("decides: name what the provisional decision decides")
+	}
+	a, err := events.Seal(events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: in.Outcome, Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: refs, Extensions: map[string]any{binding.ExtEnvelope: json.RawMessage(env.Canonical)}})
+	if err != nil {
+		return nil, bindingOut{}, err
+	}
+	out, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
+	if err != nil {
+		return nil, bindingOut{}, err
+	}
+	if !out.Accepted {
+		return nil, bindingOut{}, fmt.Errorf("the engine did not admit the provisional decision %s (see the deliberation's rejections)", a.ID)
+	}
+	var m map[string]any
+	json.Unmarshal(env.Canonical, &m)
+	return nil, bindingOut{Decision: a.ID.String(), Position: out.Position, EnvelopeDigest: env.Digest.String(), BindingMoment: m}, nil
+}

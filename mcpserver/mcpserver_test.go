@@ -1,0 +1,128 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/mcpserver"
+	"github.com/parley-engine/parley/service"
+)
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		b, _ := json.Marshal(res.Content)
+		t.Fatalf("%s: tool error %s", name, b)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return m
+}
+
+// An agent, through MCP against a real engine: open a deliberation,
+// publish a claim, ask its principal (the result carries binding_moment),
+// read the state, verify a closure; over in-memory and streamable HTTP
+// transports.
+func TestMCP(t *testing.T) {
+	ctx := context.Background()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input map[string]any
+		}
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	env := envs.Vectors[0].Input
+
+	st, ct := mcp.NewInMemoryTransports()
+	srv := mcpserver.New(nc, "test")
+	go srv.Run(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emits := map[string]bool{}
+	for _, tl := range tools.Tools {
+		emits[tl.Name] = tl.Meta[mcpserver.EmitsBindingMoment] == true
+	}
+	if len(emits) != 5 || !emits["request_binding"] || emits["get_state"] {
+		t.Fatalf("tools %v", emits)
+	}
+
+	id := call(t, cs, "open_deliberation", map[string]any{"title": "Share with the booking service?"})["deliberation"].(string)
+	pub := call(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
+		"artifact": map[string]any{"artifact_type": "CLAIM", "payload": map[string]any{"statement": "Share the dates only."}, "references": []any{}}})
+	if pub["accepted"] != true {
+		t.Fatalf("%v", pub)
+	}
+	claim := pub["artifact_id"].(string)
+	bm := call(t, cs, "request_binding", map[string]any{"deliberation": id, "participant": "judge", "outcome": "Ask the principal what to share.",
+		"decides": []any{claim}, "envelope": env})
+	got, _ := json.Marshal(bm["binding_moment"])
+	want, _ := json.Marshal(env)
+	e1, err1 := binding.ParseEnvelope(got)
+	e2, _ := binding.ParseEnvelope(want)
+	if err1 != nil || e1.Digest != e2.Digest || bm["envelope_digest"] != e2.Digest.String() {
+		t.Fatalf("binding_moment %s (%v)", got, err1)
+	}
+	// The engine lists it, open.
+	moments, err := s.Queries.Bindings(ctx, id)
+	if err != nil || len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision.String() != bm["decision"] {
+		t.Fatalf("%+v %v", moments, err)
+	}
+	// A malformed envelope is withheld (the agent-side veto).
+	delete(env, "synopsis")
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_binding", Arguments: map[string]any{"deliberation": id, "participant": "judge",
+		"outcome": "x", "decides": []any{claim}, "envelope": env}})
+	if err != nil || !res.IsError {
+		t.Fatalf("a malformed envelope was emitted: %v %+v", err, res)
+	}
+	state := call(t, cs, "get_state", map[string]any{"deliberation": id})
+	if state["status"] != "open" || state["artifacts"].(float64) != 2 {
+		t.Fatalf("%v", state)
+	}
+	cl := call(t, cs, "verify_closure", map[string]any{"deliberation": id, "decision": bm["decision"]})
+	if cl["status"] != "provisional" {
+		t.Fatalf("%v", cl)
+	}
+
+	// Streamable HTTP.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	hc, err := mcp.NewClient(&mcp.Implementation{Name: "agent-http"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	if st := call(t, hc, "get_state", map[string]any{"deliberation": id}); st["status"] != "open" {
+		t.Fatalf("%v", st)
+	}
+}
