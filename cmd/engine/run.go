@@ -41,6 +41,7 @@ func commands() []command {
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
 		{"import", "publish a stream recording into a live engine (resumable)", runImport},
 		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},
+		{"mcp", "serve the MCP tools to agents (stdio, or --http) against a running engine", runMCP},
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
 	}
