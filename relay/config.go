@@ -43,6 +43,17 @@ type Config struct {
 	// the decision (default "10s").
 	WaitTermination string `json:"wait_termination"`
 
+	// Principal, when set, is the participant token of the person the
+	// decider may ask (seed 002): a decider's DECISION that carries a
+	// binding_moment envelope is published provisional, and the relay
+	// waits for the principal's resolution (made at the engine's /bind
+	// page or API) before it goes on.
+	Principal string `json:"principal"`
+	// MaxAsks bounds the binding moments of a run (default 3).
+	MaxAsks int `json:"max_asks"`
+	// PrincipalTimeout bounds the wait for each resolution (default "1h").
+	PrincipalTimeout string `json:"principal_timeout"`
+
 	Participants []ParticipantConfig `json:"participants"`
 
 	dir string // the config file's directory: relative paths start there
@@ -145,6 +156,31 @@ func (c *Config) check() error {
 	}
 	if len(c.Participants) < 1 {
 		return fmt.Errorf("participants: at least one")
+	}
+	if c.Principal != "" {
+		if !projector.ValidToken(c.Principal) {
+			return fmt.Errorf("principal %q is not a participant token", c.Principal)
+		}
+		if c.Decider == "" {
+			return fmt.Errorf("principal needs a decider to ask it")
+		}
+		for _, p := range c.Participants {
+			if p.ID == c.Principal {
+				return fmt.Errorf("principal %q is also a participant: the principal answers through binding moments only", c.Principal)
+			}
+		}
+	}
+	if c.MaxAsks == 0 {
+		c.MaxAsks = 3
+	}
+	if c.MaxAsks < 1 || c.MaxAsks > 20 {
+		return fmt.Errorf("max_asks must be 1..20")
+	}
+	if c.PrincipalTimeout == "" {
+		c.PrincipalTimeout = "1h"
+	}
+	if _, err := time.ParseDuration(c.PrincipalTimeout); err != nil {
+		return fmt.Errorf("principal_timeout: %w", err)
 	}
 	seen := map[string]bool{}
 	deciderFound := c.Decider == ""

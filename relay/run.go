@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
@@ -63,6 +64,8 @@ type Summary struct {
 	CostUSDMicros      int64               `json:"cost_usd_micros"`
 	LatencyMS          int64               `json:"latency_ms"`
 	FinalDecision      string              `json:"final_decision,omitempty"`
+	BindingMoments     int                 `json:"binding_moments,omitempty"` // asked of the principal
+	Resolutions        []string            `json:"resolutions,omitempty"`     // the principal's, in order
 	ClosureOK          bool                `json:"closure_ok"`
 	Findings           []closure.Finding   `json:"findings,omitempty"`
 	StateDigest        string              `json:"state_digest"`
@@ -130,6 +133,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		}
 		ids = append(ids, p.ID)
 	}
+	if cfg.Principal != "" {
+		ids = append(ids, cfg.Principal)
+	}
 	orch, _ := client.New(nc, "relay")
 	var pre []recording.Message
 	if opts.Fork != nil {
@@ -181,6 +187,37 @@ rounds:
 			return nil, err
 		} else if !ok && cfg.Strict {
 			failed = p.ID
+		}
+		// Binding moments: while the decider asks, wait for the principal.
+		for ask := 0; failed == "" && cfg.Principal != "" && ask < cfg.MaxAsks; ask++ {
+			kind, err := r.awaitPrincipal(ctx, nc)
+			if err != nil {
+				return nil, err
+			}
+			if kind == "" || kind == binding.KindOption || kind == binding.KindDeclined {
+				break
+			}
+			if kind == binding.KindQuestion {
+				// The question is rejected: one more round, then the
+				// decider again.
+				round := r.sum.Rounds + 1
+				if err := orch.Round(ctx, r.id, round); err != nil {
+					return nil, err
+				}
+				r.sum.Rounds = round
+				for _, q := range cfg.Participants {
+					if q.ID != cfg.Decider {
+						if _, err := r.turn(ctx, q, round, false); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
+			if ok, err := r.turn(ctx, p, r.sum.Rounds, true); err != nil {
+				return nil, err
+			} else if !ok && cfg.Strict {
+				failed = p.ID
+			}
 		}
 	}
 	if failed != "" {
@@ -371,7 +408,8 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 			ArtifactID string `json:"artifact_id"`
 			Relation   string `json:"relation"`
 		} `json:"references"`
-		Extensions map[string]any `json:"extensions"`
+		Extensions    map[string]any  `json:"extensions"`
+		BindingMoment json.RawMessage `json:"binding_moment"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(res.Output)))
 	dec.UseNumber()
@@ -424,6 +462,19 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 		if !strings.HasPrefix(k, "parley.") { // the relay's own are the relay's
 			ext[k] = v
 		}
+	}
+	if len(d.BindingMoment) > 0 {
+		switch {
+		case r.cfg.Principal == "":
+			return nil, errors.New("binding_moment: this relay has no principal to ask")
+		case d.ArtifactType != events.TypeDecision || d.Payload["status"] != string(events.Provisional):
+			return nil, errors.New("binding_moment: only a provisional DECISION asks the principal")
+		}
+		env, err := binding.ParseEnvelope(d.BindingMoment)
+		if err != nil {
+			return nil, fmt.Errorf("binding_moment: %w", err)
+		}
+		ext[binding.ExtEnvelope] = json.RawMessage(env.Canonical)
 	}
 	ext["parley.round"] = t.Round
 	if t.Role != "" {
@@ -553,4 +604,80 @@ func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, p
 		}
 	}
 	return nil
+}
+
+// awaitPrincipal waits, when the decider's last artifact asks the principal
+// (a provisional DECISION carrying an envelope), for the principal's
+// resolution to be admitted, takes it into the record and returns its
+// kind; "" when the last artifact asks nothing.
+func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kind, error) {
+	if len(r.record) == 0 {
+		return "", nil
+	}
+	last, err := events.Validate(r.record[len(r.record)-1].Artifact)
+	if err != nil {
+		return "", nil
+	}
+	env, err := binding.EnvelopeOf(last)
+	if err != nil {
+		return "", nil
+	}
+	r.sum.BindingMoments++
+	r.progress("binding moment %s: waiting for %s (engine serve: /bind/%s)", env.Digest.String()[:19], r.cfg.Principal, r.id)
+	wait, _ := time.ParseDuration(r.cfg.PrincipalTimeout)
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return "", err
+	}
+	cons, err := js.OrderedConsumer(wctx, ledger.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{projector.ArtifactSubject(r.id, r.cfg.Principal)}})
+	if err != nil {
+		return "", err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return "", err
+	}
+	defer it.Stop()
+	go func() { <-wctx.Done(); it.Stop() }()
+	c := r.clients[r.cfg.Decider]
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if wctx.Err() != nil {
+				return "", fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
+			}
+			return "", err
+		}
+		a, err := events.Validate(msg.Data())
+		if err != nil {
+			continue
+		}
+		rr, ok := binding.ResolutionOf(a)
+		if !ok || rr.EnvelopeDigest != env.Digest.String() {
+			continue
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return "", err
+		}
+		if _, err := c.WaitPosition(ctx, r.id, meta.Sequence.Stream); err != nil {
+			return "", err
+		}
+		if _, found, err := c.Artifact(ctx, r.id, a.ID.String()); err != nil || !found {
+			continue // not admitted: keep waiting for one that is
+		}
+		entry := ContextArtifact{Position: meta.Sequence.Stream, Participant: r.cfg.Principal, Artifact: a.Canonical}
+		r.record = append(r.record, entry)
+		r.lastTurn = []ContextArtifact{entry}
+		r.sum.Participants[r.cfg.Principal]++
+		r.sum.Resolutions = append(r.sum.Resolutions, string(rr.Resolution))
+		r.progress("principal  %-12s %-9s %s (%s)", r.cfg.Principal, a.Type, a.ID.String()[:19], rr.Resolution)
+		if rr.Resolution == binding.KindOption {
+			r.sum.FinalDecision = a.ID.String()
+		}
+		return rr.Resolution, nil
+	}
 }
