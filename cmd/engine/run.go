@@ -36,6 +36,7 @@ func commands() []command {
 		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
 		{"seal", "seal an artifact: insert its artifact_id and print the bytes to publish", runSeal},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
+		{"bind", "resolve a deliberation's binding moment in the terminal (arrow-key picker)", runBind},
 		{"binding", "check a binding-moment envelope, verify a resolution (seed 002)", runBinding},
 		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/parley-engine/parley/binding"
+)
+
+// runBind is the terminal renderer of binding moments (seed 002 §9.2: an
+// arrow-key picker, the hatches and decline on keys of their own).
+func runBind(ctx context.Context, e *env, args []string) int {
+	var base, as string
+	fs := newFlags(e, "bind", "[--http URL] [--as TOKEN] DELIBERATION", `Shows the deliberation's first open binding moment in the terminal and sends
+the principal's resolution to the engine: up and down (or k and j) move
+between the options, Enter chooses one; a answers in your own words (when
+the envelope opens that hatch), q rejects the question (when it opens that
+one), d declines; Ctrl-C leaves without resolving. A malformed envelope is
+shown as plain text with its findings, never as a decision.`)
+	fs.StringVar(&base, "http", "http://127.0.0.1:8080", "the engine's HTTP address")
+	fs.StringVar(&as, "as", "", "the principal's participant token (default: the engine's, principal)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(e.stderr, "engine bind: need exactly one DELIBERATION argument")
+		return exitUsage
+	}
+	id := fs.Arg(0)
+	base = strings.TrimRight(base, "/")
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get(base + "/api/v1/deliberations/" + id + "/bindings")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+		return exitUsage
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(e.stderr, "engine bind: %s: %s\n", resp.Status, bytes.TrimSpace(body))
+		return exitUsage
+	}
+	var moments []struct {
+		Decision       string            `json:"decision"`
+		Decider        string            `json:"decider"`
+		Status         string            `json:"status"`
+		EnvelopeDigest string            `json:"envelope_digest"`
+		Envelope       json.RawMessage   `json:"envelope"`
+		Findings       []binding.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal(body, &moments); err != nil {
+		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+		return exitUsage
+	}
+	var env *binding.Envelope
+	decider := ""
+	for _, m := range moments {
+		switch m.Status {
+		case "malformed":
+			fmt.Fprintf(e.stdout, "%s asks for a decision (%s), but its envelope is malformed and is not shown as one:\n", m.Decider, m.Decision)
+			for _, f := range m.Findings {
+				fmt.Fprintf(e.stdout, "  %s (%s)\n", f.Message, f.Code)
+			}
+		case "open":
+			if env == nil {
+				if env, err = binding.ParseEnvelope(m.Envelope); err != nil {
+					fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+					return exitUsage
+				}
+				decider = m.Decider
+			}
+		}
+	}
+	if env == nil {
+		fmt.Fprintf(e.stderr, "engine bind: no open binding moment in %s\n", id)
+		return exitRejected
+	}
+	in, ok := e.stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		fmt.Fprintln(e.stderr, "engine bind: needs a terminal (or use the /bind page, or the API)")
+		return exitUsage
+	}
+	old, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+		return exitUsage
+	}
+	res, quit := pick(in, e.stdout, env, decider)
+	term.Restore(int(in.Fd()), old)
+	fmt.Fprint(e.stdout, "\r\n")
+	if quit {
+		fmt.Fprintln(e.stdout, "left without resolving")
+		return exitRejected
+	}
+	res["envelope_digest"] = env.Digest.String()
+	b, _ := json.Marshal(map[string]any{"binding_moment_resolution": res})
+	url := base + "/api/v1/deliberations/" + id + "/bindings/" + env.Digest.String()
+	if as != "" {
+		url += "?as=" + as
+	}
+	resp, err = hc.Post(url, "application/json", bytes.NewReader(b))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+		return exitUsage
+	}
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		fmt.Fprintf(e.stderr, "engine bind: %s: %s\n", resp.Status, bytes.TrimSpace(out))
+		return exitRejected
+	}
+	var r struct {
+		ArtifactID string `json:"artifact_id"`
+		Type       string `json:"artifact_type"`
+		Position   uint64 `json:"position"`
+	}
+	json.Unmarshal(out, &r)
+	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s at position %d\n", r.Type, r.ArtifactID, r.Position)
+	return exitOK
+}
+
+// pick draws the envelope and reads keys until a resolution (or Ctrl-C).
+func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (map[string]any, bool) {
+	q := env.Question
+	cur := q.RecommendedIdx
+	draw := func(status string) {
+		var b strings.Builder
+		w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\r\n", a...) }
+		b.WriteString("\x1b[H\x1b[2J")
+		w("Binding moment from %s", decider)
+		w("")
+		w("\x1b[1m%s\x1b[0m", env.Synopsis)
+		w("")
+		w("Findings:")
+		for _, f := range env.Findings {
+			w("  - %s", f)
+		}
+		w("Recommendations:")
+		for _, r := range env.Recommendations {
+			w("  - %s", r)
+		}
+		w("%s", env.Offer)
+		w("")
+		w("\x1b[1m%s\x1b[0m", q.Stem)
+		for i, o := range q.Options {
+			mark := "  "
+			if i == cur {
+				mark = "> "
+			}
+			rec := ""
+			if i == q.RecommendedIdx {
+				rec = "  \x1b[7m[Recommended]\x1b[0m"
+			}
+			w("%s%d. %s%s", mark, i+1, o.Label, rec)
+			w("      %s", o.Reasoning)
+		}
+		w("")
+		keys := "Up/Down move   Enter choose"
+		if q.Hatches.FreeText {
+			keys += "   a answer in my own words"
+		}
+		if q.Hatches.Dialogue {
+			keys += "   q reject the question"
+		}
+		keys += "   d decline   Ctrl-C leave"
+		w("%s", keys)
+		if status != "" {
+			w("%s", status)
+		}
+		io.WriteString(out, b.String())
+	}
+	draw("")
+	buf := make([]byte, 16)
+	for {
+		n, err := in.Read(buf)
+		if err != nil || n == 0 {
+			return nil, true
+		}
+		k := buf[:n]
+		switch {
+		case bytes.Equal(k, []byte{3}):
+			return nil, true
+		case bytes.Equal(k, []byte("\x1b[A")) || bytes.Equal(k, []byte("k")):
+			if cur > 0 {
+				cur--
+			}
+		case bytes.Equal(k, []byte("\x1b[B")) || bytes.Equal(k, []byte("j")):
+			if cur < len(q.Options)-1 {
+				cur++
+			}
+		case k[0] == '\r' || k[0] == '\n':
+			return map[string]any{"resolution": "option", "option_idx": cur}, false
+		case k[0] == 'd':
+			return map[string]any{"resolution": "declined"}, false
+		case k[0] == 'q' && q.Hatches.Dialogue:
+			return map[string]any{"resolution": "question"}, false
+		case k[0] == 'a' && q.Hatches.FreeText:
+			draw("Your answer (Enter sends, Ctrl-C leaves):")
+			line, ok := readLine(in, out)
+			if !ok {
+				return nil, true
+			}
+			if strings.TrimSpace(line) != "" {
+				return map[string]any{"resolution": "answer", "answer": line}, false
+			}
+		}
+		draw("")
+	}
+}
+
+// readLine reads a line in raw mode, echoing it, with backspace.
+func readLine(in io.Reader, out io.Writer) (string, bool) {
+	var line []rune
+	buf := make([]byte, 64)
+	for {
+		n, err := in.Read(buf)
+		if err != nil {
+			return "", false
+		}
+		for _, r := range string(buf[:n]) {
+			switch r {
+			case 3:
+				return "", false
+			case '\r', '\n':
+				return string(line), true
+			case 0x7f, 8:
+				if len(line) > 0 {
+					line = line[:len(line)-1]
+					io.WriteString(out, "\b \b")
+				}
+			default:
+				if r >= ' ' {
+					line = append(line, r)
+					io.WriteString(out, string(r))
+				}
+			}
+		}
+	}
+}
