@@ -80,8 +80,12 @@ func TestAdmit(t *testing.T) {
 	p2 := provenance.Params{Window: 10 * time.Minute, K: 2, At: at}
 	p3 := p2
 	p3.K = 3
-	ok := func(a provenance.Annotation) (provenance.Verification, bool) { return provenance.Verification{Verified: true}, true }
-	set := func(anns ...provenance.Annotation) *provenance.Set { return &provenance.Set{Vocabulary: "1.0", Annotations: anns} }
+	ok := func(a provenance.Annotation) (provenance.Verification, bool) {
+		return provenance.Verification{Verified: true}, true
+	}
+	set := func(anns ...provenance.Annotation) *provenance.Set {
+		return &provenance.Set{Vocabulary: "1.0", Annotations: anns}
+	}
 	A := func(class, obs string, t *time.Time) provenance.Annotation {
 		return provenance.Annotation{Assertion: "a", Class: class, ObservationID: obs, TS: t}
 	}
