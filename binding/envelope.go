@@ -171,6 +171,15 @@ func FromToolResult(raw []byte) (*Envelope, error) {
 	return ParseEnvelope(inner)
 }
 
+// EnvelopeValue returns the binding_moment member of a tool result, or raw
+// itself when raw is not an object carrying one (the envelope alone).
+func EnvelopeValue(raw []byte) []byte {
+	if inner, ok, err := member(raw, "binding_moment"); err == nil && ok {
+		return inner
+	}
+	return raw
+}
+
 // member returns the raw value of top-level member name of raw when raw is
 // an object that has it. The outer value is checked against the JCS
 // profile first, so a duplicate binding_moment member is refused.

@@ -10,7 +10,6 @@
 package provenance
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/parley-engine/parley/canon"
 )
 
 // Vocabulary is the version anchor of the vocabulary this build knows.
@@ -153,33 +154,18 @@ func ParseSet(raw []byte) (*Set, error) {
 	return &s, nil
 }
 
+// strictObject decodes raw, a JSON object, after canon's strict parser has
+// checked it (duplicate members after escape decoding, invalid UTF-8,
+// numbers outside the profile are refused, never repaired).
 func strictObject(raw []byte, into *map[string]json.RawMessage) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return bad("provenance.not_object", "not a JSON object")
-	}
-	*into = map[string]json.RawMessage{}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return bad("provenance.json", "%v", err)
+	if _, err := canon.Canonicalize(canon.JCS, raw); err != nil {
+		if errors.Is(err, canon.ErrDuplicateName) {
+			return bad("provenance.duplicate_member", "%v", err)
 		}
-		k := kt.(string)
-		if _, dup := (*into)[k]; dup {
-			return bad("provenance.duplicate_member", "duplicate member %q", k)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return bad("provenance.json", "%v", err)
-		}
-		(*into)[k] = v
-	}
-	if _, err := dec.Token(); err != nil {
 		return bad("provenance.json", "%v", err)
 	}
-	if dec.More() {
-		return bad("provenance.json", "trailing data")
+	if json.Unmarshal(raw, into) != nil || *into == nil {
+		return bad("provenance.not_object", "not a JSON object")
 	}
 	return nil
 }

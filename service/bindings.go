@@ -53,8 +53,8 @@ func (q *Queries) Bindings(ctx context.Context, id string) ([]BindingMoment, err
 	out := []BindingMoment{}
 	byDigest := map[string]int{}
 	for _, e := range list {
-		if e.Type != string(events.TypeDecision) && e.Participant == projector.SupervisorToken {
-			continue
+		if e.Participant == projector.SupervisorToken {
+			continue // the supervisor neither asks nor resolves
 		}
 		msg, err := q.stream.GetMsg(ctx, e.Position)
 		if err != nil {

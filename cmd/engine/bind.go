@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/service"
 )
 
 // runBind is the terminal renderer of binding moments (seed 002 §9.2: an
@@ -49,14 +50,7 @@ shown as plain text with its findings, never as a decision.`)
 		fmt.Fprintf(e.stderr, "engine bind: %s: %s\n", resp.Status, bytes.TrimSpace(body))
 		return exitUsage
 	}
-	var moments []struct {
-		Decision       string            `json:"decision"`
-		Decider        string            `json:"decider"`
-		Status         string            `json:"status"`
-		EnvelopeDigest string            `json:"envelope_digest"`
-		Envelope       json.RawMessage   `json:"envelope"`
-		Findings       []binding.Finding `json:"findings"`
-	}
+	var moments []service.BindingMoment
 	if err := json.Unmarshal(body, &moments); err != nil {
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage

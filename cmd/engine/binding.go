@@ -87,22 +87,11 @@ well-formed, 1 malformed, 2 unreadable input.`)
 		return exitOK
 	}
 	out.Findings = findingsOf(err)
-	if d, derr := binding.Digest(envelopeValue(raw)); derr == nil {
+	if d, derr := binding.Digest(binding.EnvelopeValue(raw)); derr == nil {
 		out.Digest = d.String()
 	}
 	printJSON(e, out)
 	return exitRejected
-}
-
-// envelopeValue returns the binding_moment member of a tool result, or raw.
-func envelopeValue(raw []byte) []byte {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) == nil {
-		if v, ok := m["binding_moment"]; ok {
-			return v
-		}
-	}
-	return raw
 }
 
 func runBindingVerify(e *env, args []string) int {

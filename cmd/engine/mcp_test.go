@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"testing"
@@ -24,7 +25,7 @@ func TestRun_MCPStdio(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		var errb stringsBuilder
+		var errb bytes.Buffer
 		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL()}, inR, outW, &errb)
 		outW.Close()
 	}()
@@ -46,7 +47,3 @@ func TestRun_MCPStdio(t *testing.T) {
 		t.Errorf("exit %d", code)
 	}
 }
-
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
