@@ -31,15 +31,37 @@ type Params struct {
 	MCPBriefRequeryable bool
 }
 
-// Verification is the result of re-querying a substrate for one annotation.
+// Verification is the result of re-querying a substrate for one
+// annotation: Attempted false when it could not be re-queried here (no
+// re-verifier for the class, a path outside the roots); then Verified
+// says whether the substrate confirmed the observation. Detail says what
+// was read; Cached that the result was reused.
 type Verification struct {
-	Verified bool
-	Detail   string
+	Attempted bool
+	Verified  bool
+	Cached    bool
+	Detail    string
 }
 
-// Verifier re-verifies an annotation against its substrate; ok false when
-// it cannot (no re-verifier for that class, or outside its roots).
-type Verifier func(a Annotation) (v Verification, ok bool)
+// Verifier re-verifies an annotation against its substrate.
+type Verifier func(a Annotation) Verification
+
+// Check is one re-verification as a verdict reports it.
+type Check struct {
+	Class         string `json:"substrate_class"`
+	ObservationID string `json:"observation_id"`
+	// Result is verified, failed or unavailable.
+	Result string `json:"result"`
+	Detail string `json:"detail"`
+	Cached bool   `json:"cached,omitempty"`
+}
+
+// Check results.
+const (
+	ResultVerified    = "verified"
+	ResultFailed      = "failed"
+	ResultUnavailable = "unavailable"
+)
 
 // Reason explains one step of a verdict.
 type Reason struct {
@@ -53,6 +75,8 @@ type Verdict struct {
 	Admitted  bool     `json:"admitted"`
 	Counted   []string `json:"counted"`
 	Reasons   []Reason `json:"reasons"`
+	// Reverification lists the substrates re-queried for the assertion.
+	Reverification []Check `json:"reverification,omitempty"`
 }
 
 // Requeryable reports whether re-querying a substrate of class can confirm
@@ -108,10 +132,18 @@ func Admit(s *Set, p Params, verify Verifier) []Verdict {
 			why(CodeOutsideWindow, "ts %s is not within %s before %s", a.TS.UTC().Format(time.RFC3339), p.Window, p.At.UTC().Format(time.RFC3339))
 			continue
 		}
-		var ver Verification
 		attempted := false
 		if verify != nil && a.ObservationID != "" {
-			ver, attempted = verify(a)
+			ver := verify(a)
+			attempted = ver.Attempted
+			c := Check{Class: a.Class, ObservationID: a.ObservationID, Result: ResultUnavailable, Detail: ver.Detail, Cached: ver.Cached}
+			switch {
+			case ver.Attempted && ver.Verified:
+				c.Result = ResultVerified
+			case ver.Attempted:
+				c.Result = ResultFailed
+			}
+			v.Reverification = append(v.Reverification, c)
 			if attempted && !ver.Verified {
 				why(CodeReverifyFailed, "re-verification failed: %s", ver.Detail)
 				continue
@@ -125,8 +157,11 @@ func Admit(s *Set, p Params, verify Verifier) []Verdict {
 			case !p.Requeryable(class):
 				why(CodeNotRequeryable, "re-querying the substrate cannot confirm the earlier observation: not counted toward k = %d", p.K)
 				continue
+			case !attempted && verify == nil:
+				why(CodeNotReverified, "not independently re-verified (no re-verifier configured): not counted toward k = %d", p.K)
+				continue
 			case !attempted:
-				why(CodeNotReverified, "not independently re-verified: not counted toward k = %d", p.K)
+				why(CodeNotReverified, "not independently re-verified (%s): not counted toward k = %d", v.Reverification[len(v.Reverification)-1].Detail, p.K)
 				continue
 			}
 		}

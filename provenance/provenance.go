@@ -51,6 +51,32 @@ type Annotation struct {
 	Class         string     `json:"substrate_class"`
 	ObservationID string     `json:"observation_id,omitempty"`
 	TS            *time.Time `json:"ts,omitempty"`
+	// Locator says where on the substrate the observation was made, so
+	// that a relying party can re-query it (parley's addition; seed 003
+	// leaves the concrete encoding to the implementation).
+	Locator *Locator `json:"locator,omitempty"`
+}
+
+// Locator names the place an observation was made: a path under the
+// relying party's roots, a line region, a pattern, a repository and a
+// reference. Which members a class reads is in docs/PROVENANCE.md:
+//
+//   - substrate.code.read: path, offset (first line, 1-based), limit
+//     (lines); the observation id is sha256: of the bytes read.
+//   - substrate.grep: path, pattern (RE2), offset, limit; the observation
+//     id is sha256: of the matching lines as grep -n prints them.
+//   - substrate.git.log: repo (a directory under a root, default "."),
+//     ref, and optionally path and pattern; the observation id is the
+//     commit id.
+//   - substrate.fs.mtime: path; the observation id is the modification
+//     time in RFC 3339.
+type Locator struct {
+	Path    string `json:"path,omitempty"`
+	Offset  int    `json:"offset,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+	Pattern string `json:"pattern,omitempty"`
+	Repo    string `json:"repo,omitempty"`
+	Ref     string `json:"ref,omitempty"`
 }
 
 // Terminal reports whether class is one of the two terminal annotations.
@@ -98,7 +124,8 @@ func bad(code, format string, a ...any) error {
 
 // ParseSet parses the parley.provenance extension strictly: exactly the
 // members vocabulary and annotations; each annotation exactly assertion,
-// substrate_class and the optional observation_id and ts (RFC 3339).
+// substrate_class and the optional observation_id, ts (RFC 3339) and
+// locator.
 // Unknown identifiers are not errors: they count as unverified-inference.
 func ParseSet(raw []byte) (*Set, error) {
 	var top map[string]json.RawMessage
@@ -125,6 +152,14 @@ func ParseSet(raw []byte) (*Set, error) {
 		}
 		var an Annotation
 		for k, v := range m {
+			if k == "locator" {
+				loc, err := parseLocator(v)
+				if err != nil {
+					return nil, bad("provenance.locator", "annotations[%d].locator: %v", i, err)
+				}
+				an.Locator = loc
+				continue
+			}
 			var str string
 			if json.Unmarshal(v, &str) != nil {
 				return nil, bad("provenance.annotation", "annotations[%d].%s must be a string", i, k)
@@ -170,6 +205,49 @@ func strictObject(raw []byte, into *map[string]json.RawMessage) error {
 	return nil
 }
 
+// maxLocatorString bounds a locator's strings (a path, a pattern, a ref).
+const maxLocatorString = 4096
+
+func parseLocator(raw []byte) (*Locator, error) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, errors.New("not an object")
+	}
+	var l Locator
+	for k, v := range m {
+		switch k {
+		case "offset", "limit":
+			var n int
+			if json.Unmarshal(v, &n) != nil || n < 0 {
+				return nil, fmt.Errorf("%s must be a non-negative integer", k)
+			}
+			if k == "offset" {
+				l.Offset = n
+			} else {
+				l.Limit = n
+			}
+		case "path", "pattern", "repo", "ref":
+			var str string
+			if json.Unmarshal(v, &str) != nil || str == "" || len(str) > maxLocatorString {
+				return nil, fmt.Errorf("%s must be a non-empty string of at most %d bytes", k, maxLocatorString)
+			}
+			switch k {
+			case "path":
+				l.Path = str
+			case "pattern":
+				l.Pattern = str
+			case "repo":
+				l.Repo = str
+			default:
+				l.Ref = str
+			}
+		default:
+			return nil, fmt.Errorf("unknown member %q", k)
+		}
+	}
+	return &l, nil
+}
+
 func validAnchor(v string) bool {
 	ma, mi, ok := strings.Cut(v, ".")
 	if !ok {
@@ -187,8 +265,10 @@ func validAnchor(v string) bool {
 //	[substrate.code.read; observation-id=sha256:…; ts=2026-05-28T11:40:00Z]
 //
 // The bracket's first element is the class; the others are
-// observation-id=… and ts=…, each at most once. Whitespace and line breaks
-// inside the brackets are ignored.
+// observation-id=…, ts=… and the locator's path=…, offset=…, limit=…,
+// pattern=…, repo=… and ref=…, each at most once. Whitespace and line
+// breaks inside the brackets are ignored, so a value cannot hold
+// whitespace, ";" or "]": use the JSON form for those.
 func ParseInline(text string) ([]Annotation, error) {
 	var out []Annotation
 	rest := text
@@ -232,6 +312,30 @@ func ParseInline(text string) ([]Annotation, error) {
 					return nil, bad("provenance.ts", "ts %q is not an RFC 3339 time", v)
 				}
 				an.TS = &t
+			case "path", "pattern", "repo", "ref", "offset", "limit":
+				if an.Locator == nil {
+					an.Locator = &Locator{}
+				}
+				switch k {
+				case "offset", "limit":
+					n, err := strconv.Atoi(v)
+					if err != nil || n < 0 {
+						return nil, bad("provenance.locator", "%s=%s: want a non-negative integer", k, v)
+					}
+					if k == "offset" {
+						an.Locator.Offset = n
+					} else {
+						an.Locator.Limit = n
+					}
+				case "path":
+					an.Locator.Path = v
+				case "pattern":
+					an.Locator.Pattern = v
+				case "repo":
+					an.Locator.Repo = v
+				default:
+					an.Locator.Ref = v
+				}
 			default:
 				return nil, bad("provenance.inline", "unknown annotation element %q", k)
 			}

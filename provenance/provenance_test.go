@@ -80,8 +80,8 @@ func TestAdmit(t *testing.T) {
 	p2 := provenance.Params{Window: 10 * time.Minute, K: 2, At: at}
 	p3 := p2
 	p3.K = 3
-	ok := func(a provenance.Annotation) (provenance.Verification, bool) {
-		return provenance.Verification{Verified: true}, true
+	ok := func(a provenance.Annotation) provenance.Verification {
+		return provenance.Verification{Attempted: true, Verified: true}
 	}
 	set := func(anns ...provenance.Annotation) *provenance.Set {
 		return &provenance.Set{Vocabulary: "1.0", Annotations: anns}
@@ -114,8 +114,8 @@ func TestAdmit(t *testing.T) {
 		{"k=3: three re-verified, re-queryable classes admit", set(A(provenance.CodeRead, "o", ts(0)), A(provenance.GitLog, "o", ts(0)), A(provenance.Grep, "o", ts(0))), p3, ok, true, 3, ""},
 		{"sse-count still counts toward k=2", set(A(provenance.SSECount, "o", ts(0)), A(provenance.UnixPeercred, "", ts(0))), p2, nil, true, 2, ""},
 		{"a fabricated annotation that re-verification rejects never counts", set(A(provenance.CodeRead, "sha256:forged", ts(0)), A(provenance.GitLog, "o", ts(0))), p2,
-			func(a provenance.Annotation) (provenance.Verification, bool) {
-				return provenance.Verification{Verified: a.ObservationID != "sha256:forged", Detail: "the bytes read hash to another id"}, true
+			func(a provenance.Annotation) provenance.Verification {
+				return provenance.Verification{Attempted: true, Verified: a.ObservationID != "sha256:forged", Detail: "the bytes read hash to another id"}
 			}, false, 1, provenance.CodeReverifyFailed},
 	}
 	for _, c := range cases {
