@@ -17,6 +17,10 @@
 //     unresolved or defers it. A disposition naming an objection outside
 //     A(D) is closure.foreign_disposition. A provisional D gets the same
 //     findings as warnings.
+//   - When the graph is an EvidenceGraph (a deliberation whose charter
+//     requires admissible provenance), every inadmissible EVIDENCE known at
+//     D's position that supports a member of C(D) is
+//     provenance.inadmissible_evidence: D rests on it.
 //   - Verified at a later position, the result also reports, as
 //     closure.challenged warnings apart from D's own validity, the blocking
 //     objections raised since D that object to A(D).
@@ -53,6 +57,15 @@ type Graph interface {
 	Objections(id canon.Digest, fn func(objection canon.Digest))
 }
 
+// EvidenceGraph is a Graph that also knows which EVIDENCE its provenance
+// policy holds inadmissible.
+type EvidenceGraph interface {
+	Graph
+	// InadmissibleSupport calls fn for each inadmissible EVIDENCE with a
+	// supports reference to id, with the reason in one line.
+	InadmissibleSupport(id canon.Digest, fn func(evidence canon.Digest, problem string))
+}
+
 // Limits bound a verification; past one it fails explicitly.
 type Limits struct {
 	MaxSize   int // artifacts in A(D)
@@ -81,11 +94,12 @@ const (
 	CodeUnknownDecision  = "closure.unknown_decision"
 	CodeNotADecision     = "closure.not_a_decision"
 	CodePositionTooEarly = "closure.position_before_decision"
+	CodeInadmissible     = "provenance.inadmissible_evidence"
 )
 
 // Codes lists the finding codes (docs/ERRORS.md).
 var Codes = []string{CodeHidden, CodeUnresolved, CodeForeign, CodeChallenged, CodeUnavailable, CodeCycle,
-	CodeLimitSize, CodeLimitDepth, CodeLimitFanout, CodeUnknownDecision, CodeNotADecision, CodePositionTooEarly}
+	CodeLimitSize, CodeLimitDepth, CodeLimitFanout, CodeUnknownDecision, CodeNotADecision, CodePositionTooEarly, CodeInadmissible}
 
 // Severity of a finding.
 const (
@@ -179,6 +193,21 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 			r.Findings = append(r.Findings, Finding{CodeUnresolved, id.String(), "blocking objection at position " + pos(n.Position) + " is " + string(k) + ", which is not a public disposition", sev})
 		}
 	}
+	if eg, ok := g.(EvidenceGraph); ok {
+		seen := map[canon.Digest]bool{}
+		for _, id := range audited[:w.closureN] {
+			eg.InadmissibleSupport(id, func(e canon.Digest, problem string) {
+				n, ok := g.Lookup(e)
+				if seen[e] || !ok || n.Position > info.Position {
+					return
+				}
+				seen[e] = true
+				t, _ := g.Lookup(id)
+				r.Findings = append(r.Findings, Finding{CodeInadmissible, e.String(), "EVIDENCE at position " + pos(n.Position) + " supports the " +
+					string(t.Type) + " at position " + pos(t.Position) + " on which the decision rests, and is inadmissible under the charter's provenance policy: " + problem, sev})
+			})
+		}
+	}
 	for _, d := range info.Decision.ObjectionDispositions {
 		if !inA[d.Objection] {
 			r.Findings = append(r.Findings, Finding{CodeForeign, d.Objection.String(), "the decision disposes of an artifact outside its audited set", sev})
@@ -240,14 +269,16 @@ type walker struct {
 	g   Graph
 	lim Limits
 	// set: 1 on the current DFS path, 2 done (member of A(D)), 3 missing.
-	set     map[canon.Digest]uint8
-	order   []canon.Digest
-	missing []canon.Digest
-	nMiss   int
-	fail    *Finding
-	stack   []frame
-	buf     []canon.Digest // the references of the frames on the path
-	addRef  func(canon.Digest, events.Relation)
+	set   map[canon.Digest]uint8
+	order []canon.Digest
+	// closureN: order[:closureN] is C(D), the rest joined by the fixpoint.
+	closureN int
+	missing  []canon.Digest
+	nMiss    int
+	fail     *Finding
+	stack    []frame
+	buf      []canon.Digest // the references of the frames on the path
+	addRef   func(canon.Digest, events.Relation)
 }
 
 // frame is a node on the walk's path; its references are refs[start:end]
@@ -262,6 +293,7 @@ type frame struct {
 func (w *walker) audit(decision canon.Digest, cutoff uint64) {
 	w.addRef = w.refAdder()
 	w.closure(decision)
+	w.closureN = len(w.order)
 	// Fixpoint: every member's blocking objections (known at cutoff) join
 	// with their closures; their own members are examined in turn.
 	for i := 0; i < len(w.order) && w.fail == nil; i++ {

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/parley-engine/parley/closure"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // Limits are a charter's limits (the "limits" member of the open control
@@ -36,6 +39,73 @@ type Policy struct {
 	// (default true).
 	AutoComplete         *bool    `json:"auto_complete,omitempty"`
 	RequiredParticipants []string `json:"required_participants,omitempty"`
+	// Provenance, when set, requires EVIDENCE of the named provenance
+	// classes to be admissible under seed 003's discipline.
+	Provenance *ProvenancePolicy `json:"provenance,omitempty"`
+}
+
+// ProvenancePolicy is a charter's provenance requirement: EVIDENCE whose
+// provenance_class is in Require must carry a parley.provenance extension
+// whose every assertion is admitted at floor K with window W, judged at
+// the time the EVIDENCE reached the stream (and re-verified against the
+// engine's roots when it has any). Inadmissible evidence is flagged in the
+// projection; a decision that rests on it through supports does not
+// verify (provenance.inadmissible_evidence).
+type ProvenancePolicy struct {
+	// Require: TRACE_VERIFIED_OBSERVATION and/or EXTERNAL_EVIDENCE
+	// (default both).
+	Require []events.ProvenanceClass `json:"require,omitempty"`
+	// K is the floor (default 2).
+	K int `json:"k,omitempty"`
+	// Window is W, a Go duration (default 10m).
+	Window string `json:"window,omitempty"`
+	// MCPBriefRequeryable: substrate.mcp.brief observations pass the
+	// re-queryability test (default false).
+	MCPBriefRequeryable bool `json:"mcp_brief_requeryable,omitempty"`
+
+	window time.Duration
+}
+
+// Defaults of a provenance policy.
+const (
+	DefaultProvenanceK      = 2
+	DefaultProvenanceWindow = 10 * time.Minute
+)
+
+func (pp *ProvenancePolicy) parse() error {
+	if len(pp.Require) == 0 {
+		pp.Require = []events.ProvenanceClass{events.TraceVerifiedObservation, events.ExternalEvidence}
+	}
+	for _, c := range pp.Require {
+		if c != events.TraceVerifiedObservation && c != events.ExternalEvidence {
+			return fmt.Errorf("policy.provenance.require: %q is not TRACE_VERIFIED_OBSERVATION or EXTERNAL_EVIDENCE", c)
+		}
+	}
+	switch {
+	case pp.K == 0:
+		pp.K = DefaultProvenanceK
+	case pp.K < 1 || pp.K > len(provenance.Classes):
+		return fmt.Errorf("policy.provenance.k: %d is not a floor from 1 to %d", pp.K, len(provenance.Classes))
+	}
+	pp.window = DefaultProvenanceWindow
+	if pp.Window != "" {
+		d, err := time.ParseDuration(pp.Window)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("policy.provenance.window: not a positive Go duration: %q", pp.Window)
+		}
+		pp.window = d
+	}
+	return nil
+}
+
+// Requires reports whether EVIDENCE of class c must be admissible.
+func (pp *ProvenancePolicy) Requires(c events.ProvenanceClass) bool {
+	return pp != nil && slices.Contains(pp.Require, c)
+}
+
+// Params are the discipline's parameters at time at.
+func (pp *ProvenancePolicy) Params(at time.Time) provenance.Params {
+	return provenance.Params{Window: pp.window, K: pp.K, At: at, MCPBriefRequeryable: pp.MCPBriefRequeryable}
 }
 
 // Defaults are engine-wide charter defaults, used where a charter is silent.
@@ -133,6 +203,15 @@ func effective(ch *Charter, def Defaults) (Limits, Policy, error) {
 	}
 	if p.RequiredParticipants == nil {
 		p.RequiredParticipants = def.Policy.RequiredParticipants
+	}
+	if p.Provenance == nil && def.Policy.Provenance != nil {
+		pp := *def.Policy.Provenance
+		p.Provenance = &pp
+	}
+	if p.Provenance != nil {
+		if err := p.Provenance.parse(); err != nil {
+			return l, p, err
+		}
 	}
 	for _, t := range p.RequiredParticipants {
 		if !ValidToken(t) {

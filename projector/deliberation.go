@@ -55,6 +55,7 @@ type extra struct {
 	decision    *events.Decision
 	termination *events.Termination
 	extensions  map[string][]byte
+	provenance  *Admissibility
 }
 
 // Node is the read-only view of an artifact in the DAG.
@@ -67,6 +68,9 @@ type Node struct {
 	Termination *events.Termination // a TERMINATION's payload
 	Extensions  map[string][]byte
 	References  []events.Reference
+	// Provenance is an EVIDENCE's judgement under the charter's
+	// provenance policy (nil when the policy does not concern it).
+	Provenance *Admissibility
 }
 
 // pending is an artifact waiting for references that are not yet known.
@@ -75,6 +79,7 @@ type pending struct {
 	seq         uint64
 	participant string
 	missing     int
+	time        time.Time // the message's stream time
 }
 
 // Deliberation is the projected state of one deliberation.
@@ -141,6 +146,10 @@ type Deliberation struct {
 	rejTotal int
 	late     []Late
 	lateN    int
+	// EVIDENCE the provenance policy holds inadmissible, by the targets
+	// of its supports references, and how many there are.
+	inadm  map[canon.Digest][]int32
+	inadmN int
 }
 
 func newDeliberation(id string, opts Options) *Deliberation {
@@ -262,7 +271,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
 		}
 		a.Canonical = append([]byte(nil), m.Data...) // kept for snapshots
-		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing}
+		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing, time: m.Time}
 		seen := map[canon.Digest]bool{}
 		for _, r := range a.References {
 			if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
@@ -282,7 +291,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 // admit checks relation applicability and puts a (and every pending
 // artifact it completes) in the DAG.
 func (d *Deliberation) admit(a *events.Artifact, seq uint64, participant string, out *Outcome) {
-	first := &pending{art: a, seq: seq, participant: participant}
+	first := &pending{art: a, seq: seq, participant: participant, time: d.now}
 	if len(d.waiting) == 0 {
 		d.admitOne(first, out) // nothing can be waiting for it
 		return
@@ -383,13 +392,17 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	if len(a.Extensions) > 0 {
 		ex.extensions = a.Extensions
 	}
-	if ex.decision != nil || ex.termination != nil || ex.extensions != nil {
+	if a.Type == events.TypeEvidence && d.policy.Provenance != nil && p.participant != SupervisorToken {
+		ex.provenance = d.judge(a, p.time)
+	}
+	if ex.decision != nil || ex.termination != nil || ex.extensions != nil || ex.provenance != nil {
 		n.extra = int32(len(d.extras))
 		d.extras = append(d.extras, ex)
 	}
 	d.index[a.ID] = int32(len(d.nodes))
 	d.nodes = append(d.nodes, n)
 	d.nodeIDs = append(d.nodeIDs, a.ID)
+	d.noteAdmissibility(int32(len(d.nodes)-1), ex.provenance)
 	d.tips[a.ID] = struct{}{}
 	d.counts[n.typ]++
 	d.perPart[n.part]++
@@ -431,7 +444,7 @@ func (d *Deliberation) view(n *node) Node {
 	v := Node{Seq: n.seq, Participant: d.parts[n.part], Type: typeOf[n.typ], Blocking: n.blocking}
 	if n.extra >= 0 {
 		e := d.extras[n.extra]
-		v.Decision, v.Termination, v.Extensions = e.decision, e.termination, e.extensions
+		v.Decision, v.Termination, v.Extensions, v.Provenance = e.decision, e.termination, e.extensions, e.provenance
 	}
 	v.References = make([]events.Reference, n.refLen)
 	for i, r := range d.refs[n.refStart : n.refStart+n.refLen] {

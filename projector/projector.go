@@ -8,6 +8,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // Msg is one stream message as the fold sees it: its stream position, its
@@ -110,6 +111,11 @@ type Options struct {
 	Validator *events.Validator
 	// Defaults are the engine-wide charter defaults.
 	Defaults Defaults
+	// Verifier re-verifies provenance annotations of EVIDENCE under a
+	// charter's provenance policy (nil: none is re-verified; at a floor of
+	// 3 nothing is then counted). It is the relying party's: the fold's
+	// judgement depends on it and on the substrates it reads.
+	Verifier provenance.Verifier
 }
 
 // DefaultOptions are the defaults.

@@ -12,7 +12,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 type snapshot struct {
 	Version       int
@@ -43,12 +43,14 @@ type extraSnap struct {
 	Decision    *events.Decision
 	Termination *events.Termination
 	Extensions  map[string][]byte
+	Provenance  *Admissibility
 }
 
 type pendingSnap struct {
 	Canonical   []byte
 	Seq         uint64
 	Participant string
+	Time        time.Time
 }
 
 type delibSnap struct {
@@ -107,10 +109,10 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 			ds.Refs[i] = refSnap{r.target, r.rel}
 		}
 		for _, e := range d.extras {
-			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions})
+			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
 		for _, pe := range d.pend {
-			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant})
+			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time})
 		}
 		s.Delibs = append(s.Delibs, ds)
 	}
@@ -176,9 +178,12 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			d.refs[i] = ref{r.Target, r.Rel}
 		}
 		for _, e := range ds.Extras {
-			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions})
+			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions, e.Provenance})
 		}
 		for i, n := range d.nodes {
+			if n.extra >= 0 {
+				d.noteAdmissibility(int32(i), d.extras[n.extra].provenance)
+			}
 			if d.parts[n.part] == SupervisorToken && typeOf[n.typ] == events.TypeFailure {
 				a := &events.Artifact{Type: events.TypeFailure}
 				for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
@@ -208,7 +213,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			if err != nil {
 				return nil, fmt.Errorf("projector: snapshot pending artifact at %d: %w", ps.Seq, err)
 			}
-			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant}
+			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time}
 			seen := map[canon.Digest]bool{}
 			for _, r := range a.References {
 				if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {

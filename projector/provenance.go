@@ -1,0 +1,111 @@
+package projector
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/provenance"
+)
+
+// Admissibility is the provenance judgement of one EVIDENCE whose class its
+// deliberation's policy requires to be admissible (seed 003 §6, with the
+// charter's floor and window, at the time the EVIDENCE reached the
+// stream).
+type Admissibility struct {
+	Admissible bool                   `json:"admissible"`
+	Class      events.ProvenanceClass `json:"provenance_class"`
+	JudgedAt   time.Time              `json:"judged_at"`
+	K          int                    `json:"k"`
+	Window     string                 `json:"window"`
+	// Problem says, in one line, why the EVIDENCE is inadmissible.
+	Problem string `json:"problem,omitempty"`
+	// Assertions are the per-assertion verdicts.
+	Assertions []provenance.Verdict `json:"assertions"`
+}
+
+// judge applies the deliberation's provenance policy to an EVIDENCE; nil
+// when the policy does not concern it.
+func (d *Deliberation) judge(a *events.Artifact, at time.Time) *Admissibility {
+	pp := d.policy.Provenance
+	ev, ok := a.Payload.(*events.Evidence)
+	if !ok || !pp.Requires(ev.ProvenanceClass) {
+		return nil
+	}
+	params := pp.Params(at)
+	adm := &Admissibility{Class: ev.ProvenanceClass, JudgedAt: at.UTC(), K: params.K, Window: params.Window.String(), Assertions: []provenance.Verdict{}}
+	raw, ok := a.Extensions[provenance.Extension]
+	if !ok {
+		adm.Problem = "no " + provenance.Extension + " extension: " + string(ev.ProvenanceClass) + " evidence must say which substrates grounded it"
+		return adm
+	}
+	set, err := provenance.ParseSet(raw)
+	if err != nil {
+		adm.Problem = err.Error()
+		return adm
+	}
+	if len(set.Annotations) == 0 {
+		adm.Problem = "the " + provenance.Extension + " extension annotates no assertion"
+		return adm
+	}
+	adm.Assertions = provenance.Admit(set, params, d.opts.Verifier)
+	adm.Admissible = true
+	for _, v := range adm.Assertions {
+		if v.Admitted {
+			continue
+		}
+		adm.Admissible = false
+		why := "not admitted"
+		if n := len(v.Reasons); n > 0 {
+			why = v.Reasons[n-1].Message + " (" + v.Reasons[n-1].Code + ")"
+		}
+		adm.Problem = "assertion " + strconv.Quote(v.Assertion) + ": " + why
+		break
+	}
+	return adm
+}
+
+// noteAdmissibility records an EVIDENCE's judgement: an inadmissible one is
+// indexed by the artifacts it supports, for the closure verifier.
+func (d *Deliberation) noteAdmissibility(i int32, adm *Admissibility) {
+	if adm == nil || adm.Admissible {
+		return
+	}
+	if d.inadm == nil {
+		d.inadm = map[canon.Digest][]int32{}
+	}
+	n := &d.nodes[i]
+	for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
+		if relOf[r.rel] == events.Supports {
+			d.inadm[r.target] = append(d.inadm[r.target], i)
+		}
+	}
+	d.inadmN++
+}
+
+// InadmissibleSupport implements closure.EvidenceGraph: it calls fn for
+// each inadmissible EVIDENCE that supports id.
+func (d *Deliberation) InadmissibleSupport(id canon.Digest, fn func(evidence canon.Digest, problem string)) {
+	for _, i := range d.inadm[id] {
+		n := &d.nodes[i]
+		fn(d.nodeIDs[i], d.extras[n.extra].provenance.Problem)
+	}
+}
+
+// Inadmissible returns the EVIDENCE the provenance policy holds
+// inadmissible, in stream order.
+func (d *Deliberation) Inadmissible() []canon.Digest {
+	if d.inadmN == 0 {
+		return nil
+	}
+	out := make([]canon.Digest, 0, d.inadmN)
+	for i, n := range d.nodes {
+		if n.extra >= 0 {
+			if p := d.extras[n.extra].provenance; p != nil && !p.Admissible {
+				out = append(out, d.nodeIDs[i])
+			}
+		}
+	}
+	return out
+}

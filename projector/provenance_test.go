@@ -1,0 +1,317 @@
+package projector_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/closure"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
+	supervisor "github.com/parley-engine/parley/termination"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// timedFeed applies messages a second apart from t0.
+type timedFeed struct {
+	t   testing.TB
+	p   *projector.Projection
+	seq uint64
+}
+
+func (f *timedFeed) now() time.Time { return t0.Add(time.Duration(f.seq) * time.Second) }
+
+func (f *timedFeed) raw(subject string, data []byte) projector.Outcome {
+	f.seq++
+	return f.p.Apply(projector.Msg{Seq: f.seq, Subject: subject, Data: data, Time: f.now()})
+}
+
+func (f *timedFeed) art(a *events.Artifact) {
+	f.t.Helper()
+	if o := f.raw(projector.ArtifactSubject(delib, "a"), a.Canonical); o.Rejection != nil || len(o.Accepted) != 1 {
+		f.t.Fatalf("%+v", o)
+	}
+}
+
+// observedRepo is a directory with a committed CHANGELOG.md; it returns
+// the directory and the commit.
+func observedRepo(t *testing.T) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("PARLEY_REQUIRE_GIT") != "" {
+			t.Fatal("git is required (PARLEY_REQUIRE_GIT) and not installed")
+		}
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "CHANGELOG.md"), []byte("# Changelog\n\n## 2026-05-25\n- first entry\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var head string
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "first entry"}, {"rev-parse", "HEAD"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a",
+			"GIT_COMMITTER_EMAIL=a@example.org", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		head = strings.TrimSpace(string(out))
+	}
+	return dir, head
+}
+
+func evidence(class events.ProvenanceClass, supports canon.Digest, content string, set *provenance.Set) *events.Artifact {
+	d := events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: content, ProvenanceClass: class},
+		References: []events.Reference{{Target: supports, Relation: events.Supports}}}
+	if set != nil {
+		d.Extensions = map[string]any{provenance.Extension: set}
+	}
+	return events.MustSeal(d)
+}
+
+// annotated is the done-when evidence: a file read and a git commit,
+// observed ts before at.
+func annotated(t *testing.T, rv *provenance.Reverifier, head string, at time.Time, readID string) *provenance.Set {
+	t.Helper()
+	ts := at.Add(-time.Minute)
+	read := provenance.Locator{Path: "CHANGELOG.md", Offset: 3, Limit: 2}
+	if readID == "" {
+		id, err := rv.Observe(provenance.CodeRead, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readID = id
+	}
+	const as = "CHANGELOG.md has an entry dated 2026-05-25"
+	return &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
+		{Assertion: as, Class: provenance.CodeRead, ObservationID: readID, TS: &ts, Locator: &read},
+		{Assertion: as, Class: provenance.GitLog, ObservationID: head, TS: &ts, Locator: &provenance.Locator{Ref: "main", Path: "CHANGELOG.md", Pattern: "2026-05-25"}},
+	}}
+}
+
+func codesOf(r closure.Result) []string {
+	var c []string
+	for _, f := range r.Findings {
+		c = append(c, f.Code)
+	}
+	return c
+}
+
+// A charter that requires admissible observations: evidence re-verified
+// against the engine's root is admitted at k = 2 and a final decision
+// resting on it verifies; evidence whose file read the substrate does not
+// confirm, or that carries no annotations, is flagged and a final decision
+// resting on it through supports does not verify.
+func TestProvenancePolicy(t *testing.T) {
+	dir, head := observedRepo(t)
+	rv, err := provenance.NewReverifier(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rv.Close()
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: rv.Verify})}
+	if o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2,"window":"10m"}}}}`)); o.Rejection != nil {
+		t.Fatal(o.Rejection)
+	}
+	d := f.p.Deliberation(delib)
+	if pp := d.Policy().Provenance; pp == nil || pp.K != 2 || len(pp.Require) != 2 {
+		t.Fatalf("policy %+v", pp)
+	}
+
+	// Admissible: re-verified, admitted at k = 2.
+	c1 := claim("the changelog has an entry dated 2026-05-25")
+	f.art(c1)
+	e1 := evidence(events.TraceVerifiedObservation, c1.ID, "read and committed", annotated(t, rv, head, f.now(), ""))
+	f.art(e1)
+	n, _ := d.Node(e1.ID)
+	if n.Provenance == nil || !n.Provenance.Admissible || n.Provenance.K != 2 || len(n.Provenance.Assertions) != 1 ||
+		len(n.Provenance.Assertions[0].Reverification) != 2 || n.Provenance.Assertions[0].Reverification[1].Result != provenance.ResultVerified {
+		t.Fatalf("%+v", n.Provenance)
+	}
+	d1 := decision(events.Final, c1.ID)
+	f.art(d1)
+	if r := d.Verify(d1.ID, 0, closure.Limits{}); !r.OK {
+		t.Fatalf("%+v", r)
+	}
+
+	// Fabricated: the file read hashes to something else.
+	c2 := claim("the changelog has an entry dated 2026-05-24")
+	f.art(c2)
+	e2 := evidence(events.TraceVerifiedObservation, c2.ID, "a reading that never happened",
+		annotated(t, rv, head, f.now(), "sha256:0000000000000000000000000000000000000000000000000000000000000000"))
+	f.art(e2)
+	n, _ = d.Node(e2.ID)
+	if n.Provenance == nil || n.Provenance.Admissible || !strings.Contains(n.Provenance.Problem, provenance.CodeBelowFloor) ||
+		!slices.ContainsFunc(n.Provenance.Assertions[0].Reasons, func(r provenance.Reason) bool { return r.Code == provenance.CodeReverifyFailed }) {
+		t.Fatalf("%+v", n.Provenance)
+	}
+	// A REVISION between: the decision rests on the evidence through the
+	// revised claim.
+	rev := events.MustSeal(events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: "revised"},
+		References: []events.Reference{{Target: c2.ID, Relation: events.Revises}}})
+	f.art(rev)
+	d2 := decision(events.Final, rev.ID)
+	f.art(d2)
+	r := d.Verify(d2.ID, 0, closure.Limits{})
+	if r.OK || !slices.Equal(codesOf(r), []string{closure.CodeInadmissible}) || r.Findings[0].ArtifactID != e2.ID.String() ||
+		!strings.Contains(r.Findings[0].Message, "CLAIM at position") {
+		t.Fatalf("%+v", r)
+	}
+	// A provisional decision gets the finding as a warning.
+	p2 := decision(events.Provisional, rev.ID)
+	f.art(p2)
+	if r := d.Verify(p2.ID, 0, closure.Limits{}); !r.OK || r.Findings[0].Severity != closure.Warning {
+		t.Fatalf("%+v", r)
+	}
+
+	// No annotations at all; and evidence of a class the policy does not
+	// concern is not judged.
+	c3 := claim("three")
+	f.art(c3)
+	e3 := evidence(events.ExternalEvidence, c3.ID, "trust me", nil)
+	f.art(e3)
+	e4 := evidence(events.ModelGeneratedAnalysis, c3.ID, "my own arithmetic", nil)
+	f.art(e4)
+	if n, _ := d.Node(e3.ID); n.Provenance == nil || n.Provenance.Admissible || !strings.Contains(n.Provenance.Problem, "no parley.provenance") {
+		t.Fatalf("%+v", n.Provenance)
+	}
+	if n, _ := d.Node(e4.ID); n.Provenance != nil {
+		t.Fatalf("%+v", n.Provenance)
+	}
+	// Inadmissible evidence published after a decision does not change
+	// that decision's own validity.
+	f.art(evidence(events.ExternalEvidence, c1.ID, "later and unannotated", nil))
+	if r := d.Verify(d1.ID, 0, closure.Limits{}); !r.OK {
+		t.Fatalf("%+v", r)
+	}
+	if got := d.Inadmissible(); len(got) != 3 || got[0] != e2.ID || got[1] != e3.ID {
+		t.Fatalf("inadmissible %v", got)
+	}
+
+	// The supervisor: a FAILURE for d2, the decision resting on e2... and
+	// completion for d1, the first final decision that verifies.
+	var codes []string
+	for _, e := range supervisor.Decide(d, f.now()) {
+		if fl, ok := e.Artifact.Payload.(*events.Failure); ok {
+			codes = append(codes, fl.Code)
+		}
+		if tm := e.Artifact.TerminationPayload(); tm != nil && tm.State != events.Completed {
+			t.Errorf("termination %+v", tm)
+		}
+	}
+	if len(codes) != 0 {
+		// d1 verifies first in stream order and completes the deliberation.
+		t.Fatalf("failures %v before completion", codes)
+	}
+
+	// A snapshot keeps the judgements (they are not recomputed against
+	// substrates that may have changed since).
+	var buf bytes.Buffer
+	if err := f.p.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := projector.ReadSnapshot(&buf, projector.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qd := q.Deliberation(delib)
+	if !slices.Equal(qd.Inadmissible(), d.Inadmissible()) || qd.Verify(d2.ID, 0, closure.Limits{}).OK {
+		t.Fatal("the snapshot lost the provenance judgements")
+	}
+	if n, _ := qd.Node(e1.ID); n.Provenance == nil || !n.Provenance.Admissible {
+		t.Fatal("the snapshot lost an admissible judgement")
+	}
+}
+
+// The supervisor refuses to complete on a final decision that rests on
+// unverifiable evidence: it writes a FAILURE naming the finding.
+func TestProvenancePolicy_Supervisor(t *testing.T) {
+	dir, head := observedRepo(t)
+	rv, _ := provenance.NewReverifier(dir)
+	defer rv.Close()
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: rv.Verify})}
+	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
+	c := claim("c")
+	f.art(c)
+	// The file changes after the reading the annotation claims.
+	set := annotated(t, rv, head, f.now(), "")
+	os.WriteFile(filepath.Join(dir, "CHANGELOG.md"), []byte("# Changelog\n\n## 2026-05-25\n- first entry, rewritten\n"), 0o644)
+	fresh, _ := provenance.NewReverifier(dir)
+	defer fresh.Close()
+	g := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: fresh.Verify})}
+	g.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
+	g.art(c)
+	e := evidence(events.TraceVerifiedObservation, c.ID, "read", set)
+	g.art(e)
+	dec := decision(events.Final, c.ID)
+	g.art(dec)
+	d := g.p.Deliberation(delib)
+	var failures []string
+	for _, em := range supervisor.Decide(d, g.now()) {
+		if fl, ok := em.Artifact.Payload.(*events.Failure); ok {
+			failures = append(failures, fl.Code)
+		} else {
+			t.Errorf("unexpected %s", em.Artifact.Type)
+		}
+	}
+	if !slices.Equal(failures, []string{closure.CodeInadmissible}) {
+		t.Fatalf("failures %v", failures)
+	}
+}
+
+// Window: judged at the time the EVIDENCE reached the stream, with the
+// charter's W; a pending EVIDENCE keeps its own time.
+func TestProvenancePolicy_Window(t *testing.T) {
+	f := &timedFeed{t: t, p: projector.New(projector.Options{})}
+	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":1,"window":"30s"}}}}`))
+	c := claim("c")
+	mk := func(age time.Duration, at time.Time) *events.Artifact {
+		ts := at.Add(-age)
+		return evidence(events.ExternalEvidence, c.ID, "seen "+age.String(), &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
+			{Assertion: "x", Class: provenance.MCPBrief, ObservationID: "brief", TS: &ts}}})
+	}
+	// Both arrive before their claim: pending, judged when admitted, at
+	// their own stream time (positions 2 and 3).
+	fresh, stale := mk(10*time.Second, t0.Add(2*time.Second)), mk(40*time.Second, t0.Add(3*time.Second))
+	f.raw(projector.ArtifactSubject(delib, "a"), fresh.Canonical)
+	f.raw(projector.ArtifactSubject(delib, "a"), stale.Canonical)
+	f.seq += 100 // much later
+	if o := f.raw(projector.ArtifactSubject(delib, "a"), c.Canonical); len(o.Accepted) != 3 {
+		t.Fatalf("%+v", o)
+	}
+	d := f.p.Deliberation(delib)
+	if n, _ := d.Node(fresh.ID); n.Provenance == nil || !n.Provenance.Admissible || !n.Provenance.JudgedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("%+v", n.Provenance)
+	}
+	if n, _ := d.Node(stale.ID); n.Provenance == nil || n.Provenance.Admissible || !strings.Contains(n.Provenance.Problem, provenance.CodeBelowFloor) {
+		t.Fatalf("%+v", n.Provenance)
+	}
+}
+
+// A charter's provenance policy is checked: a misspelt member or a bad
+// value must not silently mean no requirement.
+func TestProvenancePolicy_Invalid(t *testing.T) {
+	for _, pol := range []string{`{"provenance":{"require":["HYPOTHESIS"]}}`, `{"provenance":{"k":-1}}`, `{"provenance":{"k":9}}`,
+		`{"provenance":{"window":"soon"}}`, `{"provenance":{"window":"-1m"}}`, `{"provenance":{"floor":3}}`, `{"provenance":[]}`} {
+		f := &timedFeed{t: t, p: projector.New(projector.Options{})}
+		o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":`+pol+`}}`))
+		if o.Rejection == nil || o.Rejection.Code != projector.CodeControlInvalid {
+			t.Errorf("%s: %+v", pol, o)
+		}
+	}
+	// Engine-wide defaults apply where a charter is silent.
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Defaults: projector.Defaults{Policy: projector.Policy{Provenance: &projector.ProvenancePolicy{K: 3}}}})}
+	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`))
+	if pp := f.p.Deliberation(delib).Policy().Provenance; pp == nil || pp.K != 3 || pp.Window != "" {
+		t.Fatalf("%+v", pp)
+	}
+}
