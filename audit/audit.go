@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/termination"
 )
@@ -70,27 +71,35 @@ type Report struct {
 	Decisions    []Decision          `json:"decisions"`
 	Supervisor   int                 `json:"supervisor_emissions"`
 	StateDigest  string              `json:"state_digest,omitempty"`
-	Findings     []Finding           `json:"findings"`
-	NotChecked   []string            `json:"not_checked,omitempty"`
-	OK           bool                `json:"ok"`
+	// InadmissibleEvidence is the EVIDENCE the charter's provenance
+	// policy holds inadmissible (docs/PROVENANCE.md).
+	InadmissibleEvidence []string  `json:"inadmissible_evidence,omitempty"`
+	Findings             []Finding `json:"findings"`
+	NotChecked           []string  `json:"not_checked,omitempty"`
+	OK                   bool      `json:"ok"`
 }
 
 // Run audits a recording.
-func Run(r *recording.Reader) (*Report, error) {
+func Run(r *recording.Reader) (*Report, error) { return RunWith(r, nil) }
+
+// RunWith audits a recording, re-verifying provenance annotations with
+// verify (nil: none is re-verified) where a charter requires admissible
+// provenance.
+func RunWith(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
 	if r.Format() == recording.Log {
 		return auditLog(r)
 	}
-	return auditStream(r)
+	return auditStream(r, verify)
 }
 
 func (rep *Report) find(code string, pos uint64, id, format string, a ...any) {
 	rep.Findings = append(rep.Findings, Finding{Code: code, Position: pos, ArtifactID: id, Message: fmt.Sprintf(format, a...)})
 }
 
-func auditStream(r *recording.Reader) (*Report, error) {
+func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
 	id := r.Header().Deliberation
 	rep := &Report{Format: recording.Stream, Deliberation: id, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{}}
-	p := projector.New(projector.Options{})
+	p := projector.New(projector.Options{Verifier: verify})
 	var last uint64
 	var lastTime time.Time
 	for {
@@ -157,6 +166,9 @@ func auditStream(r *recording.Reader) (*Report, error) {
 	_, _, codes := d.Rejections()
 	maps.Copy(rep.Rejections, codes)
 	rep.StateDigest = d.StateDigest().String()
+	for _, e := range d.Inadmissible() {
+		rep.InadmissibleEvidence = append(rep.InadmissibleEvidence, e.String())
+	}
 	if t != nil && t.StateDigest != "" && t.StateDigest != rep.StateDigest {
 		rep.find(CodeDigest, 0, "", "the trailer's state_digest %s is not the fold's %s", t.StateDigest, rep.StateDigest)
 	}
@@ -257,6 +269,9 @@ func (rep *Report) Text() string {
 	}
 	if rep.Format == recording.Stream {
 		fmt.Fprintf(&b, "supervisor   %d emissions, each checked against the rules\n", rep.Supervisor)
+	}
+	for _, e := range rep.InadmissibleEvidence {
+		fmt.Fprintf(&b, "provenance   EVIDENCE %s is inadmissible under the charter's policy\n", e)
 	}
 	if rep.StateDigest != "" {
 		fmt.Fprintf(&b, "state_digest %s\n", rep.StateDigest)

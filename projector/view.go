@@ -36,7 +36,10 @@ type View struct {
 	Decisions              []canon.Digest      `json:"decisions"`
 	Terminations           []canon.Digest      `json:"terminations"`
 	Charter                *Charter            `json:"charter,omitempty"`
-	StateDigest            canon.Digest        `json:"state_digest"`
+	// InadmissibleEvidence is the EVIDENCE the charter's provenance
+	// policy holds inadmissible (absent without a policy).
+	InadmissibleEvidence []canon.Digest `json:"inadmissible_evidence,omitempty"`
+	StateDigest          canon.Digest   `json:"state_digest"`
 }
 
 // View summarizes d.
@@ -53,6 +56,6 @@ func (d *Deliberation) View() View {
 		Rejections: total, RejectionsByCode: byCode, Pending: len(d.pend), Late: late,
 		Tips: d.Tips(), OpenBlockingObjections: d.OpenBlockingObjections(),
 		Decisions: append([]canon.Digest{}, d.decs...), Terminations: append([]canon.Digest{}, d.terms...),
-		Charter: d.Charter, StateDigest: d.StateDigest(),
+		Charter: d.Charter, InadmissibleEvidence: d.Inadmissible(), StateDigest: d.StateDigest(),
 	}
 }

@@ -343,3 +343,49 @@ func ParseInline(text string) ([]Annotation, error) {
 		out = append(out, an)
 	}
 }
+
+// ParseStructured parses the JSON-structured encoding of §5: one object
+// {"assertion":…,"provenance":{"substrate_class":…,"observation_id":…,
+// "ts":…}} or an array of them, strictly (the provenance object takes the
+// same members as an annotation of the extension, locator included). The
+// encoding carries no vocabulary anchor: it is read as this build's.
+func ParseStructured(raw []byte) (*Set, error) {
+	if _, err := canon.Canonicalize(canon.JCS, raw); err != nil {
+		if errors.Is(err, canon.ErrDuplicateName) {
+			return nil, bad("provenance.duplicate_member", "%v", err)
+		}
+		return nil, bad("provenance.json", "%v", err)
+	}
+	var items []json.RawMessage
+	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, bad("provenance.json", "%v", err)
+		}
+	} else {
+		items = []json.RawMessage{raw}
+	}
+	anns := make([]json.RawMessage, 0, len(items))
+	for i, it := range items {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(it, &m) != nil || m == nil {
+			return nil, bad("provenance.not_object", "item %d is not an object", i)
+		}
+		var p map[string]json.RawMessage
+		if json.Unmarshal(m["provenance"], &p) != nil || p == nil {
+			return nil, bad("provenance.annotation", "item %d needs a provenance object", i)
+		}
+		for k := range m {
+			if k != "assertion" && k != "provenance" {
+				return nil, bad("provenance.unknown_member", "item %d has an unknown member %q", i, k)
+			}
+		}
+		if _, ok := p["assertion"]; ok {
+			return nil, bad("provenance.unknown_member", "item %d: the assertion goes beside provenance, not in it", i)
+		}
+		p["assertion"] = m["assertion"]
+		b, _ := json.Marshal(p)
+		anns = append(anns, b)
+	}
+	b, _ := json.Marshal(map[string]any{"vocabulary": Vocabulary, "annotations": anns})
+	return ParseSet(b)
+}

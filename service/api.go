@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
@@ -23,6 +25,7 @@ type Queries struct {
 	r      *Runner
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
+	rv     *provenance.Reverifier
 }
 
 // apiError is an error with an HTTP status and a stable code.
@@ -214,6 +217,59 @@ func (q *Queries) Closure(id, decisionID string, at uint64) (closure.Result, err
 	return r, nil
 }
 
+// EvidenceJudgement is one EVIDENCE's provenance judgement.
+type EvidenceJudgement struct {
+	ArtifactID  canon.Digest `json:"artifact_id"`
+	Position    uint64       `json:"position"`
+	Participant string       `json:"participant"`
+	*projector.Admissibility
+}
+
+// ProvenanceReport is a deliberation's provenance policy and the
+// judgement of each EVIDENCE it concerns, in stream order.
+type ProvenanceReport struct {
+	Deliberation string                      `json:"deliberation"`
+	Policy       *projector.ProvenancePolicy `json:"policy"`
+	// Roots are the engine's re-verification roots (none: annotations are
+	// judged by the discipline alone) and Reverifications its counts.
+	Roots           []string            `json:"roots"`
+	Reverifications *provenance.Stats   `json:"reverifications,omitempty"`
+	Evidence        []EvidenceJudgement `json:"evidence"`
+	Inadmissible    int                 `json:"inadmissible"`
+}
+
+// Provenance returns a deliberation's provenance report.
+func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
+	out := ProvenanceReport{Deliberation: id, Roots: []string{}, Evidence: []EvidenceJudgement{}}
+	found := false
+	q.r.Read(func(p *projector.Projection) {
+		d := p.Deliberation(id)
+		if d == nil {
+			return
+		}
+		found = true
+		out.Policy = d.Policy().Provenance
+		d.Nodes(func(a canon.Digest, n projector.Node) {
+			if n.Provenance != nil {
+				out.Evidence = append(out.Evidence, EvidenceJudgement{a, n.Seq, n.Participant, n.Provenance})
+				if !n.Provenance.Admissible {
+					out.Inadmissible++
+				}
+			}
+		})
+	})
+	if !found {
+		return out, notFound("deliberation " + id)
+	}
+	slices.SortFunc(out.Evidence, func(a, b EvidenceJudgement) int { return cmp.Compare(a.Position, b.Position) })
+	if q.rv != nil {
+		out.Roots = q.rv.Roots()
+		st := q.rv.Stats()
+		out.Reverifications = &st
+	}
+	return out, nil
+}
+
 // Health is the health report.
 type Health struct {
 	OK         bool   `json:"ok"`
@@ -299,6 +355,10 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 			at = n
 		}
 		v, err := q.Closure(r.PathValue("id"), r.PathValue("decision_id"), at)
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/provenance", func(w http.ResponseWriter, r *http.Request) {
+		v, err := q.Provenance(r.PathValue("id"))
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/bindings", func(w http.ResponseWriter, r *http.Request) {

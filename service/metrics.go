@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // Metrics are the engine's Prometheus metrics, in their own registry.
@@ -75,6 +76,26 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(s))
 	}
+}
+
+// watchReverifier exports the re-verifier's counts.
+func (m *Metrics) watchReverifier(rv *provenance.Reverifier) {
+	for _, result := range []string{provenance.ResultVerified, provenance.ResultFailed, provenance.ResultUnavailable} {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_provenance_reverifications_total",
+			Help: "Provenance annotations re-verified against the engine's roots, by result (cache hits included).", ConstLabels: prometheus.Labels{"result": result}},
+			func() float64 {
+				st := rv.Stats()
+				switch result {
+				case provenance.ResultVerified:
+					return float64(st.Verified)
+				case provenance.ResultFailed:
+					return float64(st.Failed)
+				}
+				return float64(st.Unavailable)
+			}))
+	}
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_provenance_reverification_cache_hits_total",
+		Help: "Re-verifications answered from the cache."}, func() float64 { return float64(rv.Stats().CacheHits) }))
 }
 
 func (m *Metrics) watch(r *Runner) {

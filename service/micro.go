@@ -94,6 +94,12 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 				respond(r, out, err)
 			}
 		}),
+		add("provenance", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, err := q.Provenance(v.ID)
+				respond(r, out, err)
+			}
+		}),
 		add("health", func(r micro.Request) { respond(r, q.Health(context.Background()), nil) }),
 	}
 	if err := errors.Join(errs...); err != nil {

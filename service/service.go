@@ -27,6 +27,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // Config of the engine service.
@@ -59,6 +60,14 @@ type Config struct {
 	// CharterDefaults are the engine-wide limits and policy used where a
 	// charter is silent.
 	CharterDefaults projector.Defaults
+	// ProvenanceRoots are the directories the engine re-verifies
+	// provenance annotations against (substrate.code.read, grep, git.log,
+	// fs.mtime), for deliberations whose charter has a provenance policy.
+	// None: annotations are judged by the discipline alone.
+	ProvenanceRoots []string
+	// ProvenanceCacheTTL is how long a re-verification is reused (0: one
+	// minute).
+	ProvenanceCacheTTL time.Duration
 	// NoSupervisor turns the termination supervisor off (another engine
 	// supervises, or an auditor only reads).
 	NoSupervisor bool
@@ -86,6 +95,8 @@ type Service struct {
 	superDone  chan struct{}
 	cancel     context.CancelFunc
 	natsURL    string
+	// Reverifier re-verifies provenance annotations (nil without roots).
+	Reverifier *provenance.Reverifier
 }
 
 // Start starts the engine. It returns once the stream exists and the API
@@ -142,12 +153,22 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		maxBytes = canon.DefaultMaxSize
 	}
 	s.Metrics = NewMetrics()
+	var verify provenance.Verifier
+	if len(cfg.ProvenanceRoots) > 0 {
+		s.Reverifier, err = provenance.NewReverifier(cfg.ProvenanceRoots...)
+		if err != nil {
+			return nil, fmt.Errorf("service: --provenance-root: %w", err)
+		}
+		s.Reverifier.TTL = cfg.ProvenanceCacheTTL
+		verify = s.Reverifier.Verify
+		s.Metrics.watchReverifier(s.Reverifier)
+	}
 	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
 	s.Runner, err = NewRunner(ensureCtx, s.js, s.Stream, RunnerConfig{
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults},
+			Defaults: cfg.CharterDefaults, Verifier: verify},
 		Logger:  s.log.With("component", "projector"),
 		Metrics: s.Metrics,
 		OnApply: bw.onApply,
@@ -157,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	bw.r = s.Runner
 	s.Metrics.watch(s.Runner)
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js, rv: s.Reverifier}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
@@ -269,6 +290,9 @@ func (s *Service) Close() error {
 	}
 	if s.srv != nil {
 		embedded.Stop(s.srv)
+	}
+	if s.Reverifier != nil {
+		s.Reverifier.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 )
 
@@ -159,15 +160,30 @@ an export gives the recording back.`)
 
 func runAudit(_ context.Context, e *env, args []string) int {
 	var asJSON bool
-	fs := newFlags(e, "audit", "[--json] FILE|-", `Audits a recording offline, with no server and no model call: every id and
+	var rootDirs roots
+	fs := newFlags(e, "audit", "[--json] [--root DIR]... FILE|-", `Audits a recording offline, with no server and no model call: every id and
 artifact rule, the projector's fold and state_digest (equal to the live
 engine's for the same messages), the closure of every decision at its own
 position, that every supervisor emission was called for by the rules and
-none is missing, the hash chain, and the rejections. Exit status: 0 no
-finding, 1 findings, 2 unusable input.`)
+none is missing, the hash chain, and the rejections. A charter's provenance
+policy is judged by the discipline alone unless --root re-verifies
+annotations, as the engine's --provenance-root does (use the same roots, or
+the supervisor's provenance judgements may read as unjustified). Exit
+status: 0 no finding, 1 findings, 2 unusable input.`)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.Var(&rootDirs, "root", "a directory to re-verify provenance annotations against (repeatable)")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	var verify provenance.Verifier
+	if len(rootDirs) > 0 {
+		rv, err := provenance.NewReverifier(rootDirs...)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+			return exitUsage
+		}
+		defer rv.Close()
+		verify = rv.Verify
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(e.stderr, "engine audit: need exactly one FILE argument (- for standard input)")
@@ -184,7 +200,7 @@ finding, 1 findings, 2 unusable input.`)
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage
 	}
-	rep, err := audit.Run(r)
+	rep, err := audit.RunWith(r, verify)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage

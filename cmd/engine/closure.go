@@ -10,6 +10,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 )
 
@@ -18,21 +19,35 @@ func runClosure(ctx context.Context, e *env, args []string) int {
 	var at uint64
 	var lim closure.Limits
 	var maxSize int
-	fs := newFlags(e, "closure", "--decision ID [--at SEQ] FILE.jsonl|-", `Verifies a decision's closure (DESIGN §5) over a recording: an artifact log (one
+	var rootDirs roots
+	fs := newFlags(e, "closure", "--decision ID [--at SEQ] [--root DIR]... FILE.jsonl|-", `Verifies a decision's closure (DESIGN §5) over a recording: an artifact log (one
 artifact per line, in stream order; the line number is the position) or a
 stream recording (positions are the stream's, as live). Messages that are
 not valid artifacts are skipped and counted on standard error (they never
 entered a DAG). Prints {"ok":…,"decision":…,"status":…,
-"position":…,"closure_size":…,"findings":[…]}. Exit status: 0 ok, 1 not ok,
-2 for unusable input (no such decision, an unreadable file).`)
+"position":…,"closure_size":…,"findings":[…]}. A stream recording's charter
+may require admissible provenance (docs/PROVENANCE.md): --root re-verifies
+annotations as the engine's --provenance-root does. Exit status: 0 ok, 1 not
+ok, 2 for unusable input (no such decision, an unreadable file).`)
 	fs.StringVar(&decision, "decision", "", "the DECISION's artifact id (sha256:…)")
 	fs.Uint64Var(&at, "at", 0, "verification position (default: the decision's own); later positions also report challenges")
 	fs.IntVar(&lim.MaxSize, "max-closure", closure.DefaultLimits.MaxSize, "largest audited set")
 	fs.IntVar(&lim.MaxDepth, "max-depth", closure.DefaultLimits.MaxDepth, "most references followed in a row")
 	fs.IntVar(&lim.MaxFanout, "max-references", closure.DefaultLimits.MaxFanout, "most references of one artifact")
 	fs.IntVar(&maxSize, "max-size", canon.DefaultMaxSize, "largest artifact line, in bytes")
+	fs.Var(&rootDirs, "root", "a directory to re-verify provenance annotations against (repeatable)")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	var verify provenance.Verifier
+	if len(rootDirs) > 0 {
+		rv, err := provenance.NewReverifier(rootDirs...)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine closure: %v\n", err)
+			return exitUsage
+		}
+		defer rv.Close()
+		verify = rv.Verify
 	}
 	d, ok := canon.ParseDigest(decision)
 	if !ok {
@@ -49,7 +64,7 @@ entered a DAG). Prints {"ok":…,"decision":…,"status":…,
 		return exitUsage
 	}
 	defer closeIn()
-	g, skipped, err := readRecording(ctx, in, maxSize)
+	g, skipped, err := readRecording(ctx, in, maxSize, verify)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine closure: %v\n", err)
 		return exitUsage
@@ -72,7 +87,7 @@ entered a DAG). Prints {"ok":…,"decision":…,"status":…,
 // readRecording reads a recording into a graph: an artifact log into a
 // MemGraph (positions are line numbers), a stream recording through the
 // projector's fold (positions are stream positions, as live).
-func readRecording(ctx context.Context, in io.Reader, maxSize int) (closure.Graph, int, error) {
+func readRecording(ctx context.Context, in io.Reader, maxSize int, verify provenance.Verifier) (closure.Graph, int, error) {
 	r, err := recording.NewReader(in)
 	if err != nil {
 		return nil, 0, err
@@ -80,7 +95,7 @@ func readRecording(ctx context.Context, in io.Reader, maxSize int) (closure.Grap
 	v := events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxSize)))
 	skipped := 0
 	if r.Format() == recording.Stream {
-		p := projector.New(projector.Options{Validator: v})
+		p := projector.New(projector.Options{Validator: v, Verifier: verify})
 		for {
 			if ctx.Err() != nil {
 				return nil, 0, ctx.Err()

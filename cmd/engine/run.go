@@ -42,6 +42,7 @@ func commands() []command {
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
 		{"import", "publish a stream recording into a live engine (resumable)", runImport},
 		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},
+		{"provenance", "check provenance annotations (seed 003), re-verified against --root; observe a substrate", runProvenance},
 		{"mcp", "serve the MCP tools to agents (stdio, or --http) against a running engine", runMCP},
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
@@ -76,7 +77,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "engine <command> -h" for a command's flags.`)
