@@ -3,7 +3,6 @@ package projector_test
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/gittest"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	supervisor "github.com/parley-engine/parley/termination"
@@ -44,29 +44,8 @@ func (f *timedFeed) art(a *events.Artifact) {
 // observedRepo is a directory with a committed CHANGELOG.md; it returns
 // the directory and the commit.
 func observedRepo(t *testing.T) (string, string) {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("PARLEY_REQUIRE_GIT") != "" {
-			t.Fatal("git is required (PARLEY_REQUIRE_GIT) and not installed")
-		}
-		t.Skip("git is not installed")
-	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "CHANGELOG.md"), []byte("# Changelog\n\n## 2026-05-25\n- first entry\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var head string
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"commit", "-q", "-m", "first entry"}, {"rev-parse", "HEAD"}} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a",
-			"GIT_COMMITTER_EMAIL=a@example.org", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		head = strings.TrimSpace(string(out))
-	}
-	return dir, head
+	return dir, gittest.Changelog(t, dir)
 }
 
 func evidence(class events.ProvenanceClass, supports canon.Digest, content string, set *provenance.Set) *events.Artifact {

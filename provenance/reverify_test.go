@@ -4,13 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/internal/gittest"
 	"github.com/parley-engine/parley/provenance"
 )
 
@@ -18,37 +18,15 @@ import (
 // side branch; it returns the commits (main's first, main's head, side).
 func gitRepo(t *testing.T, dir string) (first, head, side string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("PARLEY_REQUIRE_GIT") != "" {
-			t.Fatal("git is required (PARLEY_REQUIRE_GIT) and not installed")
-		}
-		t.Skip("git is not installed")
-	}
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a",
-			"GIT_COMMITTER_EMAIL=a@example.org", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q", "-b", "main")
+	gittest.Init(t, dir)
 	write(t, filepath.Join(dir, "CHANGELOG.md"), "# Changelog\n\n## 2026-05-25\n- first entry\n")
-	git("add", ".")
-	git("commit", "-q", "-m", "changelog: first entry dated 2026-05-25")
-	first = git("rev-parse", "HEAD")
+	first = gittest.Commit(t, dir, "changelog: first entry dated 2026-05-25")
 	write(t, filepath.Join(dir, "CHANGELOG.md"), "# Changelog\n\n## 2026-05-26\n- second\n\n## 2026-05-25\n- first entry\n")
-	git("commit", "-q", "-am", "changelog: second entry")
-	head = git("rev-parse", "HEAD")
-	git("checkout", "-q", "-b", "side", first)
+	head = gittest.Commit(t, dir, "changelog: second entry")
+	gittest.Git(t, dir, "checkout", "-q", "-b", "side", first)
 	write(t, filepath.Join(dir, "side.txt"), "side\n")
-	git("add", ".")
-	git("commit", "-q", "-m", "a commit only on side")
-	side = git("rev-parse", "HEAD")
-	git("checkout", "-q", "main")
+	side = gittest.Commit(t, dir, "a commit only on side")
+	gittest.Git(t, dir, "checkout", "-q", "main")
 	return first, head, side
 }
 
