@@ -469,7 +469,7 @@ func (rv *Reverifier) Observe(class string, l Locator) (string, error) {
 		if !validRef(l.Ref) {
 			return "", fmt.Errorf("ref %q is not a reference name", l.Ref)
 		}
-		out, code, err := g("rev-parse", "--verify", "--quiet", l.Ref+"^{commit}")
+		out, code, err := g("", "rev-parse", "--verify", "--quiet", l.Ref+"^{commit}")
 		if err != nil || code != 0 {
 			return "", fmt.Errorf("ref %s does not name a commit: %s", l.Ref, firstLine(out, err))
 		}
@@ -488,7 +488,9 @@ func validRef(ref string) bool {
 	return !strings.HasPrefix(ref, "-") && !strings.ContainsAny(ref, " \t\n\\:?*[~^") && !strings.Contains(ref, "..")
 }
 
-type gitRunner func(args ...string) (string, int, error)
+// gitRunner runs git with stdin; on a non-zero exit with a message, the
+// output is git's standard error.
+type gitRunner func(stdin string, args ...string) (string, int, error)
 
 // git returns a runner of git commands in repo (a directory under a root),
 // which never looks for a repository above that directory.
@@ -514,10 +516,11 @@ func (rv *Reverifier) git(repo string) (gitRunner, *Verification) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	run := func(args ...string) (string, int, error) {
+	run := func(stdin string, args ...string) (string, int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, gitBin, append([]string{"-C", dir}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
 		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &limited{&out, 16 << 20}, &limited{&errb, 64 << 10}
@@ -534,10 +537,6 @@ func (rv *Reverifier) git(repo string) (gitRunner, *Verification) {
 			return strings.TrimSpace(errb.String()), code, nil
 		}
 		return out.String(), code, err
-	}
-	if out, code, err := run("rev-parse", "--git-dir"); err != nil || code != 0 {
-		v := failed("%s is not a git repository: %s", dir, firstLine(out, err))
-		return nil, &v
 	}
 	return run, nil
 }
@@ -561,13 +560,30 @@ func (rv *Reverifier) gitLog(l *Locator, id string) Verification {
 	if dir == "" {
 		dir = "."
 	}
-	if out, code, err := run("cat-file", "-t", id); err != nil || code != 0 || strings.TrimSpace(out) != "commit" {
-		return failed("commit %s is not in %s: %s", short(id), dir, firstLine(out, err))
+	// One git cat-file --batch answers the commit, the ref and the file;
+	// git merge-base the reachability: two processes in all.
+	in := id + "\n" + l.Ref + "^{commit}\n"
+	if l.Path != "" {
+		if strings.HasPrefix(l.Path, "/") || !filepath.IsLocal(l.Path) || strings.ContainsAny(l.Path, "\n\r") {
+			return failed("path %q must be relative to the repository", l.Path)
+		}
+		in += id + ":" + filepath.ToSlash(l.Path) + "\n"
 	}
-	if out, code, err := run("rev-parse", "--verify", "--quiet", l.Ref+"^{commit}"); err != nil || code != 0 {
-		return failed("ref %s does not name a commit in %s %s", l.Ref, dir, firstLine(out, err))
+	out, code, err := run(in, "cat-file", "--batch")
+	if err != nil || code != 0 {
+		return failed("git cat-file in %s: %s", dir, firstLine(out, err))
 	}
-	switch _, code, err := run("merge-base", "--is-ancestor", id, l.Ref); {
+	objs, ok := parseBatch(out)
+	if !ok || len(objs) != strings.Count(in, "\n") {
+		return failed("git cat-file in %s: unexpected output (an object larger than 16 MiB?)", dir)
+	}
+	if objs[0].missing || objs[0].typ != "commit" {
+		return failed("commit %s is not in %s", short(id), dir)
+	}
+	if objs[1].missing {
+		return failed("ref %s does not name a commit in %s", l.Ref, dir)
+	}
+	switch _, code, err := run("", "merge-base", "--is-ancestor", id, objs[1].oid); {
 	case err != nil:
 		return unavailable("git merge-base: %v", err)
 	case code == 1:
@@ -579,22 +595,15 @@ func (rv *Reverifier) gitLog(l *Locator, id string) Verification {
 	if l.Path == "" && l.Pattern == "" {
 		return verified("%s in %s", what, dir)
 	}
-	var content, in string
+	var content, where string
 	if l.Path != "" {
-		if strings.HasPrefix(l.Path, "/") || !filepath.IsLocal(l.Path) {
-			return failed("path %q must be relative to the repository", l.Path)
+		if objs[2].missing || objs[2].typ != "blob" {
+			return failed("%s has no file %s", what, l.Path)
 		}
-		out, code, err := run("cat-file", "blob", id+":"+filepath.ToSlash(l.Path))
-		if err != nil || code != 0 {
-			return failed("%s has no file %s: %s", what, l.Path, firstLine(out, err))
-		}
-		content, in = out, l.Path+" at "+short(id)
+		content, where = objs[2].content, l.Path+" at "+short(id)
 	} else {
-		out, code, err := run("log", "-1", "--format=%B", id)
-		if err != nil || code != 0 {
-			return failed("git log %s: %s", short(id), firstLine(out, err))
-		}
-		content, in = out, "the message of "+short(id)
+		_, msg, _ := strings.Cut(objs[0].content, "\n\n")
+		content, where = msg, "the message of "+short(id)
 	}
 	if l.Pattern != "" {
 		re, err := regexp.Compile(l.Pattern)
@@ -602,11 +611,44 @@ func (rv *Reverifier) gitLog(l *Locator, id string) Verification {
 			return failed("pattern %q: %v", l.Pattern, err)
 		}
 		if !re.MatchString(content) {
-			return failed("%s, but %s does not match %q", what, in, l.Pattern)
+			return failed("%s, but %s does not match %q", what, where, l.Pattern)
 		}
-		return verified("%s; %s matches %q", what, in, l.Pattern)
+		return verified("%s; %s matches %q", what, where, l.Pattern)
 	}
 	return verified("%s; it has %s", what, l.Path)
+}
+
+type batchObj struct {
+	oid, typ, content string
+	missing           bool
+}
+
+// parseBatch reads git cat-file --batch output: per object
+// "<oid> <type> <size>\n<content>\n", or "<name> missing\n".
+func parseBatch(out string) ([]batchObj, bool) {
+	var objs []batchObj
+	for out != "" {
+		line, rest, ok := strings.Cut(out, "\n")
+		if !ok {
+			return nil, false
+		}
+		if strings.HasSuffix(line, " missing") || strings.HasSuffix(line, " ambiguous") {
+			objs = append(objs, batchObj{missing: true})
+			out = rest
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, false
+		}
+		n, err := strconv.Atoi(f[2])
+		if err != nil || n < 0 || len(rest) < n+1 {
+			return nil, false
+		}
+		objs = append(objs, batchObj{oid: f[0], typ: f[1], content: rest[:n]})
+		out = rest[n+1:]
+	}
+	return objs, true
 }
 
 func short(id string) string { return id[:min(12, len(id))] }
