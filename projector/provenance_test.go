@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,63 @@ func TestProvenancePolicy_Invalid(t *testing.T) {
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`))
 	if pp := f.p.Deliberation(delib).Policy().Provenance; pp == nil || pp.K != 3 || pp.Window != "" {
 		t.Fatalf("%+v", pp)
+	}
+}
+
+// BenchmarkFoldProvenance: folding CLAIM + EVIDENCE pairs whose EVIDENCE
+// carries a file read (each of a different line) and a git commit, in a
+// deliberation whose charter requires admissible observations, with the
+// engine's re-verifier; beside the same messages under a charter without
+// the policy. Reported per EVIDENCE.
+func BenchmarkFoldProvenance(b *testing.B) {
+	dir := b.TempDir()
+	gittest.Init(b, dir)
+	var text strings.Builder
+	for i := range 1000 {
+		text.WriteString("entry " + strconv.Itoa(i) + "\n")
+	}
+	gittest.Write(b, dir, "CHANGELOG.md", text.String())
+	head := gittest.Commit(b, dir, "changelog")
+	rv, err := provenance.NewReverifier(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rv.Close()
+	ts := t0.Add(-time.Minute)
+	var msgs [][]byte
+	for i := range 1000 {
+		c := claim("entry " + strconv.Itoa(i))
+		read := provenance.Locator{Path: "CHANGELOG.md", Offset: i + 1, Limit: 1}
+		id, err := rv.Observe(provenance.CodeRead, read)
+		if err != nil {
+			b.Fatal(err)
+		}
+		set := &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
+			{Assertion: "x", Class: provenance.CodeRead, ObservationID: id, TS: &ts, Locator: &read},
+			{Assertion: "x", Class: provenance.GitLog, ObservationID: head, TS: &ts, Locator: &provenance.Locator{Ref: "main"}}}}
+		msgs = append(msgs, c.Canonical, evidence(events.TraceVerifiedObservation, c.ID, "read "+strconv.Itoa(i), set).Canonical)
+	}
+	for _, policy := range []string{"none", "provenance"} {
+		b.Run(policy, func(b *testing.B) {
+			for b.Loop() {
+				rv, _ := provenance.NewReverifier(dir) // a cold cache every time
+				p := projector.New(projector.Options{Verifier: rv.Verify})
+				pol := `{}`
+				if policy == "provenance" {
+					pol = `{"provenance":{"k":2}}`
+				}
+				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":` + pol + `}}`), Time: t0})
+				for i, m := range msgs {
+					if o := p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(delib, "a"), Data: m, Time: t0}); len(o.Accepted) != 1 {
+						b.Fatal(o)
+					}
+				}
+				if policy == "provenance" && len(p.Deliberation(delib).Inadmissible()) != 0 {
+					b.Fatal("inadmissible")
+				}
+				rv.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)/2), "ns/evidence")
+		})
 	}
 }
