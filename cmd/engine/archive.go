@@ -12,7 +12,6 @@ import (
 
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
-	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 )
 
@@ -175,16 +174,13 @@ status: 0 no finding, 1 findings, 2 unusable input.`)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	var verify provenance.Verifier
-	if len(rootDirs) > 0 {
-		rv, err := provenance.NewReverifier(rootDirs...)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
-			return exitUsage
-		}
-		defer rv.Close()
-		verify = rv.Verify
+	rv, err := rootDirs.open()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+		return exitUsage
 	}
+	defer rv.Close()
+	verify := rv.verifier()
 	if fs.NArg() != 1 {
 		fmt.Fprintln(e.stderr, "engine audit: need exactly one FILE argument (- for standard input)")
 		return exitUsage

@@ -39,16 +39,13 @@ ok, 2 for unusable input (no such decision, an unreadable file).`)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	var verify provenance.Verifier
-	if len(rootDirs) > 0 {
-		rv, err := provenance.NewReverifier(rootDirs...)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "engine closure: %v\n", err)
-			return exitUsage
-		}
-		defer rv.Close()
-		verify = rv.Verify
+	rv, err := rootDirs.open()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine closure: %v\n", err)
+		return exitUsage
 	}
+	defer rv.Close()
+	verify := rv.verifier()
 	d, ok := canon.ParseDigest(decision)
 	if !ok {
 		fmt.Fprintln(e.stderr, "engine closure: --decision must be sha256:<64 lowercase hex>")

@@ -17,6 +17,34 @@ type roots []string
 func (r *roots) String() string     { return strings.Join(*r, ",") }
 func (r *roots) Set(v string) error { *r = append(*r, v); return nil }
 
+// reverifier is a re-verifier over --root directories, or nil without any.
+type reverifier struct{ *provenance.Reverifier }
+
+// open opens the roots (a nil re-verifier when there are none).
+func (r roots) open() (*reverifier, error) {
+	if len(r) == 0 {
+		return nil, nil
+	}
+	rv, err := provenance.NewReverifier(r...)
+	if err != nil {
+		return nil, err
+	}
+	return &reverifier{rv}, nil
+}
+
+func (rv *reverifier) verifier() provenance.Verifier {
+	if rv == nil {
+		return nil
+	}
+	return rv.Verify
+}
+
+func (rv *reverifier) Close() {
+	if rv != nil {
+		rv.Reverifier.Close()
+	}
+}
+
 func runProvenance(ctx context.Context, e *env, args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -124,21 +152,17 @@ verdict per assertion with every reason (docs/PROVENANCE.md). Exit status:
 		return exitUsage
 	}
 	rep := checkReport{Vocabulary: set.Vocabulary, K: p.K, Window: p.Window.String(), At: p.At.UTC(), Roots: []string{}}
-	var verify provenance.Verifier
-	if len(rootDirs) > 0 {
-		rv, err := provenance.NewReverifier(rootDirs...)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "engine provenance check: %v\n", err)
-			return exitUsage
-		}
-		defer rv.Close()
-		verify = rv.Verify
+	rv, err := rootDirs.open()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine provenance check: %v\n", err)
+		return exitUsage
+	}
+	defer rv.Close()
+	rep.Assertions = provenance.Admit(set, p, rv.verifier())
+	if rv != nil {
 		rep.Roots = rv.Roots()
-		rep.Assertions = provenance.Admit(set, p, verify)
 		st := rv.Stats()
 		rep.Reverifications = &st
-	} else {
-		rep.Assertions = provenance.Admit(set, p, nil)
 	}
 	all := len(rep.Assertions) > 0
 	for _, v := range rep.Assertions {
