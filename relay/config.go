@@ -39,6 +39,11 @@ type Config struct {
 	// Limits and Policy are the charter's (see the engine's charters).
 	Limits map[string]any `json:"limits"`
 	Policy map[string]any `json:"policy"`
+	// ProvenanceRoots are the directories (relative to the configuration
+	// file) the embedded engine re-verifies provenance annotations against,
+	// for a policy.provenance charter (docs/PROVENANCE.md). With --nats
+	// the engine's own --provenance-root applies.
+	ProvenanceRoots []string `json:"provenance_roots"`
 	// WaitTermination bounds the wait for the supervisor's TERMINATION after
 	// the decision (default "10s").
 	WaitTermination string `json:"wait_termination"`
@@ -231,6 +236,16 @@ func (c *Config) check() error {
 		return fmt.Errorf("decider %q is not a participant", c.Decider)
 	}
 	return nil
+}
+
+// Roots returns the provenance roots, resolved against the configuration
+// file's directory.
+func (c *Config) Roots() []string {
+	var out []string
+	for _, r := range c.ProvenanceRoots {
+		out = append(out, c.path(r))
+	}
+	return out
 }
 
 // path resolves a path relative to the configuration file.

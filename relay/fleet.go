@@ -20,7 +20,8 @@ func RunFleet(ctx context.Context, cfg *Config, k int, opts Options) ([]*Summary
 		opts.Dir = "relay-runs/fleet"
 	}
 	if opts.NATS == "" {
-		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+			ProvenanceRoots: cfg.Roots()})
 		if err != nil {
 			return nil, err
 		}

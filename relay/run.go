@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
 )
@@ -96,7 +97,8 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 	}
 	url := opts.NATS
 	if url == "" {
-		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+			ProvenanceRoots: cfg.Roots()})
 		if err != nil {
 			return nil, err
 		}
@@ -398,6 +400,16 @@ var required = map[events.Type][]string{
 	events.TypeDecision: {"outcome", "status", "objection_dispositions", "unresolved_issues"},
 }
 
+// parseProvenance reads an answer's provenance member: the extension's
+// form ({"vocabulary":…,"annotations":[…]}) or seed 003's JSON-structured
+// form (an array of {"assertion":…,"provenance":{…}}).
+func parseProvenance(raw json.RawMessage) (*provenance.Set, error) {
+	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
+		return provenance.ParseStructured(raw)
+	}
+	return provenance.ParseSet(raw)
+}
+
 // seal turns an answer into a sealed artifact, or says why it cannot.
 func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 	var d struct {
@@ -410,6 +422,7 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 		} `json:"references"`
 		Extensions    map[string]any  `json:"extensions"`
 		BindingMoment json.RawMessage `json:"binding_moment"`
+		Provenance    json.RawMessage `json:"provenance"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(res.Output)))
 	dec.UseNumber()
@@ -475,6 +488,16 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 			return nil, fmt.Errorf("binding_moment: %w", err)
 		}
 		ext[binding.ExtEnvelope] = json.RawMessage(env.Canonical)
+	}
+	if len(d.Provenance) > 0 && string(d.Provenance) != "null" {
+		if d.ArtifactType != events.TypeEvidence {
+			return nil, errors.New("provenance: only EVIDENCE carries provenance annotations")
+		}
+		set, err := parseProvenance(d.Provenance)
+		if err != nil {
+			return nil, fmt.Errorf("provenance: %w", err)
+		}
+		ext[provenance.Extension] = set
 	}
 	ext["parley.round"] = t.Round
 	if t.Role != "" {
