@@ -34,6 +34,9 @@ type ReplayOptions struct {
 	// Wait, when set, keeps an embedded engine up this long after the
 	// replay (for a demo to be looked at).
 	Wait time.Duration
+	// ProvenanceRoots are the embedded engine's re-verification roots, for
+	// a recorded charter with a provenance policy.
+	ProvenanceRoots []string
 }
 
 // ReplayResult says what a replay did.
@@ -54,7 +57,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if rec.Format() != recording.Stream {
 		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
-	url, stop, err := engineURL(ctx, opts.NATS, opts.Dir)
+	url, stop, err := engineURL(ctx, opts.NATS, opts.Dir, opts.ProvenanceRoots)
 	if err != nil {
 		return nil, err
 	}
@@ -124,14 +127,15 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 
 // engineURL returns the NATS URL of the engine to use, starting an embedded
 // one when none is given; stop ends it (after wait).
-func engineURL(ctx context.Context, url, dir string) (string, func(time.Duration), error) {
+func engineURL(ctx context.Context, url, dir string, roots []string) (string, func(time.Duration), error) {
 	if url != "" {
 		return url, func(time.Duration) {}, nil
 	}
 	if dir == "" {
 		dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
 	}
-	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		ProvenanceRoots: roots})
 	if err != nil {
 		return "", nil, err
 	}

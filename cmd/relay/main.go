@@ -163,6 +163,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
 	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
 	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay")
+	fs.Func("provenance-root", "a directory the embedded engine re-verifies provenance annotations against (repeatable)", func(v string) error {
+		o.ProvenanceRoots = append(o.ProvenanceRoots, v)
+		return nil
+	})
 	progress := fs.Bool("progress", false, "a line per message on standard error")
 	pos, err := parse(fs, args)
 	if err != nil || len(pos) != 1 {
