@@ -146,10 +146,11 @@ type Deliberation struct {
 	rejTotal int
 	late     []Late
 	lateN    int
-	// EVIDENCE the provenance policy holds inadmissible, by the targets
-	// of its supports references, and how many there are.
-	inadm  map[canon.Digest][]int32
-	inadmN int
+	// The EVIDENCE the provenance policy judged (nodes, in stream
+	// order), and the inadmissible ones by the targets of their supports
+	// references.
+	judgedEv []int32
+	inadm    map[canon.Digest][]int32
 }
 
 func newDeliberation(id string, opts Options) *Deliberation {

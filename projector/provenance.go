@@ -69,7 +69,11 @@ func (d *Deliberation) judge(a *events.Artifact, at time.Time) *Admissibility {
 // noteAdmissibility records an EVIDENCE's judgement: an inadmissible one is
 // indexed by the artifacts it supports, for the closure verifier.
 func (d *Deliberation) noteAdmissibility(i int32, adm *Admissibility) {
-	if adm == nil || adm.Admissible {
+	if adm == nil {
+		return
+	}
+	d.judgedEv = append(d.judgedEv, i)
+	if adm.Admissible {
 		return
 	}
 	if d.inadm == nil {
@@ -81,7 +85,6 @@ func (d *Deliberation) noteAdmissibility(i int32, adm *Admissibility) {
 			d.inadm[r.target] = append(d.inadm[r.target], i)
 		}
 	}
-	d.inadmN++
 }
 
 // InadmissibleSupport implements closure.EvidenceGraph: it calls fn for
@@ -93,18 +96,21 @@ func (d *Deliberation) InadmissibleSupport(id canon.Digest, fn func(evidence can
 	}
 }
 
+// Judgements calls fn for each EVIDENCE the provenance policy judged, in
+// stream order; its Node's Provenance is the judgement.
+func (d *Deliberation) Judgements(fn func(id canon.Digest, n Node)) {
+	for _, i := range d.judgedEv {
+		fn(d.nodeIDs[i], d.view(&d.nodes[i]))
+	}
+}
+
 // Inadmissible returns the EVIDENCE the provenance policy holds
 // inadmissible, in stream order.
 func (d *Deliberation) Inadmissible() []canon.Digest {
-	if d.inadmN == 0 {
-		return nil
-	}
-	out := make([]canon.Digest, 0, d.inadmN)
-	for i, n := range d.nodes {
-		if n.extra >= 0 {
-			if p := d.extras[n.extra].provenance; p != nil && !p.Admissible {
-				out = append(out, d.nodeIDs[i])
-			}
+	var out []canon.Digest
+	for _, i := range d.judgedEv {
+		if !d.extras[d.nodes[i].extra].provenance.Admissible {
+			out = append(out, d.nodeIDs[i])
 		}
 	}
 	return out

@@ -193,11 +193,8 @@ func ParseSet(raw []byte) (*Set, error) {
 // checked it (duplicate members after escape decoding, invalid UTF-8,
 // numbers outside the profile are refused, never repaired).
 func strictObject(raw []byte, into *map[string]json.RawMessage) error {
-	if _, err := canon.Canonicalize(canon.JCS, raw); err != nil {
-		if errors.Is(err, canon.ErrDuplicateName) {
-			return bad("provenance.duplicate_member", "%v", err)
-		}
-		return bad("provenance.json", "%v", err)
+	if err := strict(raw); err != nil {
+		return err
 	}
 	if json.Unmarshal(raw, into) != nil || *into == nil {
 		return bad("provenance.not_object", "not a JSON object")
@@ -246,6 +243,17 @@ func parseLocator(raw []byte) (*Locator, error) {
 		}
 	}
 	return &l, nil
+}
+
+// strict checks raw with canon's strict parser.
+func strict(raw []byte) error {
+	if _, err := canon.Canonicalize(canon.JCS, raw); err != nil {
+		if errors.Is(err, canon.ErrDuplicateName) {
+			return bad("provenance.duplicate_member", "%v", err)
+		}
+		return bad("provenance.json", "%v", err)
+	}
+	return nil
 }
 
 func validAnchor(v string) bool {
@@ -350,11 +358,8 @@ func ParseInline(text string) ([]Annotation, error) {
 // same members as an annotation of the extension, locator included). The
 // encoding carries no vocabulary anchor: it is read as this build's.
 func ParseStructured(raw []byte) (*Set, error) {
-	if _, err := canon.Canonicalize(canon.JCS, raw); err != nil {
-		if errors.Is(err, canon.ErrDuplicateName) {
-			return nil, bad("provenance.duplicate_member", "%v", err)
-		}
-		return nil, bad("provenance.json", "%v", err)
+	if err := strict(raw); err != nil {
+		return nil, err
 	}
 	var items []json.RawMessage
 	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
@@ -388,4 +393,15 @@ func ParseStructured(raw []byte) (*Set, error) {
 	}
 	b, _ := json.Marshal(map[string]any{"vocabulary": Vocabulary, "annotations": anns})
 	return ParseSet(b)
+}
+
+// Parse reads annotations in either JSON form: the extension's
+// ({"vocabulary":…,"annotations":[…]}) or the JSON-structured form (an
+// object or an array of {"assertion":…,"provenance":{…}}).
+func Parse(raw []byte) (*Set, error) {
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(raw, &probe) == nil && (probe["vocabulary"] != nil || probe["annotations"] != nil) {
+		return ParseSet(raw)
+	}
+	return ParseStructured(raw)
 }

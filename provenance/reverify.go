@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,13 +180,7 @@ func (rv *Reverifier) evict(n int) {
 	for k, c := range rv.cache {
 		all = append(all, kv{k, c.at})
 	}
-	// Oldest first: a partial selection is enough, but sorting a few
-	// thousand entries once in a while costs nothing worth saving.
-	for i := 1; i < len(all); i++ {
-		for j := i; j > 0 && all[j].at.Before(all[j-1].at); j-- {
-			all[j], all[j-1] = all[j-1], all[j]
-		}
-	}
+	slices.SortFunc(all, func(a, b kv) int { return a.at.Compare(b.at) }) // oldest first
 	for _, e := range all[:len(all)-n] {
 		delete(rv.cache, e.k)
 	}
@@ -251,25 +246,19 @@ func (rv *Reverifier) verify(a Annotation) Verification {
 // lie inside a root; a path that would leave every root is unavailable;
 // one that is in no root is a failure (the substrate does not show it).
 func (rv *Reverifier) resolve(path string) (root, string, *Verification) {
-	var candidates []struct {
+	type candidate struct {
 		r    root
 		name string
 	}
-	if filepath.IsAbs(path) {
-		for _, r := range rv.roots {
+	var candidates []candidate
+	for _, r := range rv.roots {
+		switch {
+		case filepath.IsAbs(path):
 			if rel, err := filepath.Rel(r.dir, path); err == nil && filepath.IsLocal(rel) {
-				candidates = append(candidates, struct {
-					r    root
-					name string
-				}{r, rel})
+				candidates = append(candidates, candidate{r, rel})
 			}
-		}
-	} else if filepath.IsLocal(path) {
-		for _, r := range rv.roots {
-			candidates = append(candidates, struct {
-				r    root
-				name string
-			}{r, filepath.Clean(path)})
+		case filepath.IsLocal(path):
+			candidates = append(candidates, candidate{r, filepath.Clean(path)})
 		}
 	}
 	if len(candidates) == 0 {

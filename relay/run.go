@@ -400,16 +400,6 @@ var required = map[events.Type][]string{
 	events.TypeDecision: {"outcome", "status", "objection_dispositions", "unresolved_issues"},
 }
 
-// parseProvenance reads an answer's provenance member: the extension's
-// form ({"vocabulary":…,"annotations":[…]}) or seed 003's JSON-structured
-// form (an array of {"assertion":…,"provenance":{…}}).
-func parseProvenance(raw json.RawMessage) (*provenance.Set, error) {
-	if t := strings.TrimSpace(string(raw)); strings.HasPrefix(t, "[") {
-		return provenance.ParseStructured(raw)
-	}
-	return provenance.ParseSet(raw)
-}
-
 // seal turns an answer into a sealed artifact, or says why it cannot.
 func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 	var d struct {
@@ -493,7 +483,7 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 		if d.ArtifactType != events.TypeEvidence {
 			return nil, errors.New("provenance: only EVIDENCE carries provenance annotations")
 		}
-		set, err := parseProvenance(d.Provenance)
+		set, err := provenance.Parse(d.Provenance)
 		if err != nil {
 			return nil, fmt.Errorf("provenance: %w", err)
 		}

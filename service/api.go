@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -249,19 +248,16 @@ func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 		}
 		found = true
 		out.Policy = d.Policy().Provenance
-		d.Nodes(func(a canon.Digest, n projector.Node) {
-			if n.Provenance != nil {
-				out.Evidence = append(out.Evidence, EvidenceJudgement{a, n.Seq, n.Participant, n.Provenance})
-				if !n.Provenance.Admissible {
-					out.Inadmissible++
-				}
+		d.Judgements(func(a canon.Digest, n projector.Node) {
+			out.Evidence = append(out.Evidence, EvidenceJudgement{a, n.Seq, n.Participant, n.Provenance})
+			if !n.Provenance.Admissible {
+				out.Inadmissible++
 			}
 		})
 	})
 	if !found {
 		return out, notFound("deliberation " + id)
 	}
-	slices.SortFunc(out.Evidence, func(a, b EvidenceJudgement) int { return cmp.Compare(a.Position, b.Position) })
 	if q.rv != nil {
 		out.Roots = q.rv.Roots()
 		st := q.rv.Stats()

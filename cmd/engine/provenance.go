@@ -194,23 +194,18 @@ func readAnnotations(data []byte) (*provenance.Set, error) {
 		return &provenance.Set{Vocabulary: provenance.Vocabulary, Annotations: anns}, nil
 	}
 	var probe map[string]json.RawMessage
-	if strings.HasPrefix(t, "{") && json.Unmarshal(data, &probe) == nil {
-		switch {
-		case probe["extensions"] != nil || probe["artifact_type"] != nil:
-			var ext map[string]json.RawMessage
-			if err := json.Unmarshal(probe["extensions"], &ext); err != nil || ext == nil {
-				return nil, fmt.Errorf("the artifact has no extensions: it carries no %s annotations", provenance.Extension)
-			}
-			raw, ok := ext[provenance.Extension]
-			if !ok {
-				return nil, fmt.Errorf("the artifact carries no %s extension", provenance.Extension)
-			}
-			return provenance.ParseSet(raw)
-		case probe["vocabulary"] != nil || probe["annotations"] != nil:
-			return provenance.ParseSet(data)
+	if json.Unmarshal(data, &probe) == nil && (probe["extensions"] != nil || probe["artifact_type"] != nil) {
+		var ext map[string]json.RawMessage
+		if err := json.Unmarshal(probe["extensions"], &ext); err != nil || ext == nil {
+			return nil, fmt.Errorf("the artifact has no extensions: it carries no %s annotations", provenance.Extension)
 		}
+		raw, ok := ext[provenance.Extension]
+		if !ok {
+			return nil, fmt.Errorf("the artifact carries no %s extension", provenance.Extension)
+		}
+		return provenance.ParseSet(raw)
 	}
-	return provenance.ParseStructured(data)
+	return provenance.Parse(data)
 }
 
 func printVerdicts(w io.Writer, rep checkReport) {
