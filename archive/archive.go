@@ -213,6 +213,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		return res, err
 	}
 	res.Atomic = stream.CachedInfo().Config.AllowAtomicPublish
+	ids := ledger.NewMsgIDs() // this import's own: nobody else can compute them
 	for i := existing; i < len(recs); i += BatchSize {
 		end := min(i+BatchSize, len(recs))
 		msgs := make([]*nats.Msg, 0, end-i)
@@ -220,7 +221,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
 			msg.Header.Set(service.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
 			msg.Header.Set(service.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
-			msg.Header.Set(jetstream.MsgIDHeader, "import:"+to+":"+strconv.FormatUint(m.Position, 10))
+			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
 			msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
 			msgs = append(msgs, msg)
 		}

@@ -30,6 +30,7 @@ type Client struct {
 	nc          *nats.Conn
 	js          jetstream.JetStream
 	participant string
+	ids         *ledger.MsgIDs
 }
 
 // New returns a client publishing as participant over nc. opts configure
@@ -42,7 +43,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, participant: participant}, nil
+	return &Client{nc: nc, js: js, participant: participant, ids: ledger.NewMsgIDs()}, nil
 }
 
 // Participant returns the client's token.
@@ -104,7 +105,7 @@ func (c *Client) control(ctx context.Context, id string, v any, msgID string) er
 	}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(ledger.StreamName)}
 	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(id+":"+msgID))
+		opts = append(opts, jetstream.WithMsgID(c.ids.Control(projector.ControlSubject(id), msgID)))
 	}
 	if _, err := c.js.Publish(ctx, projector.ControlSubject(id), b, opts...); err != nil {
 		return fmt.Errorf("client: control %s: %w", id, err)
@@ -123,17 +124,19 @@ func (c *Client) Publish(ctx context.Context, id string, d events.Draft) (*event
 	return a, ack, err
 }
 
-// PublishArtifact validates and publishes a sealed artifact with the
-// Nats-Msg-Id <deliberation>:<artifact_id>, so that a retried publish is
-// stored once. A resubmission inside the stream's dedupe window is
+// PublishArtifact validates and publishes a sealed artifact with a
+// Nats-Msg-Id only this client can compute (ledger.MsgIDs), so that a
+// retried publish is stored once and nobody else can make the stream
+// drop it as a duplicate. A resubmission inside the stream's dedupe window is
 // acknowledged with Duplicate set; after it, the engine records it as an
 // artifact.duplicate rejection and the DAG does not change.
 func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artifact) (*jetstream.PubAck, error) {
 	if _, err := events.Validate(a.Canonical); err != nil {
 		return nil, err
 	}
-	ack, err := c.js.Publish(ctx, projector.ArtifactSubject(id, c.participant), a.Canonical,
-		jetstream.WithMsgID(ledger.MsgID(id, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName))
+	subject := projector.ArtifactSubject(id, c.participant)
+	ack, err := c.js.Publish(ctx, subject, a.Canonical,
+		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -146,7 +149,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 // publishes may be stored out of order when retried.
 func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.PubAckFuture, error) {
 	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
-	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(ledger.MsgID(id, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
+	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
 		jetstream.WithStallWait(30*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)

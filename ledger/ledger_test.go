@@ -116,3 +116,70 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestMsgIDs_For(t *testing.T) {
+	a, b := ledger.NewMsgIDs(), ledger.NewMsgIDs()
+	subject := "parley.019ad3f0-0000-7000-8000-000000000001.art.bob"
+	id := "sha256:" + strings.Repeat("ab", 32)
+	got := a.Artifact(subject, id)
+	if len(got) != 32 || strings.Contains(got, id) || strings.Contains(got, subject) {
+		t.Fatalf("Artifact = %q: want 32 hex digits that reveal neither the subject nor the artifact", got)
+	}
+	if a.Artifact(subject, id) != got {
+		t.Fatal("the same publisher must get the same id for the same message (its retries are absorbed)")
+	}
+	if b.Artifact(subject, id) == got {
+		t.Fatal("two publishers computed the same id: one could suppress the other's message")
+	}
+	if a.Artifact(subject+"x", id) == got || a.Control(subject, id) == got || a.For("a", "b") == a.For("ab") {
+		t.Fatal("different messages share an id")
+	}
+}
+
+// A participant who reads the stream sees the ids of stored messages but
+// cannot make the stream drop someone else's next message: storing junk
+// under the id the old scheme (<deliberation>:<artifact>) predicted, or
+// under an id it saw, never makes the real publish a duplicate.
+func TestMsgIDs_NoSquatting(t *testing.T) {
+	js := connect(t)
+	ctx := context.Background()
+	if _, err := ledger.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	d := "019ad3f0-0000-7000-8000-000000000001"
+	bob := ledger.NewMsgIDs()
+	art := "sha256:" + strings.Repeat("cd", 32)
+	subject := "parley." + d + ".art.bob"
+	first, err := js.Publish(ctx, subject, []byte("first"), jetstream.WithMsgID(bob.Artifact(subject, "sha256:"+strings.Repeat("01", 32))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := js.Stream(ctx, ledger.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := seen.GetMsg(ctx, first.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := raw.Header.Get(jetstream.MsgIDHeader)
+	for _, squat := range []string{d + ":" + art, observed + "x", strings.Repeat("0", 32)} {
+		if _, err := js.Publish(ctx, "parley."+d+".art.alice", []byte("junk"), jetstream.WithMsgID(squat)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack, err := js.Publish(ctx, subject, []byte("bob's objection"), jetstream.WithMsgID(bob.Artifact(subject, art)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Duplicate {
+		t.Fatal("bob's publish was taken for a duplicate of alice's junk")
+	}
+	retry, err := js.Publish(ctx, subject, []byte("bob's objection"), jetstream.WithMsgID(bob.Artifact(subject, art)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !retry.Duplicate || retry.Sequence != ack.Sequence {
+		t.Fatalf("bob's own retry was not absorbed: %+v", retry)
+	}
+}

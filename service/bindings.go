@@ -168,7 +168,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, err
 	}
 	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
-	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(a.ID.String()), jetstream.WithExpectStream(ledger.StreamName),
+	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
 		jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))
 	if err != nil {
 		var apiErr *jetstream.APIError

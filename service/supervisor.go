@@ -98,6 +98,10 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 	return jobs
 }
 
+// msgIDs makes the engine's Nats-Msg-Ids (supervisor emissions, binding
+// resolutions): keyed per process, so nobody else can compute them.
+var msgIDs = ledger.NewMsgIDs()
+
 // ErrSuperseded is returned, wrapped, when a publish was refused because
 // the deliberation moved on after the position judged.
 var ErrSuperseded = errors.New("service: the deliberation moved on after the position judged")
@@ -114,7 +118,7 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	expect := j.Position
 	for i, e := range j.Emissions {
 		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
-			jetstream.WithMsgID(ledger.MsgID(j.Deliberation, e.Artifact.ID.String())),
+			jetstream.WithMsgID(msgIDs.Artifact(projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.ID.String())),
 			jetstream.WithExpectStream(ledger.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
 		if err != nil {

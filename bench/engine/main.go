@@ -107,9 +107,10 @@ func ingest(ctx context.Context, n, k int) {
 				nc, _ := nats.Connect(s.ClientURL())
 				defer nc.Close()
 				js, _ := jetstream.New(nc)
+				ids := ledger.NewMsgIDs()
 				for i := p; i < n; i += k {
 					msg := &nats.Msg{Subject: projector.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
-					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ledger.MsgID(id, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
+					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(msg.Subject, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
 						log.Fatal(err)
 					}
 				}
