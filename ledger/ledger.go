@@ -191,7 +191,9 @@ func (m *MsgIDs) For(parts ...string) string {
 }
 
 // Artifact returns the id of artifact artifactID published on subject.
-func (m *MsgIDs) Artifact(subject, artifactID string) string { return m.For("artifact", subject, artifactID) }
+func (m *MsgIDs) Artifact(subject, artifactID string) string {
+	return m.For("artifact", subject, artifactID)
+}
 
 // Control returns the id of a control message on subject; what identifies
 // it among the publisher's control messages ("open", "round-3").
