@@ -22,8 +22,10 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/termination"
 )
 
 // ErrNoDeliberation: the stream has no message of the deliberation.
@@ -90,9 +92,17 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 // number of lines written (messages for a stream recording, artifacts for
 // an artifact log).
 func Export(ctx context.Context, js jetstream.JetStream, id string, f recording.Format, w io.Writer) (int, error) {
+	return ExportWith(ctx, js, id, f, w, nil)
+}
+
+// ExportWith is Export, folding with a provenance re-verifier (nil: none),
+// which must be the live engine's (the same roots) for the trailer's
+// state_digest to be the engine's where a charter requires admissible
+// provenance.
+func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f recording.Format, w io.Writer, verify provenance.Verifier) (int, error) {
 	rw, _ := recording.NewWriter(w, f, id)
 	if f == recording.Stream {
-		p := projector.New(projector.Options{})
+		p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
 		n, err := messages(ctx, js, id, func(m recording.Message) error {
 			p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
 			return rw.Write(m)
@@ -110,7 +120,7 @@ func Export(ctx context.Context, js jetstream.JetStream, id string, f recording.
 	}
 	// The artifact log: fold once to know the DAG, then write its
 	// artifacts in stream order.
-	p := projector.New(projector.Options{})
+	p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
 	n, err := messages(ctx, js, id, func(m recording.Message) error {
 		p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
 		return nil

@@ -39,7 +39,23 @@ const (
 	CodeMissing     = "audit.missing_emission"
 	CodeInvalid     = "audit.invalid_artifact"
 	CodeNotOpened   = "audit.never_opened"
+	// CodeUnjustifiedEnd: a TERMINATION from someone without the authority
+	// to end the deliberation, or one the record did not justify. The fold
+	// refused it (it changed nothing), but the record holds a claim of an
+	// end that is false.
+	CodeUnjustifiedEnd = "audit.unjustified_end"
+	// CodeFalseCompletion: the deliberation is completed, yet no
+	// completed TERMINATION in it decides a final decision whose closure
+	// verifies.
+	CodeFalseCompletion = "audit.false_completion"
+	// CodeUnjustifiedStatus: the deliberation's status is not the one
+	// a TERMINATION or control message in the record justifies.
+	CodeUnjustifiedStatus = "audit.unjustified_status"
 )
+
+// Codes lists the audit's finding codes (docs/ERRORS.md).
+var Codes = []string{CodeChainBroken, CodeNoTrailer, CodeCount, CodeDigest, CodeOrder, CodeForeign, CodeUnjustified, CodeMissing,
+	CodeInvalid, CodeNotOpened, CodeUnjustifiedEnd, CodeFalseCompletion, CodeUnjustifiedStatus}
 
 // Finding is one thing the audit found.
 type Finding struct {
@@ -99,7 +115,7 @@ func (rep *Report) find(code string, pos uint64, id, format string, a ...any) {
 func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
 	id := r.Header().Deliberation
 	rep := &Report{Format: recording.Stream, Deliberation: id, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{}}
-	p := projector.New(projector.Options{Verifier: verify})
+	p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
 	var last uint64
 	var lastTime time.Time
 	for {
@@ -119,28 +135,21 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 			rep.find(CodeForeign, m.Position, "", "subject %s is not deliberation %s's", m.Subject, id)
 		}
 		last, lastTime = m.Position, m.Time
-		d := p.Deliberation(id)
-		if d != nil && strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
 			rep.Supervisor++
-			// The emission must be one the rules call for at this point.
-			a, err := events.Validate(m.Data)
-			justified := false
-			if err == nil {
-				for _, e := range termination.Decide(d, m.Time) {
-					if e.Artifact.ID == a.ID {
-						justified = true
-					}
-				}
-			}
-			if !justified {
-				aid := ""
-				if a != nil {
-					aid = a.ID.String()
-				}
-				rep.find(CodeUnjustified, m.Position, aid, "a supervisor emission the rules did not call for at this point")
+		}
+		// The fold judges every supervisor emission and every TERMINATION
+		// against the supervisor's rules and the record at its position,
+		// as the live engine does; the audit reports what it refused.
+		out := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		if r := out.Rejection; r != nil {
+			switch r.Code {
+			case projector.CodeSupervisorUnjustified:
+				rep.find(CodeUnjustified, m.Position, r.ArtifactID, "a supervisor emission the rules did not call for at this point (refused: %s)", r.Message)
+			case projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified:
+				rep.find(CodeUnjustifiedEnd, m.Position, r.ArtifactID, "%s's TERMINATION claims an end the record does not justify (refused, %s: %s)", r.Participant, r.Code, r.Message)
 			}
 		}
-		p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
 	}
 	if b := r.ChainBroken(); b > 0 {
 		rep.find(CodeChainBroken, 0, "", "the hash chain breaks at message %d: a byte changed there, or a line was removed or moved before it", b)
@@ -177,6 +186,7 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 		res := d.Verify(dec, 0, d.ClosureLimits())
 		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: n.Seq, Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
 	}
+	checkStatus(rep, d)
 	// Nothing the rules call for may be missing at the end of the record.
 	for _, e := range termination.Decide(d, lastTime) {
 		rep.find(CodeMissing, 0, e.Artifact.ID.String(), "the rules call for a supervisor %s (%s) that the record lacks", e.Artifact.Type, e.Reason)
@@ -185,11 +195,58 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 	return rep, nil
 }
 
+// checkStatus checks, apart from the fold's own rules, that the status is
+// the one the record justifies: completed only through a completed
+// TERMINATION deciding a final decision whose closure verifies; deadlock,
+// exhausted and suspended only through a TERMINATION of that state;
+// cancelled only through a cancel control message.
+func checkStatus(rep *Report, d *projector.Deliberation) {
+	var states []events.TerminationState
+	completes := false
+	for _, id := range d.Terminations() {
+		n, _ := d.Node(id)
+		states = append(states, n.Termination.State)
+		if n.Termination.State == events.Completed && decidesVerified(d, n) {
+			completes = true
+		}
+	}
+	switch s := d.Status; {
+	case s == projector.StatusCompleted && !completes:
+		rep.find(CodeFalseCompletion, 0, "", "the deliberation is completed, but no completed TERMINATION decides a final decision whose closure verifies")
+	case s == projector.StatusCancelled && d.CancelledAt == 0:
+		rep.find(CodeUnjustifiedStatus, 0, "", "the deliberation is cancelled, but no cancel control message is in the record")
+	case s == projector.StatusDeadlock || s == projector.StatusExhausted:
+		if !slices.Contains(states, events.TerminationState(s)) {
+			rep.find(CodeUnjustifiedStatus, 0, "", "the deliberation is %s, but no %s TERMINATION is in the record", s, s)
+		}
+	}
+}
+
+// decidesVerified reports whether the TERMINATION n decides a final
+// decision whose closure verifies.
+func decidesVerified(d *projector.Deliberation, n projector.Node) bool {
+	for _, r := range n.References {
+		if r.Relation != events.Decides {
+			continue
+		}
+		if t, ok := d.Node(r.Target); ok && t.Decision != nil && t.Decision.Status == events.Final && d.Verify(r.Target, 0, d.ClosureLimits()).OK {
+			return true
+		}
+	}
+	return false
+}
+
 func auditLog(r *recording.Reader) (*Report, error) {
 	rep := &Report{Format: recording.Log, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{},
-		NotChecked: []string{"the projector's fold and state_digest, supervisor emissions, rejections and the hash chain: an artifact log carries no control messages, subjects or times; audit a stream recording for those"}}
+		NotChecked: []string{"the projector's fold and state_digest, supervisor emissions, who published each TERMINATION, rejections and the hash chain: an artifact log carries no control messages, subjects or times; audit a stream recording for those"}}
 	g := closure.NewMemGraph()
 	var decisions []canon.Digest
+	type completion struct {
+		ID         canon.Digest
+		Position   uint64
+		References []events.Reference
+	}
+	var terms []completion
 	for {
 		m, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -223,6 +280,23 @@ func auditLog(r *recording.Reader) (*Report, error) {
 		rep.Counts[a.Type]++
 		if a.Type == events.TypeDecision {
 			decisions = append(decisions, a.ID)
+		}
+		if t := a.TerminationPayload(); t != nil && t.State == events.Completed {
+			terms = append(terms, completion{a.ID, m.Position, a.References})
+		}
+	}
+	// A completed TERMINATION must decide a final decision whose closure
+	// verifies.
+	for _, t := range terms {
+		ok := false
+		for _, ref := range t.References {
+			if info, found := g.Lookup(ref.Target); ref.Relation == events.Decides && found && info.Decision != nil &&
+				info.Decision.Status == events.Final && closure.Verify(g, ref.Target, 0, closure.DefaultLimits).OK {
+				ok = true
+			}
+		}
+		if !ok {
+			rep.find(CodeFalseCompletion, t.Position, t.ID.String(), "line %d is a completed TERMINATION that decides no final decision whose closure verifies", t.Position)
 		}
 	}
 	for _, dec := range decisions {

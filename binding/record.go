@@ -71,7 +71,11 @@ func ResolutionOf(a *events.Artifact) (ResolutionRecord, bool) {
 //     a new envelope;
 //   - question: a blocking OBJECTION to the provisional decision (the
 //     question is rejected; deliberation reopens);
-//   - declined: a TERMINATION cancelled that considers the decision.
+//   - declined: a CLAIM that the principal declined, which considers the
+//     decision; the deliberation then ends through the control message
+//     DeclineControl returns (a participant cannot end a deliberation with
+//     a TERMINATION of its own: only the record justifies an end, and a
+//     cancelled one records a control message).
 //
 // r must have been verified against env (Verify or Tracker.Resolve).
 func Record(decision *events.Artifact, env *Envelope, r *Resolution) (*events.Artifact, error) {
@@ -109,8 +113,7 @@ func Record(decision *events.Artifact, env *Envelope, r *Resolution) (*events.Ar
 			Statement: "The principal rejects the question as put: " + env.Question.Stem, Blocking: true},
 			References: []events.Reference{{Target: decision.ID, Relation: events.ObjectsTo}}}
 	case KindDeclined:
-		d = events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Cancelled,
-			Reason: "the principal declined: " + env.Question.Stem},
+		d = events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The principal declined: " + env.Question.Stem},
 			References: []events.Reference{{Target: decision.ID, Relation: events.Considers}}}
 	default:
 		return nil, fmt.Errorf("binding: resolution %q", r.Kind)
@@ -143,4 +146,13 @@ func nonNilIssues(d []events.Issue) []events.Issue {
 		return []events.Issue{}
 	}
 	return d
+}
+
+// DeclineControl is the control message that ends a deliberation whose
+// principal declined the binding moment env (published right after the
+// principal's artifact, in the same atomic batch): {"op":"cancel",
+// "reason":"the principal declined the binding moment sha256:…"}.
+func DeclineControl(env *Envelope) []byte {
+	b, _ := json.Marshal(map[string]string{"op": "cancel", "reason": "the principal declined the binding moment " + env.Digest.String()})
+	return b
 }

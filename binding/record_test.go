@@ -25,7 +25,7 @@ func TestRecord_FourOutcomes(t *testing.T) {
 	}
 	for _, kind := range []binding.Kind{binding.KindOption, binding.KindAnswer, binding.KindQuestion, binding.KindDeclined} {
 		t.Run(string(kind), func(t *testing.T) {
-			p := projector.New(projector.Options{})
+			p := projector.New(projector.Options{Rules: termination.Rules{}})
 			seq := uint64(0)
 			apply := func(subject string, data []byte) projector.Outcome {
 				seq++
@@ -90,8 +90,21 @@ func TestRecord_FourOutcomes(t *testing.T) {
 					t.Fatalf("%s open %v", rec.Type, v.OpenBlockingObjections)
 				}
 			case binding.KindDeclined:
-				if rec.Type != events.TypeTermination || rec.Payload.(*events.Termination).State != events.Cancelled || v.Status != projector.StatusCancelled {
+				if rec.Type != events.TypeClaim || v.Status != projector.StatusOpen {
 					t.Fatalf("%s %s", rec.Type, v.Status)
+				}
+				// The decline ends the deliberation through its cancel,
+				// which the supervisor records.
+				if o := apply(projector.ControlSubject(delib), binding.DeclineControl(env)); o.Control != "cancel" {
+					t.Fatalf("the decline's control: %+v", o.Rejection)
+				}
+				es := termination.Decide(d, d.LastActivity)
+				if len(es) != 1 || es[0].Artifact.TerminationPayload() == nil || es[0].Artifact.TerminationPayload().State != events.Cancelled {
+					t.Fatalf("the supervisor emits %+v", es)
+				}
+				art(projector.SupervisorToken, es[0].Artifact)
+				if d.View().Status != projector.StatusCancelled {
+					t.Fatal(d.View().Status)
 				}
 			}
 		})

@@ -22,6 +22,7 @@ import (
 
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/termination"
 )
 
 var engineBin string
@@ -144,7 +145,7 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := projector.New(projector.Options{})
+	p := projector.New(projector.Options{Rules: termination.Rules{}})
 	if info.State.LastSeq == 0 {
 		return p
 	}

@@ -150,7 +150,7 @@ func TestProvenance_Live(t *testing.T) {
 	// Offline, with the same root: engine closure and engine audit agree
 	// with the live engine.
 	recFile := filepath.Join(t.TempDir(), "rec.jsonl")
-	if out, err := exec.Command(engineBin, "export", "--nats", s.NATSURL(), "--deliberation", id2, "--out", recFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command(engineBin, "export", "--root", root, "--nats", s.NATSURL(), "--deliberation", id2, "--out", recFile).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	out, err := exec.Command(engineBin, "closure", "--root", root, "--decision", dec2.ID.String(), recFile).Output()
@@ -170,7 +170,9 @@ func TestProvenance_Live(t *testing.T) {
 	}
 	// Without the root, the auditor judges by the discipline alone: the
 	// fabricated-looking reading counts at k = 2, and the supervisor's
-	// FAILURE reads as one the rules did not call for. The report says so.
+	// FAILURE reads as one the rules did not call for (and the fold, which
+	// refuses it, no longer gives the trailer's state_digest). The report
+	// says so.
 	out, err = exec.Command(engineBin, "audit", "--json", recFile).Output()
 	var aud2 struct {
 		OK       bool `json:"ok"`

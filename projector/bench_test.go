@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	supervisor "github.com/parley-engine/parley/termination"
 )
 
 // BenchmarkApply folds a chain of objections (one reference each) into one
@@ -26,7 +27,7 @@ func BenchmarkApply(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p := projector.New(projector.Options{})
+		p := projector.New(projector.Options{Rules: supervisor.Rules{}})
 		for j := range msgs {
 			msgs[j].Seq = uint64(j + 1)
 			p.Apply(msgs[j])

@@ -235,18 +235,20 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	}
 	id := func() string { return a.ID.String() }
 	super := participant == SupervisorToken
+	// A TERMINATION from one of the charter's terminators (authorize
+	// judges whether the record justifies it).
+	term := a.Type == events.TypeTermination && d.terminator(participant)
 	switch {
-	case super && d.Status.Terminal() && d.recordsEnd(a):
-		// The supervisor's TERMINATION recording an end that a control
-		// message decided.
+	case (super || term) && d.Status.Terminal() && d.recordsEnd(a):
+		// The TERMINATION recording an end that a control message decided.
 	case d.Status.Terminal():
 		d.Position = m.Seq
 		d.lateN++
 		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
 		return Outcome{Deliberation: d.ID, Late: true}
-	case d.Status == StatusSuspended && !super:
+	case d.Status == StatusSuspended && !super && !term:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
-	case !super && d.allowed != nil && !d.allowed[participant]:
+	case !super && !term && d.allowed != nil && !d.allowed[participant]:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
 	}
 	if _, dup := d.index[a.ID]; dup {
@@ -254,6 +256,11 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	}
 	if _, dup := d.pend[a.ID]; dup {
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
+	}
+	// Only the record justifies an end, and only the rules a supervisor
+	// artifact.
+	if code, msg := d.authorize(m, a, participant); code != "" {
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)
 	}
 	if !super {
 		if code, msg := d.breach(m, a, participant); code != "" {

@@ -72,7 +72,8 @@ const (
 // Codes lists the projector's own rejection codes (docs/ERRORS.md).
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
 	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate, CodePendingOverflow,
-	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeRejectedTarget}
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeRejectedTarget,
+	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.
@@ -116,6 +117,11 @@ type Options struct {
 	// 3 nothing is then counted). It is the relying party's: the fold's
 	// judgement depends on it and on the substrates it reads.
 	Verifier provenance.Verifier
+	// Rules are the supervisor's rules (termination.Rules). The fold
+	// admits an artifact from _supervisor only when they call for it, and
+	// a terminator's exhausted or deadlock TERMINATION only when they
+	// justify it; without them, it admits neither.
+	Rules Rules
 }
 
 // DefaultOptions are the defaults.
@@ -249,10 +255,13 @@ type Control struct {
 // Charter is what the open control message fixes. Limits and Policy are
 // kept as canonical JSON for the supervisor.
 type Charter struct {
-	Title        string          `json:"title"`
-	Participants []string        `json:"participants,omitempty"`
-	Limits       json.RawMessage `json:"limits,omitempty"`
-	Policy       json.RawMessage `json:"policy,omitempty"`
+	Title        string   `json:"title"`
+	Participants []string `json:"participants,omitempty"`
+	// Terminators are the participants who may, beside the supervisor,
+	// publish a TERMINATION; the record must still justify it.
+	Terminators []string        `json:"terminators,omitempty"`
+	Limits      json.RawMessage `json:"limits,omitempty"`
+	Policy      json.RawMessage `json:"policy,omitempty"`
 }
 
 var errControl = errors.New("control message")
@@ -281,6 +290,11 @@ func parseControl(data []byte) (Control, *Charter, error) {
 		for _, t := range ch.Participants {
 			if !ValidToken(t) {
 				return c, nil, errors.New("charter: participant token " + strconv.Quote(t))
+			}
+		}
+		for _, t := range ch.Terminators {
+			if !ValidToken(t) {
+				return c, nil, errors.New("charter: terminator token " + strconv.Quote(t))
 			}
 		}
 		return c, &ch, nil

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	supervisor "github.com/parley-engine/parley/termination"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -22,7 +24,7 @@ type feed struct {
 }
 
 func newFeed(t testing.TB) *feed {
-	return &feed{t: t, p: projector.New(projector.Options{})}
+	return &feed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
 }
 
 func (f *feed) raw(subject string, data []byte) projector.Outcome {
@@ -106,7 +108,16 @@ func TestApply_Deliberation(t *testing.T) {
 	if got := d.ParticipantCounts(); got["alice"] != 4 || got["bob"] != 1 {
 		t.Errorf("participants %v", got)
 	}
-	f.art("_supervisor", termination(events.Completed, events.Reference{Target: dec.ID, Relation: events.Decides}))
+	// Only the supervisor's own TERMINATION, as its rules make it, ends
+	// the deliberation.
+	wantRejection(t, f.art("_supervisor", termination(events.Completed, events.Reference{Target: dec.ID, Relation: events.Decides})), projector.CodeSupervisorUnjustified)
+	es := supervisor.Decide(d, time.Time{})
+	if len(es) != 1 || es[0].Artifact.Type != events.TypeTermination {
+		t.Fatalf("the supervisor decides %+v", es)
+	}
+	if o := f.art("_supervisor", es[0].Artifact); len(o.Accepted) != 1 {
+		t.Fatalf("%+v", o.Rejection)
+	}
 	if d.Status != projector.StatusCompleted {
 		t.Fatalf("status %s", d.Status)
 	}
@@ -131,7 +142,7 @@ func TestApply_Rejections(t *testing.T) {
 	wantRejection(t, f.raw("parley."+strings.ToUpper(delib)+".ctl", []byte(`{"op":"open","charter":{}}`)), projector.CodeDeliberationInvalid)
 	wantRejection(t, f.ctl(`{"op":"suspend"}`), projector.CodeNotOpen)
 	wantRejection(t, f.ctl(`{"op":"open"}`), projector.CodeControlInvalid)
-	f.ctl(`{"op":"open","charter":{"title":"t","participants":["alice","bob"]}}`)
+	f.ctl(`{"op":"open","charter":{"title":"t","participants":["alice","bob"],"terminators":["carol"]}}`)
 	d := f.d()
 	wantRejection(t, f.ctl(`{"op":"open","charter":{"title":"again"}}`), projector.CodeAlreadyOpen)
 	wantRejection(t, f.ctl(`{"op":"dance"}`), projector.CodeControlInvalid)
@@ -154,7 +165,15 @@ func TestApply_Rejections(t *testing.T) {
 	// Relation applicability: objects-to a TERMINATION is inapplicable.
 	// (A suspended TERMINATION is not terminal.)
 	susp := termination(events.Suspended)
-	f.art("alice", susp)
+	wantRejection(t, f.art("alice", susp), projector.CodeTerminationUnauthorized)
+	wantRejection(t, f.art("carol", susp), projector.CodeTerminationUnjustified) // no suspend to record
+	if d.Status != projector.StatusOpen {
+		t.Fatalf("status %s", d.Status)
+	}
+	f.ctl(`{"op":"suspend"}`)
+	if o := f.art("carol", susp); len(o.Accepted) != 1 {
+		t.Fatalf("the terminator's record of the suspension: %+v", o.Rejection)
+	}
 	if d.Status != projector.StatusSuspended {
 		t.Fatalf("status %s", d.Status)
 	}
@@ -162,7 +181,7 @@ func TestApply_Rejections(t *testing.T) {
 	f.ctl(`{"op":"resume"}`)
 	wantRejection(t, f.art("bob", objection(susp.ID, true)), "relation.inapplicable")
 	_, total, codes := d.Rejections()
-	if total != 10 || codes[projector.CodeDuplicate] != 1 {
+	if total != 12 || codes[projector.CodeDuplicate] != 1 {
 		t.Errorf("rejections %d %v", total, codes)
 	}
 	f.ctl(`{"op":"cancel","reason":"enough"}`)
@@ -195,7 +214,7 @@ func TestApply_Pending(t *testing.T) {
 		t.Errorf("pending %d artifacts %d", d.Pending(), d.Artifacts())
 	}
 	// Pending is bounded.
-	g := &feed{t: t, p: projector.New(projector.Options{MaxPending: 2})}
+	g := &feed{t: t, p: projector.New(projector.Options{MaxPending: 2, Rules: supervisor.Rules{}})}
 	g.ctl(`{"op":"open","charter":{"title":"t"}}`)
 	for i := 0; i < 2; i++ {
 		if o := g.art("a", objection(claim(string(rune('a'+i))).ID, false)); !o.Pending {
@@ -205,12 +224,13 @@ func TestApply_Pending(t *testing.T) {
 	wantRejection(t, g.art("a", objection(claim("z").ID, false)), projector.CodePendingOverflow)
 	// Waiters of a rejected artifact are rejected with it.
 	h := newFeed(t)
-	h.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	h.ctl(`{"op":"open","charter":{"title":"t","terminators":["a"]}}`)
 	term := termination(events.Suspended)
 	bad := objection(term.ID, true) // objects-to a TERMINATION
 	child := objection(bad.ID, false)
 	h.art("a", child)
 	h.art("a", bad)
+	h.ctl(`{"op":"suspend"}`)
 	o = h.art("a", term)
 	if h.d().Pending() != 0 || h.d().Artifacts() != 1 {
 		t.Fatalf("%+v pending %d", o, h.d().Pending())
@@ -262,7 +282,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 	if err := f.p.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	q, err := projector.ReadSnapshot(&buf, projector.Options{})
+	q, err := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +298,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 	if a.StateDigest() != b.StateDigest() || len(b.OpenBlockingObjections()) != 0 || b.Pending() != 1 {
 		t.Fatal("diverged after the snapshot")
 	}
-	if _, err := projector.ReadSnapshot(strings.NewReader("junk"), projector.Options{}); err == nil {
+	if _, err := projector.ReadSnapshot(strings.NewReader("junk"), projector.Options{Rules: supervisor.Rules{}}); err == nil {
 		t.Error("junk snapshot accepted")
 	}
 }
@@ -300,7 +320,7 @@ func TestDeliberation_Verify(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	f.p.WriteSnapshot(&buf)
-	q, _ := projector.ReadSnapshot(&buf, projector.Options{})
+	q, _ := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
 	if r2 := q.Deliberation(delib).Verify(dec.ID, 0, closure.Limits{}); fmt.Sprint(r2) != fmt.Sprint(r) {
 		t.Fatalf("after snapshot %+v", r2)
 	}
@@ -320,11 +340,11 @@ func TestStateDigest_PositionIndependent(t *testing.T) {
 			{projector.ArtifactSubject(id, "b"), "junk"},
 		}
 	}
-	a := projector.New(projector.Options{})
+	a := projector.New(projector.Options{Rules: supervisor.Rules{}})
 	for i, m := range msgs(delib) {
 		a.Apply(projector.Msg{Seq: uint64(i + 1), Subject: m[0], Data: []byte(m[1])})
 	}
-	b := projector.New(projector.Options{})
+	b := projector.New(projector.Options{Rules: supervisor.Rules{}})
 	seq := uint64(100)
 	for _, m := range msgs(other) {
 		seq += 7 // other deliberations' messages in between

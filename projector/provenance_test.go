@@ -98,7 +98,7 @@ func TestProvenancePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rv.Close()
-	f := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: rv.Verify})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})}
 	if o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2,"window":"10m"}}}}`)); o.Rejection != nil {
 		t.Fatal(o.Rejection)
 	}
@@ -199,7 +199,7 @@ func TestProvenancePolicy(t *testing.T) {
 	if err := f.p.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	q, err := projector.ReadSnapshot(&buf, projector.Options{})
+	q, err := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 	dir, head := observedRepo(t)
 	rv, _ := provenance.NewReverifier(dir)
 	defer rv.Close()
-	f := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: rv.Verify})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})}
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	c := claim("c")
 	f.art(c)
@@ -227,7 +227,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "CHANGELOG.md"), []byte("# Changelog\n\n## 2026-05-25\n- first entry, rewritten\n"), 0o644)
 	fresh, _ := provenance.NewReverifier(dir)
 	defer fresh.Close()
-	g := &timedFeed{t: t, p: projector.New(projector.Options{Verifier: fresh.Verify})}
+	g := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: fresh.Verify})}
 	g.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	g.art(c)
 	e := evidence(events.TraceVerifiedObservation, c.ID, "read", set)
@@ -251,7 +251,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 // Window: judged at the time the EVIDENCE reached the stream, with the
 // charter's W; a pending EVIDENCE keeps its own time.
 func TestProvenancePolicy_Window(t *testing.T) {
-	f := &timedFeed{t: t, p: projector.New(projector.Options{})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":1,"window":"30s"}}}}`))
 	c := claim("c")
 	mk := func(age time.Duration, at time.Time) *events.Artifact {
@@ -282,14 +282,14 @@ func TestProvenancePolicy_Window(t *testing.T) {
 func TestProvenancePolicy_Invalid(t *testing.T) {
 	for _, pol := range []string{`{"provenance":{"require":["HYPOTHESIS"]}}`, `{"provenance":{"k":-1}}`, `{"provenance":{"k":9}}`,
 		`{"provenance":{"window":"soon"}}`, `{"provenance":{"window":"-1m"}}`, `{"provenance":{"floor":3}}`, `{"provenance":[]}`} {
-		f := &timedFeed{t: t, p: projector.New(projector.Options{})}
+		f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
 		o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":`+pol+`}}`))
 		if o.Rejection == nil || o.Rejection.Code != projector.CodeControlInvalid {
 			t.Errorf("%s: %+v", pol, o)
 		}
 	}
 	// Engine-wide defaults apply where a charter is silent.
-	f := &timedFeed{t: t, p: projector.New(projector.Options{Defaults: projector.Defaults{Policy: projector.Policy{Provenance: &projector.ProvenancePolicy{K: 3}}}})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Defaults: projector.Defaults{Policy: projector.Policy{Provenance: &projector.ProvenancePolicy{K: 3}}}})}
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`))
 	if pp := f.p.Deliberation(delib).Policy().Provenance; pp == nil || pp.K != 3 || pp.Window != "" {
 		t.Fatalf("%+v", pp)
@@ -333,7 +333,7 @@ func BenchmarkFoldProvenance(b *testing.B) {
 		b.Run(policy, func(b *testing.B) {
 			for b.Loop() {
 				rv, _ := provenance.NewReverifier(dir) // a cold cache every time
-				p := projector.New(projector.Options{Verifier: rv.Verify})
+				p := projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})
 				pol := `{}`
 				if policy == "provenance" {
 					pol = `{"provenance":{"k":2}}`

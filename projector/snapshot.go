@@ -12,7 +12,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 4
+const snapshotVersion = 5
 
 type snapshot struct {
 	Version       int

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
@@ -168,8 +169,14 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, err
 	}
 	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
-	ack, err := q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
-		jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))
+	var ack *jetstream.PubAck
+	if res.Kind == binding.KindDeclined {
+		// The decline and the cancel it implies land together or not at all.
+		ack, err = q.publishDecline(ctx, id, msg, a, env, last)
+	} else {
+		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
+			jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))
+	}
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
@@ -201,6 +208,26 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
 	}
 	return &Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
+}
+
+// publishDecline publishes a declined resolution's artifact and the cancel
+// control message it implies (binding.DeclineControl) as one atomic batch,
+// on condition that the deliberation's last message is still at last. It
+// returns the artifact's acknowledgement.
+func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
+	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
+	msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, projector.DeliberationFilter(id))
+	ctl := &nats.Msg{Subject: projector.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
+	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
+	ack, err := jetstreamext.PublishMsgBatch(ctx, q.js, []*nats.Msg{msg, ctl})
+	if err != nil {
+		return nil, err
+	}
+	// The batch's ack names its last message, the cancel; the artifact is
+	// the one before it.
+	return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Sequence - 1}, nil
 }
 
 // BindingSubject is where the engine announces a new binding moment of a

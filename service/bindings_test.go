@@ -66,7 +66,7 @@ func TestBindings_HTTP(t *testing.T) {
 		{binding.KindOption, `"resolution":"option","option_idx":0`, events.TypeDecision, "completed"},
 		{binding.KindAnswer, `"resolution":"answer","answer":"Only the dates, and only for this booking."`, events.TypeClaim, "open"},
 		{binding.KindQuestion, `"resolution":"question"`, events.TypeObjection, "open"},
-		{binding.KindDeclined, `"resolution":"declined"`, events.TypeTermination, "cancelled"},
+		{binding.KindDeclined, `"resolution":"declined"`, events.TypeClaim, "cancelled"},
 	} {
 		judge, _ := client.New(nc, "judge")
 		id, err := judge.Open(ctx, client.Charter{Title: "share?"})

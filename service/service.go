@@ -28,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/termination"
 )
 
 // Config of the engine service.
@@ -168,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults, Verifier: verify},
+			Defaults: cfg.CharterDefaults, Verifier: verify, Rules: termination.Rules{}},
 		Logger:  s.log.With("component", "projector"),
 		Metrics: s.Metrics,
 		OnApply: bw.onApply,

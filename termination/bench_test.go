@@ -16,7 +16,7 @@ import (
 // of the artifacts are blocking objections left open.
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
-		w := &world{t: nil, p: projector.New(projector.Options{}), now: base}
+		w := &world{t: nil, p: projector.New(projector.Options{Rules: termination.Rules{}}), now: base}
 		w.apply(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"bench","limits":{"idle_timeout":"1h","stall_window":1000000,"budget_tokens":1000000000,"max_artifacts":10000000,"deadline":"2030-01-01T00:00:00Z"},"policy":{"required_participants":["p0"]}}}`))
 		root := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root"}})
 		w.apply(projector.ArtifactSubject(delib, "p0"), root.Canonical)

@@ -98,7 +98,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	case d.Status != projector.StatusOpen:
 		return nil
 	}
-	lim, pol := d.Limits(), d.Policy()
+	pol := d.Policy()
 
 	// Per-artifact limit breaches.
 	kept, _, _ := d.Rejections()
@@ -137,11 +137,47 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	}
 
 	// Exhaustion, then deadlock.
-	type end struct {
-		state events.TerminationState
-		code  string
-		why   string
+	ends := dueEnds(d, now)
+	if len(ends) == 0 {
+		return out
 	}
+	return append(out, ending(d, ends[0])...)
+}
+
+// end is a breach or stall that ends a deliberation.
+type end struct {
+	state events.TerminationState
+	code  string
+	why   string
+}
+
+// ending returns the FAILURE (unless the deliberation has it) and the
+// TERMINATION that answer e.
+func ending(d *projector.Deliberation, e end) []Emission {
+	var out []Emission
+	open := d.OpenBlockingObjections()
+	// The FAILURE's body depends only on the condition (never on the
+	// position judged, which its own publication moves), so a supervisor
+	// that restarts between the FAILURE and the TERMINATION finds it.
+	f := failure(e.code, e.why, nil, nil)
+	if ex := emitNew(d, e.code, f); ex != nil {
+		out = append(out, *ex)
+	}
+	fa := seal(f)
+	refs := []events.Reference{{Target: fa.ID, Relation: events.Considers}}
+	for _, o := range open {
+		refs = append(refs, events.Reference{Target: o, Relation: events.Considers})
+	}
+	t := termDraft(e.state, e.code+": "+e.why, refs)
+	t.Payload = events.Termination{State: e.state, Reason: e.code + ": " + e.why, UnresolvedObjections: open}
+	return append(out, emit(d, e.code, t))
+}
+
+// dueEnds returns, in order of precedence, every exhaustion and deadlock
+// condition that holds for an open deliberation d at time now.
+func dueEnds(d *projector.Deliberation, now time.Time) []end {
+	lim, pol := d.Limits(), d.Policy()
+	msg := func(seq uint64) string { return "message " + u(d.Ordinal(seq)) }
 	var ends []end
 	if lim.MaxArtifacts > 0 && d.ParticipantArtifacts() >= lim.MaxArtifacts {
 		ends = append(ends, end{events.Exhausted, CodeExhaustedArtifacts, "max_artifacts " + strconv.Itoa(lim.MaxArtifacts) + " reached"})
@@ -183,27 +219,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 			ends = append(ends, end{events.Deadlock, CodeDeadlockSilent, "required participants silent for idle_timeout " + lim.IdleTimeout + ": " + strings.Join(silent, ", ")})
 		}
 	}
-	if len(ends) == 0 {
-		return out
-	}
-	open := d.OpenBlockingObjections()
-	e := ends[0]
-	// The FAILURE's body depends only on the condition (never on the
-	// position judged, which its own publication moves), so a supervisor
-	// that restarts between the FAILURE and the TERMINATION finds it.
-	f := failure(e.code, e.why, nil, nil)
-	if ex := emitNew(d, e.code, f); ex != nil {
-		out = append(out, *ex)
-	}
-	fa := seal(f)
-	refs := []events.Reference{{Target: fa.ID, Relation: events.Considers}}
-	for _, o := range open {
-		refs = append(refs, events.Reference{Target: o, Relation: events.Considers})
-	}
-	t := termDraft(e.state, e.code+": "+e.why, refs)
-	t.Payload = events.Termination{State: e.state, Reason: e.code + ": " + e.why, UnresolvedObjections: open}
-	out = append(out, emit(d, e.code, t))
-	return out
+	return ends
 }
 
 func isLimit(code string) bool {

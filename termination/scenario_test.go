@@ -90,7 +90,7 @@ func runScenario(t *testing.T, file string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w := &world{t: t, p: projector.New(projector.Options{}), now: base, ids: map[string]canon.Digest{}, names: map[canon.Digest]string{}}
+	w := &world{t: t, p: projector.New(projector.Options{Rules: termination.Rules{}}), now: base, ids: map[string]canon.Digest{}, names: map[canon.Digest]string{}}
 	sc := bufio.NewScanner(f)
 	line := 0
 	for sc.Scan() {
@@ -170,6 +170,10 @@ func runScenario(t *testing.T, file string) {
 					t.Fatalf("%s: Decide is not deterministic", at)
 				}
 			}
+			// The runner publishes what it decided after deciding: the
+			// emissions reach the stream at the time judged.
+			now := w.now
+			w.now = base.Add(dur)
 			for _, e := range w.last {
 				o := w.apply(projector.ArtifactSubject(delib, projector.SupervisorToken), e.Artifact.Canonical)
 				if o.Rejection != nil {
@@ -179,6 +183,7 @@ func runScenario(t *testing.T, file string) {
 					w.lastT = tp
 				}
 			}
+			w.now = now
 		case "want":
 			d := w.p.Deliberation(delib)
 			switch args[0] {

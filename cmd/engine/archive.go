@@ -56,10 +56,16 @@ func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
 func runExport(ctx context.Context, e *env, args []string) int {
 	var nf natsFlags
 	var id, format, out string
-	fs := newFlags(e, "export", "--deliberation ID [--format log|stream] [--out FILE] [--nats URL]", `Writes a deliberation of a live engine (or straight from its NATS cluster) as
+	var rootDirs roots
+	fs := newFlags(e, "export", "--deliberation ID [--format log|stream] [--out FILE] [--nats URL] [--root DIR]...", `Writes a deliberation of a live engine (or straight from its NATS cluster) as
 a recording: "stream" (every message, bytes exact, with positions, times and
 a hash chain; the default) or "log" (the DAG's artifacts in stream order,
-what engine closure reads). docs/RECORDINGS.md describes both.`)
+what engine closure reads). docs/RECORDINGS.md describes both. The
+trailer's state_digest comes from folding the messages here: where a
+charter requires admissible provenance, give the engine's
+--provenance-root directories as --root so that the fold judges evidence
+as the engine did.`)
+	fs.Var(&rootDirs, "root", "a directory to re-verify provenance annotations against, as the engine's --provenance-root (repeatable)")
 	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
 	fs.StringVar(&format, "format", "stream", "stream or log")
 	fs.StringVar(&out, "out", "-", "output file, - for standard output")
@@ -71,6 +77,12 @@ what engine closure reads). docs/RECORDINGS.md describes both.`)
 		fmt.Fprintln(e.stderr, "engine export: --deliberation is required, and --format is stream or log")
 		return exitUsage
 	}
+	rv, err := rootDirs.open()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
+		return exitUsage
+	}
+	defer rv.Close()
 	nc, js, err := nf.connect()
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
@@ -86,7 +98,7 @@ what engine closure reads). docs/RECORDINGS.md describes both.`)
 		}
 		w = f
 	}
-	n, err := archive.Export(ctx, js, id, recording.Format(format), w)
+	n, err := archive.ExportWith(ctx, js, id, recording.Format(format), w, rv.verifier())
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr

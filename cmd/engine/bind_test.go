@@ -123,7 +123,7 @@ func TestBind_Terminal(t *testing.T) {
 	}
 	screen("q") // not offered: nothing happens
 	screen("d")
-	waitFor(screen, "recorded: the principal's TERMINATION")
+	waitFor(screen, "recorded: the principal's CLAIM")
 
 	// Answer in my own words.
 	id = ask(byName["seed002-6.4"])

@@ -12,6 +12,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/termination"
 )
 
 func runClosure(ctx context.Context, e *env, args []string) int {
@@ -92,7 +93,7 @@ func readRecording(ctx context.Context, in io.Reader, maxSize int, verify proven
 	v := events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxSize)))
 	skipped := 0
 	if r.Format() == recording.Stream {
-		p := projector.New(projector.Options{Validator: v, Verifier: verify})
+		p := projector.New(projector.Options{Validator: v, Verifier: verify, Rules: termination.Rules{}})
 		for {
 			if ctx.Err() != nil {
 				return nil, 0, ctx.Err()
