@@ -33,12 +33,31 @@ var ErrNoDeliberation = errors.New("archive: no such deliberation in the stream"
 
 // messages calls fn for every message of deliberation id in the stream, in
 // order, with its original position and time when it was imported.
-func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(recording.Message) error) (int, error) {
-	return messagesSeq(ctx, js, id, func(m recording.Message, _ uint64) error { return fn(m) })
+func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(streamMsg) error) (int, error) {
+	return messagesSeq(ctx, js, id, func(m streamMsg, _ uint64) error { return fn(m) })
+}
+
+// streamMsg is a message read from the stream: its recording form (the
+// original position an import gave it, the stream time) and the time it
+// claims to have had originally (zero: none).
+type streamMsg struct {
+	recording.Message
+	Claimed time.Time
+}
+
+// fold applies m to p and returns its recording form, with the time the
+// fold gave it.
+func (m streamMsg) fold(p *projector.Projection) recording.Message {
+	out := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Claimed: m.Claimed})
+	r := m.Message
+	if !out.Time.IsZero() {
+		r.Time = out.Time
+	}
+	return r
 }
 
 // messagesSeq is messages, with each message's position in this stream.
-func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m recording.Message, seq uint64) error) (int, error) {
+func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
 	s, err := js.Stream(ctx, ledger.StreamName)
 	if err != nil {
 		return 0, err
@@ -72,13 +91,16 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		if err != nil {
 			return n, err
 		}
-		msg := recording.Message{Position: meta.Sequence.Stream, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()}
+		msg := streamMsg{Message: recording.Message{Position: meta.Sequence.Stream, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()}}
 		if h := m.Headers(); h != nil {
 			if p, err := strconv.ParseUint(h.Get(service.OriginalPositionHeader), 10, 64); err == nil && p > 0 {
 				msg.Position = p
 			}
+			// The time a message claims is the fold's to judge
+			// (projector.EffectiveTime): Export writes the time the fold
+			// gave it.
 			if t, err := time.Parse(time.RFC3339Nano, h.Get(service.OriginalTimeHeader)); err == nil {
-				msg.Time = t
+				msg.Claimed = t
 			}
 		}
 		if err := fn(msg, meta.Sequence.Stream); err != nil {
@@ -103,9 +125,8 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	rw, _ := recording.NewWriter(w, f, id)
 	if f == recording.Stream {
 		p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
-		n, err := messages(ctx, js, id, func(m recording.Message) error {
-			p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
-			return rw.Write(m)
+		n, err := messages(ctx, js, id, func(m streamMsg) error {
+			return rw.Write(m.fold(p))
 		})
 		if err == nil && n == 0 {
 			err = ErrNoDeliberation
@@ -121,8 +142,8 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	// The artifact log: fold once to know the DAG, then write its
 	// artifacts in stream order.
 	p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
-	n, err := messages(ctx, js, id, func(m recording.Message) error {
-		p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+	n, err := messages(ctx, js, id, func(m streamMsg) error {
+		m.fold(p)
 		return nil
 	})
 	if err == nil && n == 0 {
@@ -138,7 +159,7 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	in := map[uint64]bool{}
 	d.Nodes(func(_ canon.Digest, n projector.Node) { in[n.Seq] = true })
 	written := 0
-	_, err = messages(ctx, js, id, func(m recording.Message) error {
+	_, err = messages(ctx, js, id, func(m streamMsg) error {
 		if !in[m.Position] {
 			return nil
 		}
@@ -206,7 +227,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	res.Messages = len(recs)
 	existing := 0
 	var lastSeq uint64 // the deliberation's last position in this stream
-	_, err := messagesSeq(ctx, js, to, func(m recording.Message, seq uint64) error {
+	_, err := messagesSeq(ctx, js, to, func(m streamMsg, seq uint64) error {
 		if existing >= len(recs) || m.Subject != recs[existing].Subject || !bytes.Equal(m.Data, recs[existing].Data) {
 			return fmt.Errorf("archive: deliberation %s already exists in the stream and is not this recording (message %d differs); nothing was imported", to, existing+1)
 		}

@@ -114,9 +114,10 @@ type Deliberation struct {
 	CancelledAt  uint64
 	CancelReason string
 
-	limits Limits
-	policy Policy
-	now    time.Time // the time of the message being applied
+	limits   Limits
+	policy   Policy
+	now      time.Time // the time of the message being applied
+	lastTime time.Time // the time the fold gave the deliberation's last message
 
 	index   map[canon.Digest]int32   // artifact id -> nodes
 	objTo   map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it

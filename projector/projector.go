@@ -22,6 +22,27 @@ type Msg struct {
 	// deliberation opened, when it last accepted an artifact) for the
 	// supervisor's time limits; it never reads a clock.
 	Time time.Time
+	// Claimed is the time the message says it originally had (an import's
+	// Parley-Original-Time header), zero when it says none. Anyone can set
+	// a header, so the fold uses it only within bounds (EffectiveTime).
+	Claimed time.Time
+}
+
+// EffectiveTime is the time the fold gives a message: its stream time, or
+// the earlier time it claims (an imported message keeps its original
+// time), but never earlier than the previous message of its deliberation
+// (prev). So a participant who backdates a message can make it count as
+// sent right after the last one, and no earlier: it cannot make an idle
+// timeout fire early, nor push a time into the future.
+func EffectiveTime(m Msg, prev time.Time) time.Time {
+	t := m.Time
+	if !m.Claimed.IsZero() && m.Claimed.Before(t) {
+		t = m.Claimed
+	}
+	if t.Before(prev) {
+		t = prev
+	}
+	return t
 }
 
 // Status of a deliberation.
@@ -185,6 +206,9 @@ type Outcome struct {
 	Rejection    *Rejection
 	Late         bool
 	Control      string // the op of an applied control message
+	// Time is the time the fold gave the message (EffectiveTime): what a
+	// recording of it must carry for a fold of the recording to agree.
+	Time time.Time
 }
 
 // Apply folds one message into the projection. Messages must come in
@@ -196,6 +220,20 @@ func (p *Projection) Apply(m Msg) Outcome {
 	}
 	p.position = m.Seq
 	delib, kind, participant := route(m.Subject)
+	var prev time.Time
+	if d := p.delibs[delib]; d != nil {
+		prev = d.lastTime
+	}
+	m.Time = EffectiveTime(m, prev)
+	out := p.apply(m, delib, kind, participant)
+	out.Time = m.Time
+	if d := p.delibs[delib]; d != nil {
+		d.lastTime = m.Time
+	}
+	return out
+}
+
+func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 	switch {
 	case kind == "":
 		return p.unroutable(m, "", CodeSubjectInvalid, "not parley.<deliberation>.art.<participant> or parley.<deliberation>.ctl: "+strconv.Quote(m.Subject))

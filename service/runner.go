@@ -183,14 +183,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
 			continue
 		}
-		t := meta.Timestamp
-		// An imported message keeps its original time.
+		// An imported message claims its original time; the fold decides
+		// how much of the claim to believe (projector.EffectiveTime).
+		var claimed time.Time
 		if h := msg.Headers().Get(OriginalTimeHeader); h != "" {
 			if ot, err := time.Parse(time.RFC3339Nano, h); err == nil {
-				t = ot
+				claimed = ot
 			}
 		}
-		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: t}, meta.NumPending)
+		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp, Claimed: claimed}, meta.NumPending)
 	}
 }
 

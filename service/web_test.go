@@ -137,7 +137,7 @@ func TestWeb_BindPage(t *testing.T) {
 		inv.RecBorder == inv.OtherBorder || inv.Badge != "Recommended" || !inv.Answer || !inv.Question || !inv.Decline {
 		t.Fatalf("invariants: %+v", inv)
 	}
-	if typ := result(t, bctx, chromedp.Click(`#decline`)); typ != "TERMINATION" {
+	if typ := result(t, bctx, chromedp.Click(`#decline`)); typ != "CLAIM" {
 		t.Fatalf("decline recorded a %s", typ)
 	}
 	waitStatus(id, "cancelled")
