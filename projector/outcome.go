@@ -1,0 +1,176 @@
+package projector
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// Verdict is what the fold did with one message.
+type Verdict string
+
+// Verdicts. Accepted, pending and applied mean the message took effect;
+// rejected and late mean it did not (it stays in the stream); unprojected
+// and unknown say that the projection cannot tell (yet, or any more).
+const (
+	// VerdictAccepted: the artifact is in the DAG at the message's position.
+	VerdictAccepted Verdict = "accepted"
+	// VerdictPending: the artifact waits for references not yet known; it
+	// may still be accepted, or rejected (reference.rejected_target).
+	VerdictPending Verdict = "pending"
+	// VerdictRejected: the message is recorded as a rejection, with its
+	// class, code and message.
+	VerdictRejected Verdict = "rejected"
+	// VerdictLate: a valid artifact that arrived after the deliberation
+	// ended; it is kept outside the state.
+	VerdictLate Verdict = "late"
+	// VerdictApplied: a control message that took effect.
+	VerdictApplied Verdict = "applied"
+	// VerdictUnprojected: the projection has not reached the position yet.
+	// Ask again.
+	VerdictUnprojected Verdict = "unprojected"
+	// VerdictUnknown: the projection no longer keeps the record (only the
+	// most recent Options.MaxKept rejections and late artifacts are kept
+	// in detail).
+	VerdictUnknown Verdict = "unknown"
+)
+
+// Took reports whether the verdict says the message took effect.
+func (v Verdict) Took() bool {
+	return v == VerdictAccepted || v == VerdictPending || v == VerdictApplied
+}
+
+// MessageOutcome is the verdict on the message at a stream position.
+type MessageOutcome struct {
+	Verdict      Verdict
+	Deliberation string
+	Position     uint64
+	Participant  string       // an artifact message's token
+	ArtifactID   canon.Digest // zero when the bytes are no valid artifact
+	ArtifactType events.Type  // accepted and pending artifacts
+	Op           string       // a control message's op, when it parses
+	Rejection    *Rejection   // VerdictRejected
+	// Note explains unprojected and unknown verdicts.
+	Note string
+}
+
+// Errors of OutcomeOf.
+var (
+	// ErrOtherDeliberation: the message is not one of the deliberation's.
+	ErrOtherDeliberation = errors.New("projector: the message is not one of the deliberation's")
+	// ErrArtifactMismatch: the message is not the artifact asked about.
+	ErrArtifactMismatch = errors.New("projector: the message is another artifact")
+)
+
+// OutcomeOf says what the fold did with m, a message of deliberation id as
+// read back from the stream at its position (m.Seq). When want is not
+// zero, m must be that artifact (ErrArtifactMismatch otherwise). It reads
+// the projection and changes nothing.
+//
+// Accepted, pending, and the opening, cancelling or current suspending
+// control messages are found in the state itself, whatever was evicted.
+// A rejection or a late artifact is found among the kept ones; when some
+// were evicted, a message found nowhere is VerdictUnknown rather than
+// guessed.
+func (p *Projection) OutcomeOf(id string, m Msg, want canon.Digest) (MessageOutcome, error) {
+	delib, kind, participant := route(m.Subject)
+	if delib != id || kind == "" {
+		return MessageOutcome{}, ErrOtherDeliberation
+	}
+	out := MessageOutcome{Deliberation: id, Position: m.Seq, Participant: participant}
+	var a *events.Artifact
+	ctlOK := false
+	if kind == "art" {
+		if v, err := p.opts.Validator.Validate(m.Data); err == nil {
+			a = v
+			out.ArtifactID = a.ID
+		}
+		if want != (canon.Digest{}) && a != nil && a.ID != want {
+			return out, ErrArtifactMismatch
+		}
+	} else if c, _, err := parseControl(m.Data); err == nil {
+		ctlOK, out.Op = true, c.Op
+	}
+	if m.Seq > p.position {
+		out.Verdict = VerdictUnprojected
+		out.Note = "the projection is at position " + strconv.FormatUint(p.position, 10)
+		return out, nil
+	}
+	d := p.delibs[id]
+	if d == nil || m.Seq < d.OpenedAt {
+		// Before the deliberation was opened (or it never was): the
+		// message was recorded among the unrouted rejections.
+		if r := findRejection(p.unrouted, m.Seq); r != nil {
+			out.Verdict, out.Rejection = VerdictRejected, r
+			return out, nil
+		}
+		out.Verdict = VerdictUnknown
+		out.Note = evictedNote(len(p.unrouted), p.unroutedTotal, "messages of deliberations not open")
+		return out, nil
+	}
+	if r := findRejection(d.rejects, m.Seq); r != nil {
+		out.Verdict, out.Rejection = VerdictRejected, r
+		return out, nil
+	}
+	complete := len(d.rejects) == d.rejTotal
+	if kind == "art" {
+		for i := len(d.late) - 1; i >= 0; i-- {
+			if d.late[i].Position == m.Seq {
+				out.Verdict = VerdictLate
+				return out, nil
+			}
+		}
+		if a != nil {
+			if i, ok := d.index[a.ID]; ok && d.nodes[i].seq == m.Seq {
+				out.Verdict, out.ArtifactType = VerdictAccepted, a.Type
+				return out, nil
+			}
+			if pa := d.pend[a.ID]; pa != nil && pa.seq == m.Seq {
+				out.Verdict, out.ArtifactType = VerdictPending, a.Type
+				return out, nil
+			}
+		}
+		out.Verdict = VerdictUnknown
+		switch {
+		case !complete:
+			out.Note = evictedNote(len(d.rejects), d.rejTotal, "rejections")
+		case len(d.late) < d.lateN:
+			out.Note = evictedNote(len(d.late), d.lateN, "late artifacts")
+		default:
+			out.Note = "the projection has no record of the message"
+		}
+		return out, nil
+	}
+	switch {
+	case m.Seq == d.OpenedAt, m.Seq == d.CancelledAt, m.Seq == d.SuspendedAt:
+		out.Verdict = VerdictApplied
+	case ctlOK && complete:
+		// Every rejection is kept, and a control message of an open
+		// deliberation is either rejected or applied.
+		out.Verdict = VerdictApplied
+	default:
+		out.Verdict = VerdictUnknown
+		out.Note = evictedNote(len(d.rejects), d.rejTotal, "rejections")
+	}
+	return out, nil
+}
+
+// findRejection returns the kept rejection at position seq, or nil.
+func findRejection(list []Rejection, seq uint64) *Rejection {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].Position == seq {
+			r := list[i]
+			return &r
+		}
+	}
+	return nil
+}
+
+func evictedNote(kept, total int, what string) string {
+	if kept < total {
+		return "the projection keeps the most recent " + strconv.Itoa(kept) + " of " + strconv.Itoa(total) + " " + what + " in detail; this message's record is not among them"
+	}
+	return "the projection has no record of the message"
+}

@@ -1,0 +1,137 @@
+package projector_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+)
+
+// tape applies messages with consecutive positions and keeps them, as the
+// stream does.
+type tape struct {
+	p    *projector.Projection
+	msgs []projector.Msg
+}
+
+func (tp *tape) put(subject, data string) uint64 {
+	m := projector.Msg{Seq: uint64(len(tp.msgs) + 1), Subject: subject, Data: []byte(data)}
+	tp.msgs = append(tp.msgs, m)
+	tp.p.Apply(m)
+	return m.Seq
+}
+
+func (tp *tape) outcome(t *testing.T, id string, seq uint64) projector.MessageOutcome {
+	t.Helper()
+	o, err := tp.p.OutcomeOf(id, tp.msgs[seq-1], canon.Digest{})
+	if err != nil {
+		t.Fatalf("position %d: %v", seq, err)
+	}
+	return o
+}
+
+func TestProjection_OutcomeOf(t *testing.T) {
+	const other = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
+	tp := &tape{p: projector.New(projector.Options{})}
+	art := func(who string, a *events.Artifact) uint64 {
+		return tp.put(projector.ArtifactSubject(delib, who), string(a.Canonical))
+	}
+	c := claim("the cache halves p99")
+	missing := claim("not yet published")
+	refused := tp.put(projector.ControlSubject(other), `{"op":"open","charter":{"title":"x","limits":{"max_artifactz":3}}}`)
+	early := art("alice", c)
+	open := tp.put(projector.ControlSubject(delib), `{"op":"open","charter":{"title":"t","participants":["alice"]}}`)
+	accepted := art("alice", c)
+	pending := art("alice", objection(missing.ID, true))
+	stranger := art("bob", claim("hello"))
+	garbage := tp.put(projector.ArtifactSubject(delib, "alice"), `{"a":1.5}`)
+	round := tp.put(projector.ControlSubject(delib), `{"op":"round","round":1}`)
+	again := tp.put(projector.ControlSubject(delib), `{"op":"round","round":1}`)
+	cancel := tp.put(projector.ControlSubject(delib), `{"op":"cancel","reason":"done"}`)
+	late := art("alice", claim("after the end"))
+
+	tests := []struct {
+		name    string
+		id      string
+		seq     uint64
+		verdict projector.Verdict
+		code    string
+	}{
+		{"refused charter, never opened", other, refused, projector.VerdictRejected, projector.CodeControlInvalid},
+		{"artifact before the open", delib, early, projector.VerdictRejected, projector.CodeNotOpen},
+		{"open", delib, open, projector.VerdictApplied, ""},
+		{"claim", delib, accepted, projector.VerdictAccepted, ""},
+		{"objection to an unknown claim", delib, pending, projector.VerdictPending, ""},
+		{"participant not in the charter", delib, stranger, projector.VerdictRejected, projector.CodeNotInCharter},
+		{"not an artifact", delib, garbage, projector.VerdictRejected, "number.fraction"},
+		{"round", delib, round, projector.VerdictApplied, ""},
+		{"round that does not increase", delib, again, projector.VerdictRejected, projector.CodeControlInvalid},
+		{"cancel", delib, cancel, projector.VerdictApplied, ""},
+		{"after the end", delib, late, projector.VerdictLate, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tp.outcome(t, tt.id, tt.seq)
+			if o.Verdict != tt.verdict || o.Position != tt.seq || o.Deliberation != tt.id {
+				t.Fatalf("%+v, want %s", o, tt.verdict)
+			}
+			if tt.code != "" && (o.Rejection == nil || o.Rejection.Code != tt.code) {
+				t.Fatalf("rejection %+v, want %s", o.Rejection, tt.code)
+			}
+			if tt.code == "" && o.Rejection != nil {
+				t.Fatalf("unexpected rejection %+v", o.Rejection)
+			}
+		})
+	}
+	if o := tp.outcome(t, delib, accepted); o.ArtifactID != c.ID || o.ArtifactType != events.TypeClaim || o.Participant != "alice" {
+		t.Errorf("accepted %+v", o)
+	}
+	if o := tp.outcome(t, delib, round); o.Op != "round" {
+		t.Errorf("round %+v", o)
+	}
+	if _, err := tp.p.OutcomeOf(other, tp.msgs[accepted-1], canon.Digest{}); !errors.Is(err, projector.ErrOtherDeliberation) {
+		t.Errorf("another deliberation's message: %v", err)
+	}
+	if _, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], missing.ID); !errors.Is(err, projector.ErrArtifactMismatch) {
+		t.Errorf("another artifact: %v", err)
+	}
+	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], c.ID); err != nil || o.Verdict != projector.VerdictAccepted {
+		t.Errorf("with its id: %+v %v", o, err)
+	}
+	ahead := projector.Msg{Seq: late + 1, Subject: projector.ArtifactSubject(delib, "alice"), Data: c.Canonical}
+	if o, err := tp.p.OutcomeOf(delib, ahead, canon.Digest{}); err != nil || o.Verdict != projector.VerdictUnprojected || o.Note == "" {
+		t.Errorf("beyond the projection: %+v %v", o, err)
+	}
+}
+
+// Once rejections are evicted, what the state itself shows is still found,
+// and a message that is found nowhere is unknown, not guessed.
+func TestProjection_OutcomeOfEvicted(t *testing.T) {
+	tp := &tape{p: projector.New(projector.Options{MaxKept: 2})}
+	ctl := func(s string) uint64 { return tp.put(projector.ControlSubject(delib), s) }
+	open := ctl(`{"op":"open","charter":{"title":"t"}}`)
+	first := tp.put(projector.ArtifactSubject(delib, "alice"), `garbage`)
+	round := ctl(`{"op":"round","round":1}`)
+	accepted := tp.put(projector.ArtifactSubject(delib, "alice"), string(claim("kept").Canonical))
+	tp.put(projector.ArtifactSubject(delib, "alice"), `garbage 2`)
+	last := tp.put(projector.ArtifactSubject(delib, "alice"), `garbage 3`)
+	suspend := ctl(`{"op":"suspend"}`)
+
+	for _, tt := range []struct {
+		seq  uint64
+		want projector.Verdict
+	}{
+		{open, projector.VerdictApplied},
+		{first, projector.VerdictUnknown},
+		{round, projector.VerdictUnknown},
+		{accepted, projector.VerdictAccepted},
+		{last, projector.VerdictRejected},
+		{suspend, projector.VerdictApplied},
+	} {
+		if o := tp.outcome(t, delib, tt.seq); o.Verdict != tt.want || (tt.want == projector.VerdictUnknown && o.Note == "") {
+			t.Errorf("position %d: %+v, want %s", tt.seq, o, tt.want)
+		}
+	}
+}
