@@ -70,47 +70,87 @@ func (c *Client) Open(ctx context.Context, ch Charter) (string, error) {
 	return id.String(), nil
 }
 
-// OpenID opens the deliberation id (any UUID) with a charter.
+// OpenID opens the deliberation id (any UUID) with a charter. Like every
+// publish, it returns once the stream has stored the message, not once the
+// engine has accepted the charter: to know that, publish it with Control
+// and wait for its outcome (WaitOutcome), which says applied, or rejected
+// with the engine's reason (control.invalid for a misspelt limit).
 func (c *Client) OpenID(ctx context.Context, id string, ch Charter) error {
-	if !projector.ValidDeliberation(id) {
-		return fmt.Errorf("client: %q is not a canonical UUID", id)
-	}
-	return c.control(ctx, id, map[string]any{"op": "open", "charter": ch}, "open")
+	_, err := c.Control(ctx, id, Control{Op: "open", Charter: &ch})
+	return err
 }
 
 // Suspend suspends a deliberation.
 func (c *Client) Suspend(ctx context.Context, id string) error {
-	return c.control(ctx, id, map[string]any{"op": "suspend"}, "")
+	_, err := c.Control(ctx, id, Control{Op: "suspend"})
+	return err
 }
 
 // Resume resumes a suspended deliberation.
 func (c *Client) Resume(ctx context.Context, id string) error {
-	return c.control(ctx, id, map[string]any{"op": "resume"}, "")
+	_, err := c.Control(ctx, id, Control{Op: "resume"})
+	return err
 }
 
 // Round announces round n of deliberation id.
 func (c *Client) Round(ctx context.Context, id string, n int) error {
-	return c.control(ctx, id, map[string]any{"op": "round", "round": n}, fmt.Sprintf("round-%d", n))
+	_, err := c.Control(ctx, id, Control{Op: "round", Round: n})
+	return err
 }
 
 // Cancel cancels a deliberation.
 func (c *Client) Cancel(ctx context.Context, id, reason string) error {
-	return c.control(ctx, id, map[string]any{"op": "cancel", "reason": reason}, "")
+	_, err := c.Control(ctx, id, Control{Op: "cancel", Reason: reason})
+	return err
 }
 
-func (c *Client) control(ctx context.Context, id string, v any, msgID string) error {
+// Control is a control message: open (with its Charter), suspend, resume,
+// cancel (with a Reason) or round (with Round).
+type Control struct {
+	Op      string
+	Charter *Charter
+	Reason  string
+	Round   int
+}
+
+// Control publishes a control message to deliberation id (a canonical
+// UUID) and returns its acknowledgement: ack.Sequence is its stream
+// position, which Outcome and WaitOutcome take to learn whether the engine
+// applied it. The open and round messages carry a Nats-Msg-Id, so that a
+// retry is stored once.
+func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstream.PubAck, error) {
+	if !projector.ValidDeliberation(id) {
+		return nil, fmt.Errorf("client: %q is not a canonical UUID", id)
+	}
+	v := map[string]any{"op": ctl.Op}
+	msgID := ""
+	switch ctl.Op {
+	case "open":
+		if ctl.Charter == nil {
+			return nil, errors.New("client: open needs a charter")
+		}
+		v["charter"], msgID = ctl.Charter, "open"
+	case "suspend", "resume":
+	case "cancel":
+		v["reason"] = ctl.Reason
+	case "round":
+		v["round"], msgID = ctl.Round, fmt.Sprintf("round-%d", ctl.Round)
+	default:
+		return nil, fmt.Errorf("client: unknown control op %q", ctl.Op)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(ledger.StreamName)}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(c.ids.Control(projector.ControlSubject(id), msgID)))
 	}
-	if _, err := c.js.Publish(ctx, projector.ControlSubject(id), b, opts...); err != nil {
-		return fmt.Errorf("client: control %s: %w", id, err)
+	ack, err := c.js.Publish(ctx, projector.ControlSubject(id), b, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: control %s: %w", id, err)
 	}
-	return nil
+	return ack, nil
 }
 
 // Publish seals d and publishes it to deliberation id. The returned ack's
@@ -222,6 +262,102 @@ func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (proje
 			return v, errors.Join(ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// ServiceError is an error answer of the engine's query service: the
+// status (HTTP-like: "400", "404", "409", "503"…), the stable code when the
+// engine gave one, and the message.
+type ServiceError struct {
+	Op      string
+	Status  string
+	Code    string
+	Message string
+}
+
+func (e *ServiceError) Error() string {
+	code := e.Status
+	if e.Code != "" {
+		code += " " + e.Code
+	}
+	return "client: " + e.Op + ": " + code + ": " + e.Message
+}
+
+// request asks the engine's query service endpoint (parley.api.<endpoint>)
+// and returns the answer's body, or a *ServiceError.
+func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]byte, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+"."+endpoint, b)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: %w", op, err)
+	}
+	if status := msg.Header.Get("Nats-Service-Error-Code"); status != "" {
+		se := &ServiceError{Op: op, Status: status, Message: msg.Header.Get("Nats-Service-Error")}
+		var body struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(msg.Data, &body) == nil {
+			se.Code = body.Code
+		}
+		return nil, se
+	}
+	return msg.Data, nil
+}
+
+// Outcome asks the engine what its projector did with the message of
+// deliberation id at stream position seq (the Sequence of the PubAck its
+// publisher received): accepted, pending, rejected (with the code and
+// message), late, applied, unprojected (not reached yet: ask again) or
+// unknown (no longer kept). It works for deliberations never opened too:
+// an open whose charter the engine refused is rejected, with its reason.
+func (c *Client) Outcome(ctx context.Context, id string, seq uint64) (service.MessageOutcome, error) {
+	return c.ArtifactOutcome(ctx, id, seq, "")
+}
+
+// ArtifactOutcome is Outcome, checking that the message at seq is the
+// artifact artifactID (a *ServiceError with status 409 otherwise).
+func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, artifactID string) (service.MessageOutcome, error) {
+	var o service.MessageOutcome
+	req := map[string]any{"id": id, "position": seq}
+	if artifactID != "" {
+		req["artifact_id"] = artifactID
+	}
+	b, err := c.request(ctx, fmt.Sprintf("outcome of %s at %d", id, seq), "outcome", req)
+	if err != nil {
+		return o, err
+	}
+	return o, json.Unmarshal(b, &o)
+}
+
+// WaitOutcome asks for the outcome of the message at seq (of artifact
+// artifactID, or "" for any message) until the engine's projection has
+// reached it, or ctx ends. A request that gets no answer (no engine
+// serves the query API yet) is retried too; an error answer is returned
+// at once. When ctx ends first, the error wraps ctx.Err() and the last
+// outcome (unprojected) or error.
+func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifactID string) (service.MessageOutcome, error) {
+	wait := 10 * time.Millisecond
+	for {
+		o, err := c.ArtifactOutcome(ctx, id, seq, artifactID)
+		var se *ServiceError
+		switch {
+		case err == nil && o.Outcome != projector.VerdictUnprojected:
+			return o, nil
+		case errors.As(err, &se):
+			return o, err
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("client: the engine's projection is at %d, not yet at %d", o.Projected, seq)
+			}
+			return o, fmt.Errorf("client: outcome of %s at %d: %w", id, seq, errors.Join(ctx.Err(), err))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 250*time.Millisecond)
 	}
 }
 

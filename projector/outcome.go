@@ -66,7 +66,7 @@ var (
 
 // OutcomeOf says what the fold did with m, a message of deliberation id as
 // read back from the stream at its position (m.Seq). When want is not
-// zero, m must be that artifact (ErrArtifactMismatch otherwise). It reads
+// nil, m must be that artifact (ErrArtifactMismatch otherwise). It reads
 // the projection and changes nothing.
 //
 // Accepted, pending, and the opening, cancelling or current suspending
@@ -74,7 +74,7 @@ var (
 // A rejection or a late artifact is found among the kept ones; when some
 // were evicted, a message found nowhere is VerdictUnknown rather than
 // guessed.
-func (p *Projection) OutcomeOf(id string, m Msg, want canon.Digest) (MessageOutcome, error) {
+func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOutcome, error) {
 	delib, kind, participant := route(m.Subject)
 	if delib != id || kind == "" {
 		return MessageOutcome{}, ErrOtherDeliberation
@@ -87,7 +87,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want canon.Digest) (MessageOutc
 			a = v
 			out.ArtifactID = a.ID
 		}
-		if want != (canon.Digest{}) && a != nil && a.ID != want {
+		if want != nil && a != nil && a.ID != *want {
 			return out, ErrArtifactMismatch
 		}
 	} else if c, _, err := parseControl(m.Data); err == nil {
@@ -119,6 +119,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want canon.Digest) (MessageOutc
 		for i := len(d.late) - 1; i >= 0; i-- {
 			if d.late[i].Position == m.Seq {
 				out.Verdict = VerdictLate
+				out.Note = "the deliberation had ended (" + string(d.Status) + "): the artifact is kept in the stream, outside the state"
 				return out, nil
 			}
 		}

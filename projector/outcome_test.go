@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 )
@@ -25,7 +24,7 @@ func (tp *tape) put(subject, data string) uint64 {
 
 func (tp *tape) outcome(t *testing.T, id string, seq uint64) projector.MessageOutcome {
 	t.Helper()
-	o, err := tp.p.OutcomeOf(id, tp.msgs[seq-1], canon.Digest{})
+	o, err := tp.p.OutcomeOf(id, tp.msgs[seq-1], nil)
 	if err != nil {
 		t.Fatalf("position %d: %v", seq, err)
 	}
@@ -91,17 +90,17 @@ func TestProjection_OutcomeOf(t *testing.T) {
 	if o := tp.outcome(t, delib, round); o.Op != "round" {
 		t.Errorf("round %+v", o)
 	}
-	if _, err := tp.p.OutcomeOf(other, tp.msgs[accepted-1], canon.Digest{}); !errors.Is(err, projector.ErrOtherDeliberation) {
+	if _, err := tp.p.OutcomeOf(other, tp.msgs[accepted-1], nil); !errors.Is(err, projector.ErrOtherDeliberation) {
 		t.Errorf("another deliberation's message: %v", err)
 	}
-	if _, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], missing.ID); !errors.Is(err, projector.ErrArtifactMismatch) {
+	if _, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &missing.ID); !errors.Is(err, projector.ErrArtifactMismatch) {
 		t.Errorf("another artifact: %v", err)
 	}
-	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], c.ID); err != nil || o.Verdict != projector.VerdictAccepted {
+	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &c.ID); err != nil || o.Verdict != projector.VerdictAccepted {
 		t.Errorf("with its id: %+v %v", o, err)
 	}
 	ahead := projector.Msg{Seq: late + 1, Subject: projector.ArtifactSubject(delib, "alice"), Data: c.Canonical}
-	if o, err := tp.p.OutcomeOf(delib, ahead, canon.Digest{}); err != nil || o.Verdict != projector.VerdictUnprojected || o.Note == "" {
+	if o, err := tp.p.OutcomeOf(delib, ahead, nil); err != nil || o.Verdict != projector.VerdictUnprojected || o.Note == "" {
 		t.Errorf("beyond the projection: %+v %v", o, err)
 	}
 }

@@ -306,6 +306,15 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		v, err := q.Rejections(r.PathValue("id"))
 		reply(w, v, err)
 	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/messages/{position}", func(w http.ResponseWriter, r *http.Request) {
+		pos, err := strconv.ParseUint(r.PathValue("position"), 10, 64)
+		if err != nil {
+			reply(w, nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "position must be a stream position"})
+			return
+		}
+		v, err := q.Outcome(r.Context(), r.PathValue("id"), pos, r.URL.Query().Get("artifact_id"))
+		reply(w, v, err)
+	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts", func(w http.ResponseWriter, r *http.Request) {
 		v, err := q.ArtifactList(r.PathValue("id"))
 		reply(w, v, err)

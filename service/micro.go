@@ -23,6 +23,8 @@ const MicroPrefix = "parley.api"
 //	parley.api.rejections     {"id":…}                            its rejections
 //	parley.api.artifact       {"id":…,"artifact_id":…}            canonical bytes
 //	parley.api.closure        {"id":…,"decision":…,"at":N}        closure verification
+//	parley.api.outcome        {"id":…,"position":N,"artifact_id":…} what became of a message
+//	parley.api.provenance     {"id":…}                            provenance report
 //	parley.api.health         {}                                  health
 func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
@@ -36,6 +38,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		ArtifactID string `json:"artifact_id"`
 		Decision   string `json:"decision"`
 		At         uint64 `json:"at"`
+		Position   uint64 `json:"position"`
 	}
 	parse := func(r micro.Request) (req, bool) {
 		var v req
@@ -51,7 +54,8 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		if err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) {
-				r.Error(strconv.Itoa(ae.Status), ae.Message, nil)
+				body, _ := json.Marshal(ae) // the stable code, as over HTTP
+				r.Error(strconv.Itoa(ae.Status), ae.Message, body)
 			} else {
 				r.Error("500", err.Error(), nil)
 			}
@@ -91,6 +95,14 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		add("closure", func(r micro.Request) {
 			if v, ok := parse(r); ok {
 				out, err := q.Closure(v.ID, v.Decision, v.At)
+				respond(r, out, err)
+			}
+		}),
+		add("outcome", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				out, err := q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
 				respond(r, out, err)
 			}
 		}),

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/projector"
+)
+
+// MessageOutcome is the answer of the outcome query: what the projector did
+// with the message at a stream position (the Sequence of the PubAck its
+// publisher received).
+//
+// Outcome is one of accepted (the artifact is in the DAG at Position),
+// pending (it waits for references not yet known), rejected (ErrorClass,
+// Code and Message say why), late (a valid artifact after the deliberation
+// ended, kept outside the state), applied (a control message that took
+// effect), unprojected (the engine's projection, at Projected, has not
+// reached Position yet: ask again) or unknown (the projection no longer
+// keeps the record: only the most recent 10,000 rejections and late
+// artifacts of a deliberation are kept in detail; Note says so).
+type MessageOutcome struct {
+	Deliberation string            `json:"deliberation"`
+	Position     uint64            `json:"position"`
+	Outcome      projector.Verdict `json:"outcome"`
+	// Projected is the projection's position when it answered.
+	Projected    uint64 `json:"projected"`
+	Participant  string `json:"participant,omitempty"`
+	ArtifactID   string `json:"artifact_id,omitempty"`
+	ArtifactType string `json:"artifact_type,omitempty"`
+	Op           string `json:"op,omitempty"`
+	ErrorClass   string `json:"error_class,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+// Took reports whether the message took effect: accepted, pending or
+// applied.
+func (o MessageOutcome) Took() bool { return o.Outcome.Took() }
+
+// Outcome says what the projector did with the message of deliberation id
+// at stream position position. artifactID, when not empty, must be the
+// artifact the message carries. The message is read back from the stream,
+// so that a position of another deliberation is refused (404) rather than
+// misreported; a deliberation never opened is answered from the rejections
+// of messages that belong to no opened deliberation.
+func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artifactID string) (MessageOutcome, error) {
+	out := MessageOutcome{Deliberation: id, Position: position}
+	if position == 0 {
+		return out, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "position must be a stream position (1 or more)"}
+	}
+	var want *canon.Digest
+	if artifactID != "" {
+		d, ok := canon.ParseDigest(artifactID)
+		if !ok {
+			return out, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "artifact id is not sha256:<64 lowercase hex>"}
+		}
+		want = &d
+	}
+	msg, err := q.stream.GetMsg(ctx, position)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return out, notFound("message at position " + strconv.FormatUint(position, 10))
+	case err != nil:
+		return out, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "read position: " + err.Error()}
+	}
+	var mo projector.MessageOutcome
+	q.r.Read(func(p *projector.Projection) {
+		out.Projected = p.Position()
+		mo, err = p.OutcomeOf(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data}, want)
+	})
+	switch {
+	case errors.Is(err, projector.ErrOtherDeliberation):
+		return out, &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: "the message at position " + strconv.FormatUint(position, 10) + " is not one of deliberation " + id + "'s"}
+	case errors.Is(err, projector.ErrArtifactMismatch):
+		return out, &apiError{Status: http.StatusConflict, Code: "outcome.artifact_mismatch",
+			Message: "the message at position " + strconv.FormatUint(position, 10) + " is artifact " + mo.ArtifactID.String() + ", not " + artifactID}
+	case err != nil:
+		return out, err
+	}
+	out.Outcome, out.Participant, out.Op, out.Note = mo.Verdict, mo.Participant, mo.Op, mo.Note
+	if mo.ArtifactID != (canon.Digest{}) {
+		out.ArtifactID = mo.ArtifactID.String()
+	}
+	out.ArtifactType = string(mo.ArtifactType)
+	if r := mo.Rejection; r != nil {
+		out.ErrorClass, out.Code, out.Message = r.Class, r.Code, r.Message
+		if out.ArtifactID == "" {
+			out.ArtifactID = r.ArtifactID
+		}
+	}
+	return out, nil
+}
