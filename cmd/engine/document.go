@@ -140,17 +140,7 @@ func runSeal(ctx context.Context, e *env, args []string) int {
 	c := canon.New(canon.AMD, f.canonOptions()...)
 	v := events.NewValidator(events.WithCanonOptions(f.canonOptions()...))
 	return runDocuments(ctx, e, fs.Args(), f, !f.jsonl, func(dst, doc []byte) ([]byte, bool) {
-		canonical, id, err := c.ID(doc)
-		if err != nil {
-			return appendError(dst, err), false
-		}
-		var members map[string]json.RawMessage
-		if err := json.Unmarshal(canonical, &members); err != nil {
-			return appendError(dst, err), false
-		}
-		members["artifact_id"] = json.RawMessage(`"` + id.String() + `"`)
-		sealed, _ := json.Marshal(members)
-		a, err := v.Validate(sealed)
+		a, err := seal(c, v, doc)
 		if err != nil {
 			return appendError(dst, err), false
 		}
@@ -162,6 +152,22 @@ func runSeal(ctx context.Context, e *env, args []string) int {
 		dst = append(dst, `,"artifact_id":"`...)
 		return append(a.ID.AppendText(dst), `"}`...), true
 	})
+}
+
+// seal computes the artifact_id of doc (replacing any it has), puts it in
+// place and checks the artifact: what engine seal prints.
+func seal(c *canon.Canonicalizer, v *events.Validator, doc []byte) (*events.Artifact, error) {
+	canonical, id, err := c.ID(doc)
+	if err != nil {
+		return nil, err
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(canonical, &members); err != nil {
+		return nil, err
+	}
+	members["artifact_id"] = json.RawMessage(`"` + id.String() + `"`)
+	sealed, _ := json.Marshal(members)
+	return v.Validate(sealed)
 }
 
 func runJCS(ctx context.Context, e *env, args []string) int {

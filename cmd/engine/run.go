@@ -14,6 +14,9 @@ const (
 	exitOK       = 0 // everything accepted
 	exitRejected = 1 // some input rejected
 	exitUsage    = 2 // bad arguments, unreadable input
+	// exitNoVerdict: open, publish and control published the message
+	// but the engine's verdict did not come in time.
+	exitNoVerdict = 3
 )
 
 // command is one subcommand.
@@ -39,6 +42,9 @@ func commands() []command {
 		{"bind", "resolve a deliberation's binding moment in the terminal (arrow-key picker)", runBind},
 		{"binding", "check a binding-moment envelope, verify a resolution (seed 002)", runBinding},
 		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
+		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
+		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
+		{"control", "suspend, resume or cancel a deliberation, or announce a round; wait for the verdict", runControl},
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
 		{"import", "publish a stream recording into a live engine (resumable)", runImport},
 		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},

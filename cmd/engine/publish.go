@@ -1,0 +1,429 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+)
+
+// cliToken is the participant token the open and control commands
+// publish with; control messages do not carry it.
+const cliToken = "cli"
+
+// liveFlags are the flags of the commands that publish to a live engine
+// and wait for its verdict.
+type liveFlags struct {
+	nats    natsFlags
+	timeout time.Duration
+	quiet   bool
+}
+
+func (l *liveFlags) register(fs *flag.FlagSet, quiet string) {
+	l.nats.register(fs)
+	fs.DurationVar(&l.timeout, "timeout", 10*time.Second, "how long to wait for the engine's verdict (and to publish)")
+	fs.BoolVar(&l.quiet, "quiet", false, quiet)
+}
+
+const liveAbout = `It waits, up to --timeout, for the engine's verdict on the message. Exit
+status: 0 it took effect, and {"ok":true,"deliberation":…,"position":N,
+"outcome":"accepted|pending|applied",…} goes to standard output; 1 it was
+refused: {"ok":false,…,"outcome":"rejected|late","code":…,"message":…} on
+standard error (the message stays in the stream, recorded as a rejection),
+or it failed its checks here and nothing was published (the error as engine
+id prints it); 2 bad arguments, unreadable input, or no connection (nothing
+published); 3 the message was published at "position" but the verdict did
+not come in time, or the engine no longer keeps it.`
+
+// verdictLine is the JSON line a publishing command prints.
+type verdictLine struct {
+	OK           bool   `json:"ok"`
+	Deliberation string `json:"deliberation"`
+	Position     uint64 `json:"position"`
+	ArtifactID   string `json:"artifact_id,omitempty"`
+	ArtifactType string `json:"artifact_type,omitempty"`
+	Op           string `json:"op,omitempty"`
+	Outcome      string `json:"outcome,omitempty"`
+	ErrorClass   string `json:"error_class,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message,omitempty"`
+	// Published is set on the failures of a message that is in the
+	// stream, at Position.
+	Published bool `json:"published,omitempty"`
+}
+
+func printLine(w io.Writer, v verdictLine) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	w.Write(buf.Bytes())
+}
+
+// await waits for the verdict on the message of deliberation id at
+// ack.Sequence and reports it; quiet, when ok, is what --quiet prints
+// instead of the JSON line.
+func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id string, ack *jetstream.PubAck, artifactID, op, quiet string) int {
+	line := verdictLine{Deliberation: id, Position: ack.Sequence, ArtifactID: artifactID, Op: op}
+	o, err := cl.WaitOutcome(ctx, id, ack.Sequence, artifactID)
+	if err != nil {
+		line.Published = true
+		line.Message = fmt.Sprintf("published at position %d, but the engine gave no verdict within %s: %v", ack.Sequence, l.timeout, err)
+		if o.Outcome != "" {
+			line.Outcome = string(o.Outcome)
+		}
+		var se *client.ServiceError
+		if errors.As(err, &se) {
+			line.Message = fmt.Sprintf("published at position %d, but the engine's outcome query failed: %v", ack.Sequence, err)
+		}
+		printLine(e.stderr, line)
+		return exitNoVerdict
+	}
+	line.Outcome, line.ArtifactType = string(o.Outcome), o.ArtifactType
+	if line.Op == "" {
+		line.Op = o.Op
+	}
+	switch o.Outcome {
+	case projector.VerdictAccepted, projector.VerdictPending, projector.VerdictApplied:
+		line.OK = true
+		if l.quiet {
+			if quiet != "" {
+				fmt.Fprintln(e.stdout, quiet)
+			}
+			return exitOK
+		}
+		printLine(e.stdout, line)
+		return exitOK
+	case projector.VerdictRejected:
+		line.Published, line.ErrorClass, line.Code, line.Message = true, o.ErrorClass, o.Code, o.Message
+		printLine(e.stderr, line)
+		return exitRejected
+	case projector.VerdictLate:
+		line.Published, line.Message = true, o.Note
+		printLine(e.stderr, line)
+		return exitRejected
+	default: // unknown
+		line.Published, line.Message = true, o.Note
+		printLine(e.stderr, line)
+		return exitNoVerdict
+	}
+}
+
+// connectClient connects and returns a client publishing as token.
+func connectClient(e *env, name string, l *liveFlags, token string) (*client.Client, func(), bool) {
+	nc, _, err := l.nats.connect()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine %s: %v\n", name, err)
+		return nil, nil, false
+	}
+	cl, err := client.New(nc, token)
+	if err != nil {
+		nc.Close()
+		fmt.Fprintf(e.stderr, "engine %s: %v\n", name, err)
+		return nil, nil, false
+	}
+	return cl, nc.Close, true
+}
+
+// publishFailed reports a publish that got no acknowledgement.
+func publishFailed(e *env, name string, err error) int {
+	fmt.Fprintf(e.stderr, "engine %s: %v (no acknowledgement: the message may or may not be in the stream)\n", name, err)
+	return exitUsage
+}
+
+// charterFile is the charter a file gives engine open: members other than
+// these are refused here, since the engine would ignore them.
+type charterFile struct {
+	Title        *string         `json:"title"`
+	Participants []string        `json:"participants"`
+	Limits       json.RawMessage `json:"limits"`
+	Policy       json.RawMessage `json:"policy"`
+}
+
+// object decodes a charter's limits or policy, numbers as written.
+func object(name string, raw json.RawMessage) (map[string]any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("charter: %s must be a JSON object: %w", name, err)
+	}
+	return m, nil
+}
+
+func readCharter(e *env, path string) (client.Charter, error) {
+	var ch client.Charter
+	in, closeIn, err := openInput(e, path)
+	if err != nil {
+		return ch, err
+	}
+	defer closeIn()
+	b, err := io.ReadAll(io.LimitReader(in, canon.DefaultMaxSize+1))
+	if err != nil {
+		return ch, err
+	}
+	if len(b) > canon.DefaultMaxSize {
+		return ch, errors.New("charter: larger than 1 MiB")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f charterFile
+	if err := dec.Decode(&f); err != nil {
+		return ch, fmt.Errorf("charter %s: %w (members: title, participants, limits, policy)", path, err)
+	}
+	if f.Title != nil {
+		ch.Title = *f.Title
+	}
+	ch.Participants = f.Participants
+	if ch.Limits, err = object("limits", f.Limits); err != nil {
+		return ch, err
+	}
+	if ch.Policy, err = object("policy", f.Policy); err != nil {
+		return ch, err
+	}
+	return ch, nil
+}
+
+func runOpen(ctx context.Context, e *env, args []string) int {
+	var l liveFlags
+	var id, title, participants, charterPath string
+	fs := newFlags(e, "open", "[--id UUID] [--title T] [--participants a,b] [--charter FILE|-] [--nats URL] [--timeout D] [--quiet]",
+		`Opens a deliberation: publishes {"op":"open","charter":{…}} on
+parley.<id>.ctl and prints the deliberation's id with the engine's verdict.
+The charter file is {"title":…,"participants":[…],"limits":{…},"policy":{…}};
+--title and --participants override its members. The engine checks the
+limits and policy: a charter it refuses (control.invalid, an unknown limit
+included) exits 1 with its reason, and the deliberation is not open.
+
+`+liveAbout)
+	fs.StringVar(&id, "id", "", "the deliberation's id, a UUID (default: a new version 7 UUID)")
+	fs.StringVar(&title, "title", "", "the charter's title")
+	fs.StringVar(&participants, "participants", "", "the participant tokens, comma-separated (default: anyone may take part)")
+	fs.StringVar(&charterPath, "charter", "", "a charter file, - for standard input")
+	l.register(fs, "print only the deliberation's id")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(e.stderr, "engine open: no arguments besides the flags (the charter goes in --charter FILE)")
+		return exitUsage
+	}
+	var ch client.Charter
+	if charterPath != "" {
+		var err error
+		if ch, err = readCharter(e, charterPath); err != nil {
+			fmt.Fprintf(e.stderr, "engine open: %v\n", err)
+			return exitUsage
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["title"] {
+		ch.Title = title
+	}
+	if set["participants"] {
+		ch.Participants = nil
+		for _, t := range strings.Split(participants, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				ch.Participants = append(ch.Participants, t)
+			}
+		}
+	}
+	for _, t := range ch.Participants {
+		if !projector.ValidToken(t) {
+			fmt.Fprintf(e.stderr, "engine open: participant %q is not a token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})\n", t)
+			return exitUsage
+		}
+	}
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine open: %v\n", err)
+			return exitUsage
+		}
+		id = u.String()
+	} else if !projector.ValidDeliberation(id) {
+		fmt.Fprintf(e.stderr, "engine open: --id %q is not a UUID in canonical lowercase form\n", id)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cl, closeConn, ok := connectClient(e, "open", &l, cliToken)
+	if !ok {
+		return exitUsage
+	}
+	defer closeConn()
+	ack, err := cl.Control(ctx, id, client.Control{Op: "open", Charter: &ch})
+	if err != nil {
+		return publishFailed(e, "open", err)
+	}
+	return await(ctx, e, &l, cl, id, ack, "", "open", id)
+}
+
+func runPublish(ctx context.Context, e *env, args []string) int {
+	var l liveFlags
+	var id, as string
+	fs := newFlags(e, "publish", "--deliberation ID --as TOKEN [--nats URL] [--timeout D] [--quiet] FILE|-",
+		`Publishes an artifact as participant TOKEN on parley.<ID>.art.<TOKEN>. An
+artifact without an artifact_id is sealed exactly as engine seal does; one
+with an artifact_id is checked as engine verify does (the id must match).
+An artifact that fails its checks is not published: its error goes to
+standard error as engine id prints it, and the command exits 1.
+
+`+liveAbout)
+	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
+	fs.StringVar(&as, "as", "", "the participant token to publish as")
+	l.register(fs, "print only the artifact's id")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() != 1:
+		fmt.Fprintln(e.stderr, "engine publish: need exactly one FILE argument (- for standard input)")
+		return exitUsage
+	case !projector.ValidDeliberation(id):
+		fmt.Fprintf(e.stderr, "engine publish: --deliberation %q is not a UUID in canonical lowercase form\n", id)
+		return exitUsage
+	case !projector.ValidToken(as):
+		fmt.Fprintf(e.stderr, "engine publish: --as %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})\n", as)
+		return exitUsage
+	}
+	in, closeIn, err := openInput(e, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine publish: %v\n", err)
+		return exitUsage
+	}
+	doc, err := io.ReadAll(io.LimitReader(in, canon.DefaultMaxSize+1))
+	closeIn()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine publish: read %s: %v\n", fs.Arg(0), err)
+		return exitUsage
+	}
+	a, err := prepare(doc)
+	if err != nil {
+		e.stderr.Write(append(appendError(nil, err), '\n'))
+		return exitRejected
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cl, closeConn, ok := connectClient(e, "publish", &l, as)
+	if !ok {
+		return exitUsage
+	}
+	defer closeConn()
+	ack, err := cl.PublishArtifact(ctx, id, a)
+	if err != nil {
+		return publishFailed(e, "publish", err)
+	}
+	return await(ctx, e, &l, cl, id, ack, a.ID.String(), "", a.ID.String())
+}
+
+// prepare seals an artifact without an artifact_id, as engine seal does,
+// and checks one with an artifact_id, as engine verify does.
+func prepare(doc []byte) (*events.Artifact, error) {
+	c := canon.New(canon.AMD)
+	v := events.NewValidator()
+	canonical, err := c.Canonicalize(doc)
+	if err != nil {
+		return nil, err
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(canonical, &members); err != nil {
+		return nil, err
+	}
+	if _, ok := members["artifact_id"]; ok {
+		return v.Validate(doc)
+	}
+	return seal(c, v, doc)
+}
+
+func runControl(ctx context.Context, e *env, args []string) int {
+	var l liveFlags
+	var id, reason string
+	fs := newFlags(e, "control", "--deliberation ID [--nats URL] [--timeout D] [--quiet] suspend|resume|cancel [--reason R]|round N",
+		`Publishes a control message on parley.<ID>.ctl: suspend, resume, cancel
+(with --reason) or round N (rounds must increase), and prints the engine's
+verdict: applied, or rejected with its reason (a round that does not
+increase, a control message after the deliberation ended…).
+
+`+liveAbout)
+	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
+	fs.StringVar(&reason, "reason", "", "the reason of a cancel")
+	l.register(fs, "print nothing when the engine applies it")
+	rest, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
+	}
+	if !projector.ValidDeliberation(id) {
+		fmt.Fprintf(e.stderr, "engine control: --deliberation %q is not a UUID in canonical lowercase form\n", id)
+		return exitUsage
+	}
+	var ctl client.Control
+	switch {
+	case len(rest) == 1 && (rest[0] == "suspend" || rest[0] == "resume" || rest[0] == "cancel"):
+		ctl.Op = rest[0]
+	case len(rest) == 2 && rest[0] == "round":
+		n, err := strconv.Atoi(rest[1])
+		if err != nil || n < 1 {
+			fmt.Fprintf(e.stderr, "engine control: round %q is not a round number (1 or more)\n", rest[1])
+			return exitUsage
+		}
+		ctl.Op, ctl.Round = "round", n
+	default:
+		fmt.Fprintln(e.stderr, "engine control: need one of suspend, resume, cancel, round N")
+		return exitUsage
+	}
+	if reason != "" {
+		if ctl.Op != "cancel" {
+			fmt.Fprintln(e.stderr, "engine control: --reason is for cancel")
+			return exitUsage
+		}
+		ctl.Reason = reason
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cl, closeConn, ok := connectClient(e, "control", &l, cliToken)
+	if !ok {
+		return exitUsage
+	}
+	defer closeConn()
+	ack, err := cl.Control(ctx, id, ctl)
+	if err != nil {
+		return publishFailed(e, "control", err)
+	}
+	return await(ctx, e, &l, cl, id, ack, "", ctl.Op, "")
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var rest []string
+	for {
+		if code, ok := parse(fs, args); !ok {
+			return nil, code, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, 0, true
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+}
