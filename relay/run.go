@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -151,7 +152,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 			}
 		}
 	}
-	r.id, err = orch.Open(ctx, client.Charter{Title: cfg.Title, Participants: ids, Limits: cfg.Limits, Policy: cfg.Policy})
+	r.id, err = open(ctx, orch, client.Charter{Title: cfg.Title, Participants: ids, Limits: cfg.Limits, Policy: cfg.Policy})
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +231,52 @@ rounds:
 		r.progress("failed closed: %s", r.sum.FailedClosed)
 	}
 	return r.finish(ctx, orch)
+}
+
+// openVerdictTimeout bounds the wait for the engine's verdict on a run's
+// charter.
+const openVerdictTimeout = 30 * time.Second
+
+// CharterError is the engine's refusal of a run's charter.
+type CharterError struct {
+	Deliberation string
+	Code         string
+	Message      string
+}
+
+func (e *CharterError) Error() string {
+	return "relay: the engine refused the charter of deliberation " + e.Deliberation + ": " + e.Code + ": " + e.Message
+}
+
+// open opens a new deliberation and waits for the engine's verdict on its
+// charter, so that a charter the engine refuses (a misspelt or negative
+// limit: control.invalid) stops the run at once with the engine's reason
+// instead of leaving it to publish into a deliberation that never opened.
+func open(ctx context.Context, orch *client.Client, ch client.Charter) (string, error) {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	id := u.String()
+	ack, err := orch.Control(ctx, id, client.Control{Op: "open", Charter: &ch})
+	if err != nil {
+		return "", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, openVerdictTimeout)
+	defer cancel()
+	o, err := orch.WaitOutcome(wctx, id, ack.Sequence, "")
+	if err != nil {
+		return "", fmt.Errorf("relay: no verdict on the charter of deliberation %s (published at position %d) within %s: %w",
+			id, ack.Sequence, openVerdictTimeout, err)
+	}
+	if !o.Took() {
+		msg := o.Message
+		if msg == "" {
+			msg = o.Note
+		}
+		return "", &CharterError{Deliberation: id, Code: o.Code, Message: msg}
+	}
+	return id, nil
 }
 
 func (r *runner) progress(format string, a ...any) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRun_Fleet(t *testing.T) {
@@ -58,5 +59,59 @@ func TestRun_Usage(t *testing.T) {
 	}
 	if code := Run(context.Background(), []string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "Usage: relay run") {
 		t.Errorf("help: %d %q", code, out.String())
+	}
+}
+
+// A charter the engine refuses stops the run at once, with the engine's
+// reason: the misspelt limit goes through the relay's configuration (which
+// passes limits on as they are) and is refused by the engine's projector.
+func TestRun_CharterRefused(t *testing.T) {
+	examples, err := filepath.Abs("../../examples/relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(examples, "fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cfg["participants"].([]any) {
+		p := p.(map[string]any)
+		p["script"] = filepath.Join(examples, p["script"].(string))
+	}
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name   string
+		limits map[string]any
+		want   string
+		args   []string
+	}{
+		{"misspelt", map[string]any{"max_artifactz": 3}, `unknown field "max_artifactz"`, nil},
+		{"negative", map[string]any{"max_rounds": -1}, "limits.max_rounds is negative", nil},
+		{"fleet", map[string]any{"max_artifactz": 3}, `unknown field "max_artifactz"`, []string{"--parallel", "2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg["limits"] = tt.limits
+			b, _ := json.Marshal(cfg)
+			path := filepath.Join(dir, tt.name+".json")
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			args := append(append([]string{"run", "--quiet", "--dir", filepath.Join(dir, tt.name)}, tt.args...), path)
+			code := Run(ctx, args, &out, &errb)
+			if ctx.Err() != nil {
+				t.Fatal("the run waited for its context to end")
+			}
+			if code != 2 || !strings.Contains(errb.String(), "refused the charter") || !strings.Contains(errb.String(), "control.invalid") ||
+				!strings.Contains(errb.String(), tt.want) {
+				t.Errorf("exit %d, stderr %q", code, errb.String())
+			}
+		})
 	}
 }
