@@ -54,6 +54,7 @@ func (c *Client) Participant() string { return c.participant }
 type Charter struct {
 	Title        string         `json:"title"`
 	Participants []string       `json:"participants,omitempty"`
+	Terminators  []string       `json:"terminators,omitempty"`
 	Limits       map[string]any `json:"limits,omitempty"`
 	Policy       map[string]any `json:"policy,omitempty"`
 }

@@ -150,6 +150,7 @@ func publishFailed(e *env, name string, err error) int {
 type charterFile struct {
 	Title        *string         `json:"title"`
 	Participants []string        `json:"participants"`
+	Terminators  []string        `json:"terminators"`
 	Limits       json.RawMessage `json:"limits"`
 	Policy       json.RawMessage `json:"policy"`
 }
@@ -186,12 +187,12 @@ func readCharter(e *env, path string) (client.Charter, error) {
 	dec.DisallowUnknownFields()
 	var f charterFile
 	if err := dec.Decode(&f); err != nil {
-		return ch, fmt.Errorf("charter %s: %w (members: title, participants, limits, policy)", path, err)
+		return ch, fmt.Errorf("charter %s: %w (members: title, participants, terminators, limits, policy)", path, err)
 	}
 	if f.Title != nil {
 		ch.Title = *f.Title
 	}
-	ch.Participants = f.Participants
+	ch.Participants, ch.Terminators = f.Participants, f.Terminators
 	if ch.Limits, err = object("limits", f.Limits); err != nil {
 		return ch, err
 	}
@@ -207,7 +208,8 @@ func runOpen(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "open", "[--id UUID] [--title T] [--participants a,b] [--charter FILE|-] [--nats URL] [--timeout D] [--quiet]",
 		`Opens a deliberation: publishes {"op":"open","charter":{…}} on
 parley.<id>.ctl and prints the deliberation's id with the engine's verdict.
-The charter file is {"title":…,"participants":[…],"limits":{…},"policy":{…}};
+The charter file is {"title":…,"participants":[…],"terminators":[…],
+"limits":{…},"policy":{…}};
 --title and --participants override its members. The engine checks the
 limits and policy: a charter it refuses (control.invalid, an unknown limit
 included) exits 1 with its reason, and the deliberation is not open.
