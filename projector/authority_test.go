@@ -225,3 +225,14 @@ func TestApply_SupervisorClock(t *testing.T) {
 		t.Fatal(c.d().Status)
 	}
 }
+
+// A charter member the engine does not know is refused, so that a misspelt
+// "participants" cannot open the deliberation to anyone.
+func TestApply_CharterStrict(t *testing.T) {
+	f := newFeed(t)
+	wantRejection(t, f.ctl(`{"op":"open","charter":{"title":"t","particpants":["alice"]}}`), projector.CodeControlInvalid)
+	wantRejection(t, f.ctl(`{"op":"open","charter":{"title":"t","terminators":["_supervisor"]}}`), projector.CodeControlInvalid)
+	if f.p.Deliberation(delib) != nil {
+		t.Fatal("opened")
+	}
+}

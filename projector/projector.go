@@ -302,7 +302,6 @@ type Charter struct {
 	Policy      json.RawMessage `json:"policy,omitempty"`
 }
 
-var errControl = errors.New("control message")
 
 func parseControl(data []byte) (Control, *Charter, error) {
 	var c Control
@@ -322,7 +321,9 @@ func parseControl(data []byte) (Control, *Charter, error) {
 			return c, nil, errors.New("open needs a charter object")
 		}
 		var ch Charter
-		if err := json.Unmarshal(c.Charter, &ch); err != nil {
+		// Strict: a misspelt "participants" must not open the
+		// deliberation to anyone, nor a misspelt "terminators" go unseen.
+		if err := strictJSON(c.Charter, &ch); err != nil {
 			return c, nil, errors.New("charter: " + err.Error())
 		}
 		for _, t := range ch.Participants {
