@@ -302,7 +302,6 @@ type Charter struct {
 	Policy      json.RawMessage `json:"policy,omitempty"`
 }
 
-
 func parseControl(data []byte) (Control, *Charter, error) {
 	var c Control
 	canonical, err := canon.Canonicalize(canon.AMD, data)
