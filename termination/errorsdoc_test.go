@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
@@ -18,7 +19,7 @@ func TestErrorsDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	for _, list := range [][]string{projector.Codes, closure.Codes, termination.Codes} {
+	for _, list := range [][]string{projector.Codes, closure.Codes, termination.Codes, audit.Codes} {
 		for _, c := range list {
 			if !strings.Contains(doc, "| `"+c+"` |") {
 				t.Errorf("docs/ERRORS.md does not list %s", c)
