@@ -312,8 +312,11 @@ func (o *openAIParticipant) take(ctx context.Context, t Turn, jsonObject bool) (
 	}
 	r := Response{Model: model, Latency: lat}
 	model["response_model"] = res.Model
-	if res.SystemFingerprint != "" {
-		model["system_fingerprint"] = res.SystemFingerprint
+	// Deprecated upstream, but still sent by servers that have it, and
+	// what tells two runs of the "same" model apart: recorded when present.
+	//lint:ignore SA1019 recorded for reproducibility while servers send it
+	if fp := res.SystemFingerprint; fp != "" {
+		model["system_fingerprint"] = fp
 	}
 	r.Usage = map[string]int64{"input_tokens": res.Usage.PromptTokens, "output_tokens": res.Usage.CompletionTokens}
 	if pr := o.cfg.Price; pr != nil {

@@ -122,7 +122,7 @@ func (c *cassette) miss(req []byte, key string, t Turn) error {
 		var got map[string]any
 		json.Unmarshal(e.Request, &got)
 		d := firstDiff("", got, want)
-		if best == "" || (strings.Contains(d, "turn.round") == false && strings.Contains(bestDiff, "turn.round")) {
+		if best == "" || (!strings.Contains(d, "turn.round") && strings.Contains(bestDiff, "turn.round")) {
 			best, bestDiff = f, d
 		}
 	}

@@ -109,7 +109,7 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch b {
 	case "429":
 		w.Header().Set("Retry-After", "0")
-		http.Error(w, `{"error":{"message":"rate limited","type":"rate_limit"}}`, 429)
+		http.Error(w, `{"error":{"message":"rate limited","type":"rate_limit"}}`, http.StatusTooManyRequests)
 		return
 	case "500":
 		http.Error(w, `{"error":{"message":"boom"}}`, 500)

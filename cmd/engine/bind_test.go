@@ -107,7 +107,7 @@ func TestBind_Terminal(t *testing.T) {
 		}
 	}
 	screen("Down")
-	out = screen("Enter")
+	screen("Enter")
 	waitFor(screen, "recorded: the principal's DECISION")
 	moments, _ := s.Queries.Bindings(ctx, id)
 	if moments[0].Status != "resolved" || *moments[0].Resolution.OptionIdx != 1 {
