@@ -34,6 +34,10 @@ type Supervisor struct {
 	mu     sync.Mutex
 	judged map[string]uint64 // deliberation -> position last judged with nothing to do
 	seen   map[string]seenAt // deliberation -> position and when it was first seen
+	// refused: deliberation -> when the projector last refused one of the
+	// supervisor's own emissions (a clock ahead of the stream's, say); the
+	// deliberation is not judged again for projector.ClockSkew.
+	refused map[string]time.Time
 }
 
 type seenAt struct {
@@ -46,7 +50,8 @@ func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}, seen: map[string]seenAt{}}
+	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}, seen: map[string]seenAt{},
+		refused: map[string]time.Time{}}
 }
 
 // Job is what the supervisor decided for one deliberation at a position.
@@ -75,6 +80,12 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 			timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
 			if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
 				return
+			}
+			if at, ok := s.refused[d.ID]; ok {
+				if now.Sub(at) < projector.ClockSkew {
+					return
+				}
+				delete(s.refused, d.ID)
 			}
 			if settle > 0 {
 				seen, ok := s.seen[d.ID]
@@ -153,9 +164,38 @@ func (s *Supervisor) Step(ctx context.Context) int {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			s.r.WaitFor(wctx, last)
 			cancel()
+			s.checkAdmitted(j, k)
 		}
 	}
 	return n
+}
+
+// checkAdmitted logs, and backs off from, emissions of j the projector
+// refused: the live fold checks the supervisor's artifacts against the
+// same rules, so a refusal means this supervisor is out of step with the
+// record (most often a clock more than projector.ClockSkew ahead of the
+// NATS server's).
+func (s *Supervisor) checkAdmitted(j Job, published int) {
+	var refused []string
+	s.r.Read(func(p *projector.Projection) {
+		d := p.Deliberation(j.Deliberation)
+		if d == nil {
+			return
+		}
+		for _, e := range j.Emissions[:published] {
+			if !d.Has(e.Artifact.ID) {
+				refused = append(refused, string(e.Artifact.Type)+" "+e.Artifact.ID.String())
+			}
+		}
+	})
+	if len(refused) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.refused[j.Deliberation] = s.Now()
+	s.mu.Unlock()
+	s.log.Warn("supervisor: the projector refused its own emission (supervisor.unjustified): is this engine's clock ahead of the NATS server's?",
+		"deliberation", j.Deliberation, "refused", refused, "retry_in", projector.ClockSkew)
 }
 
 // Run steps until ctx ends.
