@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -129,7 +130,10 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	expect := j.Position
 	for i, e := range j.Emissions {
 		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
-			jetstream.WithMsgID(msgIDs.Artifact(projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.ID.String())),
+			// The position it expects is part of the id: a retry of this
+			// publish is absorbed, but a judgment at another position (after
+			// the projector refused this emission, say) publishes anew.
+			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
 			jetstream.WithExpectStream(ledger.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
 		if err != nil {
