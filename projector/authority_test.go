@@ -236,3 +236,13 @@ func TestApply_CharterStrict(t *testing.T) {
 		t.Fatal("opened")
 	}
 }
+
+// Two charters that differ only in their terminators give two digests.
+func TestStateDigest_Terminators(t *testing.T) {
+	a, b := newFeed(t), newFeed(t)
+	a.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	b.ctl(`{"op":"open","charter":{"title":"t","terminators":["moderator"]}}`)
+	if a.d().StateDigest() == b.d().StateDigest() {
+		t.Fatal("the terminators are not in the digest")
+	}
+}

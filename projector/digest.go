@@ -35,6 +35,9 @@ func (d *Deliberation) StateDigest() canon.Digest {
 	if d.Charter != nil {
 		line("participants", q(string(mustJSON(d.Charter.Participants))))
 		line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))
+		if len(d.Charter.Terminators) > 0 {
+			line("terminators", q(string(mustJSON(d.Charter.Terminators))))
+		}
 	}
 	ids := d.ids()
 	order := make([]int32, len(d.nodes))

@@ -24,6 +24,15 @@
 // and permanent idempotency: an artifact already in the deliberation is an
 // artifact.duplicate rejection, whatever the stream's dedupe window did.
 //
+// And authority: a TERMINATION is admitted only from the supervisor or a
+// terminator the charter names, and only when the record at its position
+// justifies it; an artifact from _supervisor only when the supervisor's
+// rules (Options.Rules, termination.Rules) call for it there. Anything else
+// is a rejection with its own code (termination.unauthorized,
+// termination.unjustified, supervisor.unjustified) and changes nothing. A
+// message's time is its stream time, or the earlier time it claims, never
+// earlier than its deliberation's previous message (EffectiveTime).
+//
 // StateDigest is a SHA-256 over a canonical rendering of a deliberation's
 // projection; the same stream prefix gives the same digest, live or
 // replayed, and after a snapshot round trip (WriteSnapshot, ReadSnapshot).
