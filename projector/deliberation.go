@@ -131,6 +131,10 @@ type Deliberation struct {
 	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
 	judged   map[canon.Digest]bool
 	answered map[uint64]bool
+	// breaches are the limit-breach rejections no supervisor FAILURE has
+	// answered yet, oldest first, kept apart from the bounded list of
+	// rejections so that none is forgotten however many follow it.
+	breaches []Rejection
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	pend     map[canon.Digest]*pending
@@ -170,6 +174,9 @@ func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg stri
 	d.rejTotal++
 	d.rejCodes[code]++
 	d.rejects = keep(d.rejects, r, d.opts.MaxKept)
+	if slices.Contains(LimitCodes, code) {
+		d.breaches = append(d.breaches, r)
+	}
 	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
 
@@ -673,12 +680,19 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 	if raw, ok := a.Extensions[MessageExtension]; ok {
 		if p, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
 			d.answered[p] = true
+			d.breaches = slices.DeleteFunc(d.breaches, func(r Rejection) bool { return d.Ordinal(r.Position) == p })
 		}
 	}
 }
 
 // Judged reports whether a supervisor FAILURE already considers decision.
 func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[decision] }
+
+// Breaches returns the limit-breach rejections no supervisor FAILURE has
+// answered yet, oldest first (not to be modified). Unlike the kept
+// rejections, which are the most recent MaxKept, none is ever dropped
+// before it is answered.
+func (d *Deliberation) Breaches() []Rejection { return d.breaches }
 
 // Answered reports whether a supervisor FAILURE already names the
 // rejection at stream position position.

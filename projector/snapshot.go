@@ -83,6 +83,7 @@ type delibSnap struct {
 	CancelledAt        uint64
 	CancelReason       string
 	LastTime           time.Time
+	Breaches           []Rejection
 }
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
@@ -95,7 +96,7 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
 			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime}
+			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime, Breaches: d.breaches}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -141,7 +142,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
-		d.seqs, d.lastTime = ds.Seqs, ds.LastTime
+		d.seqs, d.lastTime, d.breaches = ds.Seqs, ds.LastTime, ds.Breaches
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {

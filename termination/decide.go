@@ -100,10 +100,10 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	}
 	pol := d.Policy()
 
-	// Per-artifact limit breaches.
-	kept, _, _ := d.Rejections()
-	for _, r := range kept {
-		if !isLimit(r.Code) || d.Answered(r.Position) {
+	// Per-artifact limit breaches, every one not yet answered (however
+	// many rejections came after it).
+	for _, r := range d.Breaches() {
+		if d.Answered(r.Position) {
 			continue
 		}
 		f := failure(r.Code, fmt.Sprintf("the artifact in %s from %s broke a limit of the charter: %s", msg(r.Position), r.Participant, r.Message),
@@ -220,15 +220,6 @@ func dueEnds(d *projector.Deliberation, now time.Time) []end {
 		}
 	}
 	return ends
-}
-
-func isLimit(code string) bool {
-	for _, c := range projector.LimitCodes {
-		if c == code {
-			return true
-		}
-	}
-	return false
 }
 
 // summarize names the first error finding and counts the rest.
