@@ -4,6 +4,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
@@ -84,6 +85,7 @@ type delibSnap struct {
 	CancelReason       string
 	LastTime           time.Time
 	Breaches           []Rejection
+	Now                time.Time
 }
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
@@ -96,7 +98,7 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
 			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime, Breaches: d.breaches}
+			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime, Breaches: d.breaches, Now: d.now}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -113,9 +115,12 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 		for _, e := range d.extras {
 			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
+		// In stream order: the waiting lists are rebuilt from it, and the
+		// order they release artifacts in is part of the state.
 		for _, pe := range d.pend {
 			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time})
 		}
+		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmpU64(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
 	}
 	if err := gob.NewEncoder(w).Encode(&s); err != nil {
@@ -142,7 +147,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
-		d.seqs, d.lastTime, d.breaches = ds.Seqs, ds.LastTime, ds.Breaches
+		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {

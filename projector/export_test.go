@@ -1,0 +1,80 @@
+package projector
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DumpState renders the whole projection, every field of every
+// deliberation (unexported ones included: tokens, stall counters, activity,
+// pending, judged evidence, indexes…), but the options, in a canonical
+// text: maps in key order, pointers followed, times in UTC. Two
+// projections with the same state give the same text.
+func DumpState(p *Projection) string {
+	var b strings.Builder
+	dump(&b, reflect.ValueOf(p).Elem(), "projection")
+	return b.String()
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+
+func dump(b *strings.Builder, v reflect.Value, path string) {
+	// Work on an addressable copy that reflection may read, unexported
+	// fields included.
+	if v.CanAddr() {
+		v = reflect.NewAt(v.Type(), v.Addr().UnsafePointer()).Elem()
+	} else {
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v)
+		v = c
+	}
+	if v.Type() == timeType {
+		fmt.Fprintf(b, "%s = %s\n", path, v.Interface().(time.Time).UTC().Format(time.RFC3339Nano))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			fmt.Fprintf(b, "%s = nil\n", path)
+			return
+		}
+		dump(b, v.Elem(), path)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if name := v.Type().Field(i).Name; name != "opts" {
+				dump(b, v.Field(i), path+"."+name)
+			}
+		}
+	case reflect.Map:
+		// A nil and an empty map hold the same state.
+		keys := v.MapKeys()
+		rendered := make([]string, len(keys))
+		for i, k := range keys {
+			rendered[i] = fmt.Sprint(k.Interface())
+		}
+		idx := make([]int, len(keys))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, c int) int { return strings.Compare(rendered[a], rendered[c]) })
+		fmt.Fprintf(b, "%s = map[%d]\n", path, len(keys))
+		for _, i := range idx {
+			dump(b, v.MapIndex(keys[i]), path+"["+rendered[i]+"]")
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+			fmt.Fprintf(b, "%s = %q\n", path, v.Bytes())
+			return
+		}
+		// A nil and an empty slice hold the same state.
+		fmt.Fprintf(b, "%s = [%d]\n", path, v.Len())
+		for i := 0; i < v.Len(); i++ {
+			dump(b, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	default:
+		fmt.Fprintf(b, "%s = %v\n", path, v.Interface())
+	}
+}

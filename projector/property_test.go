@@ -1,0 +1,227 @@
+package projector_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	supervisor "github.com/parley-engine/parley/termination"
+)
+
+var delibs = []string{"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"}
+
+// stream generates a random stream of messages over a few deliberations:
+// opens with random charters, every kind of artifact referencing earlier
+// ones (and unknown ones, which wait), duplicates, garbage, control
+// messages, claimed times, limit breaches, and the supervisor's own
+// emissions where its rules call for them. The supervisor's emissions
+// depend on the state, so the stream is built by folding it.
+func stream(r *rand.Rand, n int) []projector.Msg {
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6})
+	var msgs []projector.Msg
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	known := map[string][]*events.Artifact{}
+	parts := []string{"alice", "bob", "carol", "moderator"}
+	emit := func(subject string, data []byte, claimed time.Time) {
+		m := projector.Msg{Seq: uint64(len(msgs) + 1), Subject: subject, Data: data, Time: now, Claimed: claimed}
+		msgs = append(msgs, m)
+		p.Apply(m)
+	}
+	pick := func(d string) *events.Artifact {
+		if len(known[d]) == 0 || r.IntN(8) == 0 {
+			return claim(fmt.Sprintf("unknown %d", r.IntN(4))) // never published: its referrers wait
+		}
+		return known[d][r.IntN(len(known[d]))]
+	}
+	for len(msgs) < n {
+		now = now.Add(time.Duration(r.IntN(120)) * time.Second)
+		d := delibs[r.IntN(len(delibs))]
+		var claimed time.Time
+		if r.IntN(10) == 0 {
+			claimed = now.Add(-time.Duration(r.IntN(3600)) * time.Second)
+		}
+		who := parts[r.IntN(len(parts))]
+		var a *events.Artifact
+		switch k := r.IntN(20); {
+		case k == 0:
+			limits := []string{`{}`, `{"max_references":2}`, `{"max_artifacts_per_participant":4}`, `{"idle_timeout":"5m"}`, `{"stall_window":3}`, `{"max_artifacts":12}`, `{"max_artifact_bytes":330}`}
+			emit(projector.ControlSubject(d), []byte(fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","terminators":["moderator"],"limits":%s}}`, r.IntN(3), limits[r.IntN(len(limits))])), claimed)
+			continue
+		case k == 1:
+			ops := []string{`{"op":"suspend"}`, `{"op":"resume"}`, `{"op":"round","round":` + fmt.Sprint(r.IntN(5)) + `}`, `{"op":"cancel","reason":"r"}`, `not json`}
+			emit(projector.ControlSubject(d), []byte(ops[r.IntN(len(ops))]), claimed)
+			continue
+		case k == 2:
+			emit(projector.ArtifactSubject(d, who), []byte(`{"garbage":`), claimed)
+			continue
+		case k == 3 && len(known[d]) > 0:
+			a = known[d][r.IntN(len(known[d]))] // a duplicate
+		case k == 4:
+			if dd := p.Deliberation(d); dd != nil {
+				for _, e := range supervisor.Decide(dd, now) {
+					emit(projector.ArtifactSubject(d, projector.SupervisorToken), e.Artifact.Canonical, time.Time{})
+				}
+			}
+			continue
+		case k < 8:
+			a = claim(fmt.Sprintf("claim %d %s", r.IntN(1000), strings.Repeat("x", r.IntN(3)*150)))
+		case k < 11:
+			a = objection(pick(d).ID, r.IntN(2) == 0)
+		case k < 13:
+			a = events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: fmt.Sprint("ev ", r.IntN(1000)), ProvenanceClass: events.ExternalEvidence},
+				References: []events.Reference{{Target: pick(d).ID, Relation: events.Supports}}})
+		case k < 15:
+			a = events.MustSeal(events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: fmt.Sprint("rev ", r.IntN(1000))},
+				References: []events.Reference{{Target: pick(d).ID, Relation: events.Revises}}})
+		case k < 18:
+			var disp []events.Disposition
+			if dd := p.Deliberation(d); dd != nil {
+				for _, o := range dd.OpenBlockingObjections() {
+					if r.IntN(2) == 0 {
+						disp = append(disp, events.Disposition{Objection: o, Disposition: events.Addressed, Rationale: "ok"})
+					}
+				}
+			}
+			status := events.Final
+			if r.IntN(3) == 0 {
+				status = events.Provisional
+			}
+			a = decision(status, pick(d).ID, disp...)
+		default:
+			// A terminator's (or anyone's) TERMINATION.
+			states := []events.TerminationState{events.Completed, events.Cancelled, events.Suspended, events.Deadlock}
+			s := states[r.IntN(len(states))]
+			var refs []events.Reference
+			var unresolved []canon.Digest
+			if dd := p.Deliberation(d); dd != nil && (s == events.Deadlock) {
+				unresolved = dd.OpenBlockingObjections()
+				for _, o := range unresolved {
+					refs = append(refs, events.Reference{Target: o, Relation: events.Considers})
+				}
+			}
+			if s == events.Completed {
+				if dd := p.Deliberation(d); dd != nil && len(dd.Decisions()) > 0 {
+					refs = append(refs, events.Reference{Target: dd.Decisions()[r.IntN(len(dd.Decisions()))], Relation: events.Decides})
+				} else {
+					continue
+				}
+			}
+			a = events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: s, UnresolvedObjections: unresolved}, References: refs})
+		}
+		emit(projector.ArtifactSubject(d, who), a.Canonical, claimed)
+		known[d] = append(known[d], a)
+	}
+	return msgs
+}
+
+func fold(opts projector.Options, msgs []projector.Msg) *projector.Projection {
+	p := projector.New(opts)
+	for _, m := range msgs {
+		p.Apply(m)
+	}
+	return p
+}
+
+// The fold proven: on random streams, the fold of the whole stream is the
+// same state (the whole state, not only the digest) as restoring a
+// snapshot of any prefix and folding the rest; a snapshot restores exactly
+// the state it was taken of; and folding twice gives the same state.
+func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
+	streams := 300
+	if testing.Short() {
+		streams = 40
+	}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	seen := map[string]int{} // what the streams exercised, to show they are not trivial
+	for seed := range uint64(streams) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		msgs := stream(r, 40+r.IntN(160))
+		all := fold(opts, msgs)
+		all.Deliberations(func(d *projector.Deliberation) {
+			seen["status "+string(d.Status)]++
+			seen["pending"] += d.Pending()
+			_, _, codes := d.Rejections()
+			for c, n := range codes {
+				seen[c] += n
+			}
+			for _, id := range d.Terminations() {
+				n, _ := d.Node(id)
+				seen["terminated by "+n.Participant]++
+			}
+		})
+		whole := projector.DumpState(all)
+		if again := projector.DumpState(fold(opts, msgs)); again != whole {
+			t.Fatalf("seed %d: the fold is not deterministic", seed)
+		}
+		cut := r.IntN(len(msgs) + 1)
+		prefix := fold(opts, msgs[:cut])
+		var buf bytes.Buffer
+		if err := prefix.WriteSnapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		restored, err := projector.ReadSnapshot(&buf, opts)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if got, want := projector.DumpState(restored), projector.DumpState(prefix); got != want {
+			t.Fatalf("seed %d: the snapshot at %d does not restore the state:\n%s", seed, cut, firstDifference(got, want))
+		}
+		for _, m := range msgs[cut:] {
+			restored.Apply(m)
+		}
+		if got := projector.DumpState(restored); got != whole {
+			t.Fatalf("seed %d: snapshot at %d of %d, then the rest, differs from the whole fold:\n%s", seed, cut, len(msgs), firstDifference(got, whole))
+		}
+	}
+	for _, must := range []string{"status open", "status suspended", "status cancelled", "terminated by _supervisor", "terminated by moderator",
+		"pending", projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified, projector.CodeDuplicate, projector.CodeLimitArtifactSize, projector.CodePendingOverflow} {
+		if seen[must] == 0 {
+			t.Errorf("the random streams never reached %q: %v", must, seen)
+		}
+	}
+	t.Logf("exercised: %v", seen)
+}
+
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			return fmt.Sprintf("line %d:\n got  %s\n want %s", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(g), len(w))
+}
+
+// FuzzApply: any bytes on any subject, folded into a projection that holds
+// a few deliberations, never panic; a message at an old position changes
+// nothing; and the fold stays deterministic.
+func FuzzApply(f *testing.F) {
+	base := stream(rand.New(rand.NewPCG(1, 2)), 60)
+	for _, m := range base[:12] {
+		f.Add(m.Subject, m.Data)
+	}
+	f.Add(projector.ControlSubject(delibs[0]), []byte(`{"op":"open","charter":{"title":"x","terminators":["a"],"limits":{"max_depth":1}}}`))
+	f.Add(projector.ArtifactSubject(delibs[0], projector.SupervisorToken), []byte(`{}`))
+	f.Add("parley.x.art.y", []byte("\xff"))
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		p := fold(opts, base)
+		m := projector.Msg{Seq: uint64(len(base) + 1), Subject: subject, Data: data, Time: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+		p.Apply(m)
+		after := projector.DumpState(p)
+		p.Apply(m) // the same position again: ignored
+		if projector.DumpState(p) != after {
+			t.Fatal("a message at an old position changed the state")
+		}
+		q := fold(opts, append(base[:len(base):len(base)], m))
+		if projector.DumpState(q) != after {
+			t.Fatal("the fold is not deterministic")
+		}
+	})
+}
