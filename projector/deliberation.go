@@ -170,7 +170,9 @@ func newDeliberation(id string, opts Options) *Deliberation {
 
 func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg string) Outcome {
 	r := Rejection{Position: seq, Participant: participant, ArtifactID: id, Class: class, Code: code, Message: msg}
-	d.Position = seq
+	// (A pending artifact released and rejected now has an older position:
+	// the deliberation's does not go back.)
+	d.Position = max(d.Position, seq)
 	d.rejTotal++
 	d.rejCodes[code]++
 	d.rejects = keep(d.rejects, r, d.opts.MaxKept)

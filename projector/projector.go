@@ -155,7 +155,7 @@ func DefaultOptions() Options {
 // state. A Projection is not safe for concurrent use; the runner guards it.
 type Projection struct {
 	opts     Options
-	position uint64
+	position uint64 // the highest position applied
 	delibs   map[string]*Deliberation
 	// Messages that name no deliberation (or not one that was ever
 	// opened) are recorded here, the most recent MaxKept of them.
@@ -215,15 +215,23 @@ type Outcome struct {
 // stream order; one at or before the current position is ignored (a
 // redelivery after a restart), so Apply is idempotent per position.
 func (p *Projection) Apply(m Msg) Outcome {
-	if m.Seq <= p.position {
-		return Outcome{}
-	}
-	p.position = m.Seq
 	delib, kind, participant := route(m.Subject)
+	// Deliberations are independent: a message is ignored when its own
+	// deliberation has applied its position, so that a runner may apply
+	// the messages of different deliberations in any order (each
+	// deliberation's in stream order), and a redelivery changes nothing.
+	// Messages of no known deliberation are guarded by the position (the
+	// highest applied): a runner hands them over in stream order.
 	var prev time.Time
 	if d := p.delibs[delib]; d != nil {
+		if n := len(d.seqs); n > 0 && m.Seq <= d.seqs[n-1] {
+			return Outcome{}
+		}
 		prev = d.lastTime
+	} else if m.Seq <= p.position {
+		return Outcome{}
 	}
+	p.position = max(p.position, m.Seq)
 	m.Time = EffectiveTime(m, prev)
 	out := p.apply(m, delib, kind, participant)
 	out.Time = m.Time

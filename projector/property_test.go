@@ -225,3 +225,45 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// Deliberations are independent: a runner that holds back the messages of
+// some deliberations (a reader holds their lock) and applies others first,
+// each deliberation's in stream order, reaches the same state.
+func TestFold_DeliberationsIndependent(t *testing.T) {
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	for seed := range uint64(100) {
+		r := rand.New(rand.NewPCG(seed, 9))
+		msgs := stream(r, 40+r.IntN(160))
+		want := projector.DumpState(fold(opts, msgs))
+		p := projector.New(opts)
+		held := map[string][]projector.Msg{}
+		flush := func(d string) {
+			for _, m := range held[d] {
+				p.Apply(m)
+			}
+			delete(held, d)
+		}
+		for _, m := range msgs {
+			d := projector.DeliberationOf(m.Subject)
+			switch {
+			case len(held[d]) > 0 || (p.Deliberation(d) != nil && r.IntN(3) == 0):
+				held[d] = append(held[d], m)
+			default:
+				p.Apply(m)
+			}
+			if r.IntN(5) == 0 {
+				for d := range held {
+					if r.IntN(2) == 0 {
+						flush(d)
+					}
+				}
+			}
+		}
+		for d := range held {
+			flush(d)
+		}
+		if got := projector.DumpState(p); got != want {
+			t.Fatalf("seed %d:\n%s", seed, firstDifference(got, want))
+		}
+	}
+}

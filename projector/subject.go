@@ -70,6 +70,17 @@ func ValidDeliberation(s string) bool {
 	return true
 }
 
+// DeliberationOf returns the deliberation a subject names (the token after
+// "parley."), or "" for a subject that names none. A runner that spreads
+// deliberations over shards routes by it.
+func DeliberationOf(subject string) string {
+	d, kind, _ := route(subject)
+	if kind == "" {
+		return ""
+	}
+	return d
+}
+
 // route splits a subject into its deliberation and, for artifacts, its
 // participant. kind is "art", "ctl" or "" for a subject that is neither.
 func route(subject string) (deliberation, kind, participant string) {
