@@ -246,3 +246,28 @@ func TestStateDigest_Terminators(t *testing.T) {
 		t.Fatal("the terminators are not in the digest")
 	}
 }
+
+// The state digest is cached per state and follows every change.
+func TestStateDigest_Cached(t *testing.T) {
+	f := newFeed(t)
+	f.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	d := f.d()
+	first := d.StateDigest()
+	if d.StateDigest() != first {
+		t.Fatal("not stable")
+	}
+	f.art("alice", claim("a"))
+	second := d.StateDigest()
+	f.raw(projector.ArtifactSubject(delib, "alice"), []byte("junk")) // a rejection
+	third := d.StateDigest()
+	if second == first || third == second {
+		t.Fatal("the cached digest did not follow the state")
+	}
+	g := newFeed(t)
+	g.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	g.art("alice", claim("a"))
+	g.raw(projector.ArtifactSubject(delib, "alice"), []byte("junk"))
+	if g.d().StateDigest() != third {
+		t.Fatal("a fresh fold of the same messages gives another digest")
+	}
+}

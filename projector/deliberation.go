@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
@@ -156,6 +157,8 @@ type Deliberation struct {
 	// references.
 	judgedEv []int32
 	inadm    map[canon.Digest][]int32
+	// digest caches StateDigest for the state it was computed in.
+	digest atomic.Pointer[cachedDigest]
 }
 
 func newDeliberation(id string, opts Options) *Deliberation {

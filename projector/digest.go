@@ -17,7 +17,33 @@ import (
 // id is not in it: the same messages in the same order give the same
 // digest, live or replayed, in this stream or imported into another under
 // another id. Tips and counts are functions of what is hashed.
+//
+// It is computed once per state: the result is kept for the position it
+// was computed at (many readers may ask at once; they compute the same
+// value).
 func (d *Deliberation) StateDigest() canon.Digest {
+	key := digestKey{position: d.Position, messages: len(d.seqs)}
+	if c := d.digest.Load(); c != nil && c.key == key {
+		return c.digest
+	}
+	out := d.computeDigest()
+	d.digest.Store(&cachedDigest{key, out})
+	return out
+}
+
+// digestKey names a state of a deliberation: every message applied to it
+// moves its position or adds to its messages.
+type digestKey struct {
+	position uint64
+	messages int
+}
+
+type cachedDigest struct {
+	key    digestKey
+	digest canon.Digest
+}
+
+func (d *Deliberation) computeDigest() canon.Digest {
 	h := sha256.New()
 	line := func(parts ...string) {
 		for i, p := range parts {

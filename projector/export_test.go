@@ -44,7 +44,7 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		dump(b, v.Elem(), path)
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if name := v.Type().Field(i).Name; name != "opts" {
+			if name := v.Type().Field(i).Name; name != "opts" && name != "digest" { // options, and a cache
 				dump(b, v.Field(i), path+"."+name)
 			}
 		}
