@@ -198,7 +198,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var messages int
-	h.s.Runner.Read(func(p *projector.Projection) { messages = p.Deliberation(id).Messages() })
+	h.s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) { messages = d.Messages() })
 	completion := events.MustSeal(events.Draft{Type: events.TypeTermination,
 		Payload:    events.Termination{State: events.Completed, Reason: fmt.Sprintf("the final decision in message %d verifies", messages+2)},
 		References: []events.Reference{{Target: fixed.ID, Relation: events.Decides}}})
@@ -290,7 +290,7 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 	}
 	// The real supervisor's rules still call for the completion.
 	var es []termination.Emission
-	s.Runner.Read(func(p *projector.Projection) { es = termination.Decide(p.Deliberation(id), time.Now()) })
+	s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) { es = termination.Decide(d, time.Now()) })
 	if len(es) != 1 || es[0].Artifact.TerminationPayload() == nil || es[0].Artifact.TerminationPayload().State != events.Completed {
 		t.Fatalf("the supervisor decides %+v", es)
 	}

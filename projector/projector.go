@@ -178,8 +178,12 @@ func New(opts Options) *Projection {
 	return &Projection{opts: opts, delibs: map[string]*Deliberation{}}
 }
 
-// Position is the stream sequence of the last message applied.
+// Position is the highest stream position applied.
 func (p *Projection) Position() uint64 { return p.position }
+
+// MaxKept is the number of detailed rejections kept per deliberation (and
+// of unrouted ones).
+func (p *Projection) MaxKept() int { return p.opts.MaxKept }
 
 // Deliberation returns a deliberation by id, or nil.
 func (p *Projection) Deliberation(id string) *Deliberation { return p.delibs[id] }

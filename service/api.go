@@ -54,11 +54,9 @@ type Summary struct {
 // List returns every deliberation, most recently touched first.
 func (q *Queries) List() []Summary {
 	var out []Summary
-	q.r.Read(func(p *projector.Projection) {
-		p.Deliberations(func(d *projector.Deliberation) {
-			_, rej, _ := d.Rejections()
-			out = append(out, Summary{ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, Artifacts: d.Artifacts(), Rejections: rej})
-		})
+	q.r.EachDeliberation(func(d *projector.Deliberation) {
+		_, rej, _ := d.Rejections()
+		out = append(out, Summary{ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, Artifacts: d.Artifacts(), Rejections: rej})
 	})
 	slices.SortFunc(out, func(a, b Summary) int {
 		if a.Position != b.Position {
@@ -76,10 +74,8 @@ func (q *Queries) List() []Summary {
 func (q *Queries) Get(id string) (projector.View, error) {
 	var v projector.View
 	found := false
-	q.r.Read(func(p *projector.Projection) {
-		if d := p.Deliberation(id); d != nil {
-			v, found = d.View(), true
-		}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		v, found = d.View(), true
 	})
 	if !found {
 		return v, notFound("deliberation " + id)
@@ -100,14 +96,12 @@ type ArtifactEntry struct {
 func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 	var out []ArtifactEntry
 	found := false
-	q.r.Read(func(p *projector.Projection) {
-		if d := p.Deliberation(id); d != nil {
-			found = true
-			out = make([]ArtifactEntry, 0, d.Artifacts())
-			d.Nodes(func(a canon.Digest, n projector.Node) {
-				out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: n.Participant, Type: string(n.Type)})
-			})
-		}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		found = true
+		out = make([]ArtifactEntry, 0, d.Artifacts())
+		d.Nodes(func(a canon.Digest, n projector.Node) {
+			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: n.Participant, Type: string(n.Type)})
+		})
 	})
 	if !found {
 		return nil, notFound("deliberation " + id)
@@ -137,15 +131,13 @@ type RejectionList struct {
 func (q *Queries) Rejections(id string) (RejectionList, error) {
 	var out RejectionList
 	found := false
-	q.r.Read(func(p *projector.Projection) {
-		if d := p.Deliberation(id); d != nil {
-			found = true
-			kept, total, codes := d.Rejections()
-			out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
-				Rejections: append([]projector.Rejection{}, kept...)}
-			for k, v := range codes {
-				out.ByCode[k] = v
-			}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		found = true
+		kept, total, codes := d.Rejections()
+		out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
+			Rejections: append([]projector.Rejection{}, kept...)}
+		for k, v := range codes {
+			out.ByCode[k] = v
 		}
 	})
 	if !found {
@@ -157,13 +149,11 @@ func (q *Queries) Rejections(id string) (RejectionList, error) {
 // Unrouted returns the rejections that belong to no open deliberation.
 func (q *Queries) Unrouted() RejectionList {
 	var out RejectionList
-	q.r.Read(func(p *projector.Projection) {
-		kept, total := p.Unrouted()
-		out = RejectionList{Total: total, Kept: len(kept), Rejections: append([]projector.Rejection{}, kept...), ByCode: map[string]int{}}
-		for _, r := range kept {
-			out.ByCode[r.Code]++
-		}
-	})
+	kept, total := q.r.Unrouted()
+	out = RejectionList{Total: total, Kept: len(kept), Rejections: append([]projector.Rejection{}, kept...), ByCode: map[string]int{}}
+	for _, r := range kept {
+		out.ByCode[r.Code]++
+	}
 	return out
 }
 
@@ -176,11 +166,9 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 	}
 	var seq uint64
 	known := false
-	q.r.Read(func(p *projector.Projection) {
-		if dl := p.Deliberation(delib); dl != nil {
-			known = true
-			seq = dl.PositionOf(d)
-		}
+	q.r.ReadDeliberation(delib, func(dl *projector.Deliberation) {
+		known = true
+		seq = dl.PositionOf(d)
 	})
 	switch {
 	case !known:
@@ -204,11 +192,9 @@ func (q *Queries) Closure(id, decisionID string, at uint64) (closure.Result, err
 		return r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "decision id is not sha256:<64 lowercase hex>"}
 	}
 	found := false
-	q.r.Read(func(p *projector.Projection) {
-		if dl := p.Deliberation(id); dl != nil {
-			found = true
-			r = dl.Verify(d, at, dl.ClosureLimits())
-		}
+	q.r.ReadDeliberation(id, func(dl *projector.Deliberation) {
+		found = true
+		r = dl.Verify(d, at, dl.ClosureLimits())
 	})
 	if !found {
 		return r, notFound("deliberation " + id)
@@ -241,11 +227,7 @@ type ProvenanceReport struct {
 func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 	out := ProvenanceReport{Deliberation: id, Roots: []string{}, Evidence: []EvidenceJudgement{}}
 	found := false
-	q.r.Read(func(p *projector.Projection) {
-		d := p.Deliberation(id)
-		if d == nil {
-			return
-		}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		found = true
 		out.Policy = d.Policy().Provenance
 		d.Judgements(func(a canon.Digest, n projector.Node) {

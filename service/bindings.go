@@ -127,10 +127,8 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, &apiError{Status: http.StatusBadRequest, Code: binding.CodeEnvelopeMismatch, Message: "the resolution names " + res.EnvelopeDigest.String() + ", the path " + envDigest}
 	}
 	var last uint64
-	q.r.Read(func(p *projector.Projection) {
-		if d := p.Deliberation(id); d != nil {
-			last = d.Position
-		}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		last = d.Position
 	})
 	moments, err := q.Bindings(ctx, id)
 	if err != nil {
@@ -186,20 +184,18 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := q.r.WaitFor(wctx, ack.Sequence); err != nil {
+	if err := q.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "published at " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
 	}
 	var accepted bool
 	var rej string
-	q.r.Read(func(p *projector.Projection) {
-		if d := p.Deliberation(id); d != nil {
-			accepted = d.PositionOf(a.ID) != 0
-			if !accepted {
-				kept, _, _ := d.Rejections()
-				for _, r := range kept {
-					if r.Position == ack.Sequence {
-						rej = r.Code + ": " + r.Message
-					}
+	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		accepted = d.PositionOf(a.ID) != 0
+		if !accepted {
+			kept, _, _ := d.Rejections()
+			for _, r := range kept {
+				if r.Position == ack.Sequence {
+					rej = r.Code + ": " + r.Message
 				}
 			}
 		}
@@ -267,11 +263,9 @@ func (b *bindingWatch) onApply(m projector.Msg, out projector.Outcome) {
 	if rr, ok := binding.ResolutionOf(a); ok {
 		decider := ""
 		for _, ref := range a.References {
-			b.r.Read(func(p *projector.Projection) {
-				if d := p.Deliberation(out.Deliberation); d != nil {
-					if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
-						decider = n.Participant
-					}
+			b.r.ReadDeliberation(out.Deliberation, func(d *projector.Deliberation) {
+				if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
+					decider = n.Participant
 				}
 			})
 			if decider != "" {

@@ -70,9 +70,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		projector.StatusCancelled, projector.StatusDeadlock, projector.StatusExhausted} {
 		counts[s] = 0
 	}
-	c.r.Read(func(p *projector.Projection) {
-		p.Deliberations(func(d *projector.Deliberation) { counts[d.Status]++ })
-	})
+	c.r.EachDeliberation(func(d *projector.Deliberation) { counts[d.Status]++ })
 	for s, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(s))
 	}

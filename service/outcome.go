@@ -71,10 +71,8 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 		return out, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "read position: " + err.Error()}
 	}
 	var mo projector.MessageOutcome
-	q.r.Read(func(p *projector.Projection) {
-		out.Projected = p.Position()
-		mo, err = p.OutcomeOf(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data}, want)
-	})
+	out.Projected = q.r.Position()
+	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data}, want)
 	switch {
 	case errors.Is(err, projector.ErrOtherDeliberation):
 		return out, &apiError{Status: http.StatusNotFound, Code: "not_found",

@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 )
@@ -25,10 +29,24 @@ const (
 	OriginalTimeHeader     = "Parley-Original-Time"
 )
 
-// Runner consumes the PARLEY stream into a projection, resumes from its
-// last snapshot after a restart, and serves reads concurrently with the
-// fold. It owns the consumer, the goroutines and the clock; the fold is
-// projector's.
+// DefaultShards is the number of shards the projection is spread over. It
+// is fixed rather than the number of cores, so that a snapshot taken on one
+// machine restores on another.
+const DefaultShards = 8
+
+// Runner consumes the PARLEY stream into a projection spread over shards,
+// resumes from its last snapshot after a restart, and serves reads
+// concurrently with the fold. It owns the consumer, the goroutines and the
+// clock; the fold is projector's.
+//
+// Deliberations are independent, so they are sharded by id: each shard has
+// its own projection (projector.Projection), fed in stream order by its own
+// goroutine, and each deliberation its own lock. A read locks one
+// deliberation; a long one (a closure verification of a million artifacts)
+// holds back only that deliberation's messages, which its shard keeps aside
+// while it goes on with the others. A shard is the unit a partitioning of
+// deliberations across engines would move; it is snapshotted on its own,
+// by its own goroutine, so a snapshot never stops the fold of the others.
 type Runner struct {
 	js        jetstream.JetStream
 	stream    jetstream.Stream
@@ -37,32 +55,69 @@ type Runner struct {
 	snapPath  string
 	snapEvery time.Duration
 	opts      projector.Options
+	onApply   func(projector.Msg, projector.Outcome)
 
-	mu   sync.RWMutex
-	proj *projector.Projection
-
-	position atomic.Uint64
-	snapAt   atomic.Uint64 // position of the last snapshot written
-	onApply  func(projector.Msg, projector.Outcome)
+	shards     []*shard
+	dispatched atomic.Uint64 // the last position handed to a shard
+	start      uint64        // the position the stream is read from (after the snapshots)
 }
 
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
-	// SnapshotPath is where the projection is checkpointed; empty disables
-	// snapshots (every start replays the whole stream).
+	// SnapshotPath is where the projection is checkpointed, one file per
+	// shard (SnapshotPath.<i>-of-<n>); empty disables snapshots (every start
+	// replays the whole stream).
 	SnapshotPath string
 	// SnapshotEvery is the interval between snapshots (default 30 s).
 	SnapshotEvery time.Duration
-	Projector     projector.Options
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// Shards is the number of shards (default DefaultShards). Snapshots of
+	// another number of shards are not used: the projection is rebuilt.
+	Shards    int
+	Projector projector.Options
+	Logger    *slog.Logger
+	Metrics   *Metrics
 	// OnApply, when set, is called after each message is applied, outside
-	// the projection's lock (binding-moment announcements, their metrics).
+	// any lock, from the goroutine of the message's shard (binding-moment
+	// announcements, their metrics).
 	OnApply func(m projector.Msg, out projector.Outcome)
 }
 
-// NewRunner returns a Runner over stream, starting from the snapshot at
-// cfg.SnapshotPath when there is a usable one.
+// shard is one part of the projection: the deliberations whose id hashes to
+// it, and the messages that name no deliberation (shard 0).
+type shard struct {
+	i int
+	// mu guards the projection's deliberation map and its unrouted
+	// rejections (the shard's goroutine takes it to apply a message that
+	// may create a deliberation), and locks; each deliberation's state is
+	// guarded by its own lock in locks.
+	mu    sync.RWMutex
+	proj  *projector.Projection
+	locks map[string]*sync.RWMutex
+
+	in chan item
+	// enq is the last position handed to the shard, processed the last
+	// one its goroutine took (applied, or held back).
+	enq, processed atomic.Uint64
+	// held are messages of deliberations a reader held locked, in stream
+	// order, applied as soon as the lock is free; heldMin is the smallest
+	// position held (0: none). Only the shard's goroutine touches held.
+	held     map[string][]item
+	heldMin  atomic.Uint64
+	heldMu   sync.Mutex
+	heldHead map[string]uint64 // deliberation -> its first held position, for WaitForIn
+
+	snapReq chan chan error
+	snapAt  uint64      // the position of the shard's last snapshot (its goroutine only)
+	running atomic.Bool // its goroutine is running (snapshots go through it)
+}
+
+type item struct {
+	m       projector.Msg
+	pending uint64 // messages left in the stream after it, when it was read
+}
+
+// NewRunner returns a Runner over stream, starting from the snapshots at
+// cfg.SnapshotPath when there are usable ones.
 func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg RunnerConfig) (*Runner, error) {
 	r := &Runner{js: js, stream: stream, log: cfg.Logger, metrics: cfg.Metrics, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
 		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector}
@@ -75,22 +130,105 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Str
 	if r.snapEvery <= 0 {
 		r.snapEvery = 30 * time.Second
 	}
-	r.proj = projector.New(cfg.Projector)
+	n := cfg.Shards
+	if n <= 0 {
+		n = DefaultShards
+	}
+	r.shards = make([]*shard, n)
+	for i := range r.shards {
+		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*sync.RWMutex{}, in: make(chan item, 4096),
+			held: map[string][]item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan error)}
+	}
 	if r.snapPath != "" {
-		if p, err := r.loadSnapshot(ctx); err != nil {
-			r.log.Warn("snapshot not used; rebuilding the projection from the stream", "path", r.snapPath, "err", err)
-		} else if p != nil {
-			r.proj = p
-			r.log.Info("projection restored from snapshot", "position", p.Position())
+		r.removeLeftovers()
+		if ps, err := r.loadSnapshots(ctx); err != nil {
+			r.log.Warn("snapshots not used; rebuilding the projection from the stream", "path", r.snapPath, "err", err)
+		} else if ps != nil {
+			low := ps[0].Position()
+			for i, p := range ps {
+				r.shards[i].install(p)
+				low = min(low, p.Position())
+			}
+			r.start = low
+			r.log.Info("projection restored from snapshots", "shards", n, "position", low)
 		}
 	}
-	r.position.Store(r.proj.Position())
-	r.snapAt.Store(r.proj.Position())
+	for _, s := range r.shards {
+		s.enq.Store(r.start)
+		s.processed.Store(r.start)
+	}
+	r.dispatched.Store(r.start)
 	return r, nil
 }
 
-func (r *Runner) loadSnapshot(ctx context.Context) (*projector.Projection, error) {
-	f, err := os.Open(r.snapPath)
+// install makes p the shard's projection (restored from a snapshot).
+func (s *shard) install(p *projector.Projection) {
+	s.proj = p
+	s.snapAt = p.Position()
+	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &sync.RWMutex{} })
+}
+
+func (r *Runner) shardPath(i int) string {
+	return r.snapPath + "." + strconv.Itoa(i) + "-of-" + strconv.Itoa(len(r.shards))
+}
+
+// removeLeftovers removes temporary files of snapshots a kill interrupted,
+// and the snapshot of an engine that did not shard its projection.
+func (r *Runner) removeLeftovers() {
+	dir := filepath.Dir(r.snapPath)
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".snapshot-*"))
+	for _, t := range tmps {
+		if os.Remove(t) == nil {
+			r.log.Info("removed a snapshot's leftover temporary file", "path", t)
+		}
+	}
+	os.Remove(r.snapPath)
+}
+
+func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, error) {
+	ps := make([]*projector.Projection, len(r.shards))
+	errs := make([]error, len(r.shards))
+	var wg sync.WaitGroup
+	for i := range r.shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps[i], errs[i] = r.loadShard(i)
+		}()
+	}
+	wg.Wait()
+	missing := 0
+	for i := range ps {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if ps[i] == nil {
+			missing++
+		}
+	}
+	switch {
+	case missing == len(ps):
+		if others, _ := filepath.Glob(r.snapPath + ".*-of-*"); len(others) > 0 {
+			return nil, fmt.Errorf("snapshots of another number of shards (%s); this engine has %d", filepath.Base(others[0]), len(r.shards))
+		}
+		return nil, nil
+	case missing > 0:
+		return nil, fmt.Errorf("%d of %d shard snapshots missing", missing, len(ps))
+	}
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.Position() > info.State.LastSeq {
+			return nil, fmt.Errorf("a snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), info.State.LastSeq)
+		}
+	}
+	return ps, nil
+}
+
+func (r *Runner) loadShard(i int) (*projector.Projection, error) {
+	f, err := os.Open(r.shardPath(i))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -98,50 +236,169 @@ func (r *Runner) loadSnapshot(ctx context.Context) (*projector.Projection, error
 		return nil, err
 	}
 	defer f.Close()
-	p, err := projector.ReadSnapshot(bufio.NewReader(f), r.opts)
+	p, err := projector.ReadSnapshot(bufio.NewReaderSize(f, 1<<20), r.opts)
 	if err != nil {
-		return nil, err
-	}
-	info, err := r.stream.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p.Position() > info.State.LastSeq {
-		return nil, fmt.Errorf("snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), info.State.LastSeq)
+		return nil, fmt.Errorf("shard %d: %w", i, err)
 	}
 	return p, nil
 }
 
-// Read runs fn with the projection under a read lock. fn must not keep
-// references to what it reads past its return.
-func (r *Runner) Read(fn func(*projector.Projection)) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	fn(r.proj)
+func (r *Runner) shardOf(deliberation string) *shard {
+	if deliberation == "" {
+		return r.shards[0]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(deliberation))
+	return r.shards[h.Sum32()%uint32(len(r.shards))]
 }
 
-// Position is the stream sequence of the last message applied.
-func (r *Runner) Position() uint64 { return r.position.Load() }
+// ReadDeliberation runs fn with deliberation id under its read lock and
+// reports whether it exists. fn must not keep references to what it reads
+// past its return; while it runs, only this deliberation's messages wait.
+func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) bool {
+	s := r.shardOf(id)
+	s.mu.RLock()
+	d, l := s.proj.Deliberation(id), s.locks[id]
+	s.mu.RUnlock()
+	if d == nil || l == nil {
+		return false
+	}
+	l.RLock()
+	defer l.RUnlock()
+	fn(d)
+	return true
+}
 
-// WaitFor waits until the projection has applied position seq.
+// EachDeliberation runs fn with every deliberation, each under its own read
+// lock, in no particular order.
+func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
+	type entry struct {
+		d *projector.Deliberation
+		l *sync.RWMutex
+	}
+	var list []entry
+	for _, s := range r.shards {
+		list = list[:0]
+		s.mu.RLock()
+		s.proj.Deliberations(func(d *projector.Deliberation) { list = append(list, entry{d, s.locks[d.ID]}) })
+		s.mu.RUnlock()
+		for _, e := range list {
+			e.l.RLock()
+			fn(e.d)
+			e.l.RUnlock()
+		}
+	}
+}
+
+// Deliberations returns the number of deliberations.
+func (r *Runner) Deliberations() int {
+	n := 0
+	for _, s := range r.shards {
+		s.mu.RLock()
+		n += s.proj.Len()
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Unrouted returns the most recent kept rejections of messages that belong
+// to no open deliberation, in stream order, and their total.
+func (r *Runner) Unrouted() ([]projector.Rejection, int) {
+	var all []projector.Rejection
+	total := 0
+	for _, s := range r.shards {
+		s.mu.RLock()
+		kept, n := s.proj.Unrouted()
+		all = append(all, kept...)
+		total += n
+		s.mu.RUnlock()
+	}
+	slices.SortFunc(all, func(a, b projector.Rejection) int { return cmpU64(a.Position, b.Position) })
+	if max := r.shards[0].proj.MaxKept(); len(all) > max {
+		all = all[len(all)-max:]
+	}
+	return all, total
+}
+
+// Outcome says what the projection did with the message m of deliberation
+// id (projector.Projection.OutcomeOf), once the projection has reached it.
+func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projector.MessageOutcome, error) {
+	if m.Seq > r.Position() {
+		return projector.MessageOutcome{Deliberation: id, Position: m.Seq, Verdict: projector.VerdictUnprojected,
+			Note: "the projection is at position " + strconv.FormatUint(r.Position(), 10)}, nil
+	}
+	s := r.shardOf(id)
+	s.mu.RLock()
+	l := s.locks[id]
+	s.mu.RUnlock()
+	if l != nil {
+		l.RLock()
+		defer l.RUnlock()
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.proj.OutcomeOf(id, m, want)
+}
+
+// Position is the stream position up to which every message is applied.
+func (r *Runner) Position() uint64 {
+	pos := r.dispatched.Load()
+	for _, s := range r.shards {
+		if h := s.heldMin.Load(); h > 0 {
+			pos = min(pos, h-1)
+		}
+		if p, e := s.processed.Load(), s.enq.Load(); p < e {
+			pos = min(pos, p)
+		}
+	}
+	return pos
+}
+
+// WaitFor waits until the projection has applied every message up to
+// position seq.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	return r.wait(ctx, seq, r.Position)
+}
+
+// WaitForIn waits until deliberation id's messages up to position seq are
+// applied (a reader holding another deliberation does not delay it).
+func (r *Runner) WaitForIn(ctx context.Context, id string, seq uint64) error {
+	s := r.shardOf(id)
+	return r.wait(ctx, seq, func() uint64 {
+		pos := r.dispatched.Load()
+		if p, e := s.processed.Load(), s.enq.Load(); p < e {
+			pos = min(pos, p)
+		}
+		s.heldMu.Lock()
+		if h := s.heldHead[id]; h > 0 {
+			pos = min(pos, h-1)
+		}
+		s.heldMu.Unlock()
+		return pos
+	})
+}
+
+func (r *Runner) wait(ctx context.Context, seq uint64, pos func() uint64) error {
+	if pos() >= seq {
+		return nil
+	}
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for r.position.Load() < seq {
+	for pos() < seq {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("service: wait for position %d (at %d): %w", seq, r.position.Load(), ctx.Err())
+			return fmt.Errorf("service: wait for position %d (at %d): %w", seq, pos(), ctx.Err())
 		case <-t.C:
 		}
 	}
 	return nil
 }
 
-// Run consumes the stream until ctx ends, then writes a last snapshot.
+// Run consumes the stream until ctx ends, then writes last snapshots.
 func (r *Runner) Run(ctx context.Context) error {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	if pos := r.Position(); pos > 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: pos + 1}
+	if r.start > 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1}
 	}
 	cons, err := r.js.OrderedConsumer(ctx, ledger.StreamName, cfg)
 	if err != nil {
@@ -150,6 +407,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
 	if err != nil {
 		return fmt.Errorf("service: consume: %w", err)
+	}
+	shardCtx, stopShards := context.WithCancel(context.Background())
+	var shards sync.WaitGroup
+	for _, s := range r.shards {
+		shards.Add(1)
+		go func() {
+			defer shards.Done()
+			r.runShard(shardCtx, s)
+		}()
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -165,18 +431,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		it.Stop()
 	}()
+	var runErr error
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			close(stopped)
-			wg.Wait()
-			if snapErr := r.Snapshot(); snapErr != nil {
-				r.log.Error("final snapshot", "err", snapErr)
+			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				runErr = fmt.Errorf("service: consume at position %d: %w", r.Position(), err)
 			}
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("service: consume at position %d: %w", r.Position(), err)
+			break
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
@@ -191,18 +453,131 @@ func (r *Runner) Run(ctx context.Context) error {
 				claimed = ot
 			}
 		}
-		r.apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp, Claimed: claimed}, meta.NumPending)
+		m := projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp, Claimed: claimed}
+		s := r.shardOf(projector.DeliberationOf(m.Subject))
+		s.enq.Store(m.Seq)
+		s.in <- item{m, meta.NumPending}
+		r.dispatched.Store(m.Seq)
+	}
+	close(stopped)
+	wg.Wait()
+	// The shards apply what they were handed, then stop.
+	for _, s := range r.shards {
+		close(s.in)
+	}
+	shards.Wait()
+	stopShards()
+	if err := r.Snapshot(); err != nil {
+		r.log.Error("final snapshot", "err", err)
+	}
+	return runErr
+}
+
+// runShard applies the shard's messages until its channel is closed and
+// drained.
+func (r *Runner) runShard(ctx context.Context, s *shard) {
+	s.running.Store(true)
+	defer s.running.Store(false)
+	retry := time.NewTicker(time.Millisecond)
+	defer retry.Stop()
+	for {
+		select {
+		case it, ok := <-s.in:
+			if !ok {
+				for len(s.held) > 0 {
+					r.drain(s)
+					time.Sleep(time.Millisecond)
+				}
+				return
+			}
+			r.handle(s, it)
+		case <-retry.C:
+			if len(s.held) > 0 {
+				r.drain(s)
+			}
+		case reply := <-s.snapReq:
+			reply <- r.snapshotShard(s)
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
-func (r *Runner) apply(m projector.Msg, pending uint64) {
-	r.mu.Lock()
-	out := r.proj.Apply(m)
-	r.mu.Unlock()
-	r.position.Store(m.Seq)
-	r.metrics.observe(out, m.Seq, pending)
+// handle applies one message, or holds it back while a reader holds its
+// deliberation (and while earlier messages of it are held).
+func (r *Runner) handle(s *shard, it item) {
+	defer s.processed.Store(it.m.Seq)
+	id := projector.DeliberationOf(it.m.Subject)
+	if q := s.held[id]; len(q) > 0 {
+		s.hold(id, it)
+		return
+	}
+	l := s.locks[id] // only this goroutine writes locks
+	if l == nil {
+		// No such deliberation yet: the message may open it.
+		s.mu.Lock()
+		out := s.proj.Apply(it.m)
+		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
+			s.locks[id] = &sync.RWMutex{}
+		}
+		s.mu.Unlock()
+		r.applied(it, out)
+		return
+	}
+	if !l.TryLock() {
+		s.hold(id, it)
+		return
+	}
+	out := s.proj.Apply(it.m)
+	l.Unlock()
+	r.applied(it, out)
+}
+
+func (s *shard) hold(id string, it item) {
+	s.held[id] = append(s.held[id], it)
+	s.heldMu.Lock()
+	if s.heldHead[id] == 0 {
+		s.heldHead[id] = it.m.Seq
+	}
+	s.heldMu.Unlock()
+	if h := s.heldMin.Load(); h == 0 || it.m.Seq < h {
+		s.heldMin.Store(it.m.Seq)
+	}
+}
+
+// drain applies the held messages of every deliberation no reader holds.
+func (r *Runner) drain(s *shard) {
+	for id, q := range s.held {
+		l := s.locks[id]
+		if !l.TryLock() {
+			continue
+		}
+		outs := make([]projector.Outcome, len(q))
+		for i, it := range q {
+			outs[i] = s.proj.Apply(it.m)
+		}
+		l.Unlock()
+		delete(s.held, id)
+		s.heldMu.Lock()
+		delete(s.heldHead, id)
+		s.heldMu.Unlock()
+		for i, it := range q {
+			r.applied(it, outs[i])
+		}
+	}
+	var low uint64
+	for _, q := range s.held {
+		if low == 0 || q[0].m.Seq < low {
+			low = q[0].m.Seq
+		}
+	}
+	s.heldMin.Store(low)
+}
+
+func (r *Runner) applied(it item, out projector.Outcome) {
+	r.metrics.observe(out, r.Position(), it.pending)
 	if r.onApply != nil {
-		r.onApply(m, out)
+		r.onApply(it.m, out)
 	}
 }
 
@@ -224,11 +599,45 @@ func (r *Runner) snapshotLoop(ctx context.Context) {
 	}
 }
 
-// Snapshot writes the projection to the snapshot path (atomically: a
-// temporary file, fsync, rename) unless nothing changed since the last one.
+// errHeld: a shard holds messages back and cannot be snapshotted now.
+var errHeld = errors.New("service: the shard holds messages back")
+
+// Snapshot writes every shard's projection that changed since its last
+// snapshot, each by its own goroutine (which pauses only that shard), to
+// its own file (atomically: a temporary file, fsync, rename). A shard that
+// holds messages back is skipped until the next time.
 func (r *Runner) Snapshot() error {
-	if r.snapPath == "" || r.Position() == r.snapAt.Load() {
+	if r.snapPath == "" {
 		return nil
+	}
+	var errs []error
+	for _, s := range r.shards {
+		var err error
+		if s.running.Load() {
+			reply := make(chan error, 1)
+			s.snapReq <- reply
+			err = <-reply
+		} else {
+			// The shard's goroutine is not running (before Run, or after it
+			// stopped): nothing is applying, snapshot from here.
+			err = r.snapshotShard(s)
+		}
+		if err != nil && !errors.Is(err, errHeld) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runner) snapshotShard(s *shard) error {
+	if len(s.held) > 0 {
+		return errHeld
+	}
+	pos := s.proj.Position()
+	if pos == s.snapAt {
+		if _, err := os.Stat(r.shardPath(s.i)); err == nil || pos == 0 {
+			return nil
+		}
 	}
 	dir := filepath.Dir(r.snapPath)
 	tmp, err := os.CreateTemp(dir, ".snapshot-*")
@@ -237,11 +646,11 @@ func (r *Runner) Snapshot() error {
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	var pos uint64
-	r.mu.RLock()
-	pos = r.proj.Position()
-	err = r.proj.WriteSnapshot(w)
-	r.mu.RUnlock()
+	// Readers may go on reading (nothing is applied meanwhile); the shard
+	// lock keeps out nothing but a message that would open a deliberation.
+	s.mu.RLock()
+	err = s.proj.WriteSnapshot(w)
+	s.mu.RUnlock()
 	if err == nil {
 		err = w.Flush()
 	}
@@ -252,12 +661,22 @@ func (r *Runner) Snapshot() error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), r.snapPath)
+		err = os.Rename(tmp.Name(), r.shardPath(s.i))
 	}
 	if err != nil {
-		return fmt.Errorf("service: snapshot: %w", err)
+		return fmt.Errorf("service: snapshot of shard %d: %w", s.i, err)
 	}
-	r.snapAt.Store(pos)
-	r.log.Debug("snapshot written", "position", pos)
+	s.snapAt = pos
+	r.log.Debug("snapshot written", "shard", s.i, "position", pos)
 	return nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

@@ -70,42 +70,40 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 	var jobs []Job
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.r.Read(func(p *projector.Projection) {
-		p.Deliberations(func(d *projector.Deliberation) {
-			if d.Status.Terminal() && d.Status != projector.StatusCancelled {
+	s.r.EachDeliberation(func(d *projector.Deliberation) {
+		if d.Status.Terminal() && d.Status != projector.StatusCancelled {
+			return
+		}
+		// Nothing changed since a judgment that found nothing to do,
+		// and no limit depends on the clock: skip.
+		lim := d.Limits()
+		timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
+		if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
+			return
+		}
+		if at, ok := s.refused[d.ID]; ok {
+			if now.Sub(at) < projector.ClockSkew {
 				return
 			}
-			// Nothing changed since a judgment that found nothing to do,
-			// and no limit depends on the clock: skip.
-			lim := d.Limits()
-			timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
-			if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
+			delete(s.refused, d.ID)
+		}
+		if settle > 0 {
+			seen, ok := s.seen[d.ID]
+			if !ok || seen.position != d.Position {
+				s.seen[d.ID] = seenAt{d.Position, time.Now()}
 				return
 			}
-			if at, ok := s.refused[d.ID]; ok {
-				if now.Sub(at) < projector.ClockSkew {
-					return
-				}
-				delete(s.refused, d.ID)
-			}
-			if settle > 0 {
-				seen, ok := s.seen[d.ID]
-				if !ok || seen.position != d.Position {
-					s.seen[d.ID] = seenAt{d.Position, time.Now()}
-					return
-				}
-				if time.Since(seen.at) < settle {
-					return
-				}
-			}
-			ems := termination.Decide(d, now)
-			if len(ems) == 0 {
-				s.judged[d.ID] = d.Position
+			if time.Since(seen.at) < settle {
 				return
 			}
-			delete(s.judged, d.ID)
-			jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
-		})
+		}
+		ems := termination.Decide(d, now)
+		if len(ems) == 0 {
+			s.judged[d.ID] = d.Position
+			return
+		}
+		delete(s.judged, d.ID)
+		jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
 	})
 	return jobs
 }
@@ -166,7 +164,7 @@ func (s *Supervisor) Step(ctx context.Context) int {
 			// Judge this deliberation again only once the projection has
 			// the emissions.
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s.r.WaitFor(wctx, last)
+			s.r.WaitForIn(wctx, j.Deliberation, last)
 			cancel()
 			s.checkAdmitted(j, k)
 		}
@@ -181,11 +179,7 @@ func (s *Supervisor) Step(ctx context.Context) int {
 // NATS server's).
 func (s *Supervisor) checkAdmitted(j Job, published int) {
 	var refused []string
-	s.r.Read(func(p *projector.Projection) {
-		d := p.Deliberation(j.Deliberation)
-		if d == nil {
-			return
-		}
+	s.r.ReadDeliberation(j.Deliberation, func(d *projector.Deliberation) {
 		for _, e := range j.Emissions[:published] {
 			if !d.Has(e.Artifact.ID) {
 				refused = append(refused, string(e.Artifact.Type)+" "+e.Artifact.ID.String())

@@ -256,9 +256,7 @@ func replay(ctx context.Context, m int) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	var artifacts int
-	r.Read(func(p *projector.Projection) {
-		p.Deliberations(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
-	})
+	r.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
 	bareRate, projRate := float64(last)/bareT.Seconds(), float64(last)/projT.Seconds()
 	fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s)\n", bareRate, bareT.Round(time.Millisecond))
 	fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s)\n", projRate, projT.Round(time.Millisecond))

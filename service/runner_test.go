@@ -1,0 +1,199 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/termination"
+)
+
+type bed struct {
+	t      *testing.T
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	snap   string
+	n      int // claims published, for distinct statements
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Stop(s) })
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	stream, err := ledger.Ensure(context.Background(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bed{t: t, js: js, stream: stream, snap: filepath.Join(t.TempDir(), "projection.snapshot")}
+}
+
+func (b *bed) runner(shards int) (*service.Runner, context.CancelFunc, chan error) {
+	b.t.Helper()
+	r, err := service.NewRunner(context.Background(), b.js, b.stream, service.RunnerConfig{SnapshotPath: b.snap, Shards: shards,
+		Projector: projector.Options{Rules: termination.Rules{}}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return r, cancel, done
+}
+
+func (b *bed) publish(subject string, data []byte) uint64 {
+	b.t.Helper()
+	ack, err := b.js.Publish(context.Background(), subject, data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func (b *bed) open(id string) {
+	b.publish(projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"t"}}`))
+}
+
+func (b *bed) claims(id string, n int) uint64 {
+	var last uint64
+	for range n {
+		b.n++
+		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d of %s", b.n, id)}})
+		last = b.publish(projector.ArtifactSubject(id, "alice"), a.Canonical)
+	}
+	return last
+}
+
+func digests(r *service.Runner) map[string]string {
+	out := map[string]string{}
+	r.EachDeliberation(func(d *projector.Deliberation) { out[d.ID] = d.StateDigest().String() })
+	return out
+}
+
+const (
+	delibA = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a01"
+	delibB = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a02"
+)
+
+// A long read of one deliberation (a closure verification of a huge one,
+// say) holds back only that deliberation's messages: another's are applied
+// meanwhile, in any shard, and the held ones follow once the read ends.
+func TestRunner_LongReadHoldsOnlyItsDeliberation(t *testing.T) {
+	for _, shards := range []int{1, 8} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
+			b := newBed(t)
+			r, cancel, done := b.runner(shards)
+			defer func() { cancel(); <-done }()
+			ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+			defer stop()
+			b.open(delibA)
+			b.open(delibB)
+			if err := r.WaitFor(ctx, b.claims(delibA, 1)); err != nil {
+				t.Fatal(err)
+			}
+			reading, release := make(chan struct{}), make(chan struct{})
+			go r.ReadDeliberation(delibA, func(*projector.Deliberation) { close(reading); <-release })
+			<-reading
+			lastA := b.claims(delibA, 20)
+			lastB := b.claims(delibB, 20)
+			wctx, wstop := context.WithTimeout(ctx, 5*time.Second)
+			if err := r.WaitForIn(wctx, delibB, lastB); err != nil {
+				t.Fatalf("B waited for A's reader: %v", err)
+			}
+			wstop()
+			var artsB int
+			r.ReadDeliberation(delibB, func(d *projector.Deliberation) { artsB = d.Artifacts() })
+			if artsB != 20 || r.Position() >= lastA {
+				t.Fatalf("B has %d artifacts; position %d (A's last %d)", artsB, r.Position(), lastA)
+			}
+			close(release)
+			if err := r.WaitFor(ctx, lastB); err != nil {
+				t.Fatal(err)
+			}
+			var artsA int
+			r.ReadDeliberation(delibA, func(d *projector.Deliberation) { artsA = d.Artifacts() })
+			if artsA != 21 {
+				t.Fatalf("A has %d artifacts", artsA)
+			}
+		})
+	}
+}
+
+// Each shard is snapshotted on its own; a restart restores every shard
+// and reads the stream from the lowest position, and gives the states the
+// live engine had; snapshots of another number of shards are not used.
+func TestRunner_ShardSnapshots(t *testing.T) {
+	b := newBed(t)
+	r, cancel, done := b.runner(4)
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	ids := []string{delibA, delibB, "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a03", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a04", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a05"}
+	var last uint64
+	for _, id := range ids {
+		b.open(id)
+		last = b.claims(id, 5)
+	}
+	if err := r.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	// More after the snapshot, then a stop (which snapshots again only at
+	// the end: kill it instead, as SIGKILL would).
+	for _, id := range ids[:2] {
+		last = b.claims(id, 3)
+	}
+	if err := r.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	want := digests(r)
+	cancel()
+	<-done
+	files, _ := filepath.Glob(b.snap + ".*-of-4")
+	if len(files) != 4 {
+		t.Fatalf("snapshot files %v", files)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(b.snap), ".snapshot-123"), []byte("half written"), 0o600)
+
+	r2, cancel2, done2 := b.runner(4)
+	if err := r2.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := digests(r2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %v, want %v", got, want)
+	}
+	cancel2()
+	<-done2
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(b.snap), ".snapshot-*")); len(left) != 0 {
+		t.Fatalf("leftover temporary files %v", left)
+	}
+	// Another number of shards: rebuilt from the stream, the same states.
+	r3, cancel3, done3 := b.runner(3)
+	defer func() { cancel3(); <-done3 }()
+	if err := r3.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := digests(r3); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rebuilt %v, want %v", got, want)
+	}
+}
