@@ -242,7 +242,10 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 
 func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	d.now = m.Time
-	a, err := d.opts.Validator.ValidateTransient(m.Data)
+	a, err := m.Artifact, m.Invalid
+	if a == nil && err == nil {
+		a, err = d.opts.Validator.ValidateTransient(m.Data)
+	}
 	if err != nil {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}

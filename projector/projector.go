@@ -26,6 +26,12 @@ type Msg struct {
 	// Parley-Original-Time header), zero when it says none. Anyone can set
 	// a header, so the fold uses it only within bounds (EffectiveTime).
 	Claimed time.Time
+	// Artifact and Invalid are, for a message on an artifact subject,
+	// Options.Validator's verdict on Data when the runner validated it
+	// ahead of the fold (validation is pure, so a runner may do it in
+	// parallel); both nil: the fold validates.
+	Artifact *events.Artifact
+	Invalid  error
 }
 
 // EffectiveTime is the time the fold gives a message: its stream time, or

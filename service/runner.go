@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,14 +96,14 @@ type shard struct {
 	proj  *projector.Projection
 	locks map[string]*sync.RWMutex
 
-	in chan item
+	in chan *item
 	// enq is the last position handed to the shard, processed the last
 	// one its goroutine took (applied, or held back).
 	enq, processed atomic.Uint64
 	// held are messages of deliberations a reader held locked, in stream
 	// order, applied as soon as the lock is free; heldMin is the smallest
 	// position held (0: none). Only the shard's goroutine touches held.
-	held     map[string][]item
+	held     map[string][]*item
 	heldMin  atomic.Uint64
 	heldMu   sync.Mutex
 	heldHead map[string]uint64 // deliberation -> its first held position, for WaitForIn
@@ -114,6 +116,9 @@ type shard struct {
 type item struct {
 	m       projector.Msg
 	pending uint64 // messages left in the stream after it, when it was read
+	// ready is closed once the artifact is validated (nil: not an artifact
+	// subject, nothing to wait for).
+	ready chan struct{}
 }
 
 // NewRunner returns a Runner over stream, starting from the snapshots at
@@ -134,10 +139,14 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Str
 	if n <= 0 {
 		n = DefaultShards
 	}
+	if r.opts.Validator == nil {
+		r.opts.Validator = projector.DefaultOptions().Validator
+	}
+	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
-		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*sync.RWMutex{}, in: make(chan item, 4096),
-			held: map[string][]item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan error)}
+		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*sync.RWMutex{}, in: make(chan *item, 4096),
+			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan error)}
 	}
 	if r.snapPath != "" {
 		r.removeLeftovers()
@@ -408,6 +417,21 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("service: consume: %w", err)
 	}
+	// Validation is the fold's costliest part and pure: it runs ahead, on
+	// every core, and each shard applies its messages in stream order as
+	// their validation completes.
+	validate := make(chan *item, 4096)
+	var validators sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		validators.Add(1)
+		go func() {
+			defer validators.Done()
+			for it := range validate {
+				it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
+				close(it.ready)
+			}
+		}()
+	}
 	shardCtx, stopShards := context.WithCancel(context.Background())
 	var shards sync.WaitGroup
 	for _, s := range r.shards {
@@ -455,11 +479,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		m := projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp, Claimed: claimed}
 		s := r.shardOf(projector.DeliberationOf(m.Subject))
+		it := &item{m: m, pending: meta.NumPending}
+		if strings.Contains(m.Subject, ".art.") {
+			it.ready = make(chan struct{})
+			validate <- it
+		}
 		s.enq.Store(m.Seq)
-		s.in <- item{m, meta.NumPending}
+		s.in <- it
 		r.dispatched.Store(m.Seq)
 	}
 	close(stopped)
+	close(validate)
+	validators.Wait()
 	wg.Wait()
 	// The shards apply what they were handed, then stop.
 	for _, s := range r.shards {
@@ -505,8 +536,11 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 
 // handle applies one message, or holds it back while a reader holds its
 // deliberation (and while earlier messages of it are held).
-func (r *Runner) handle(s *shard, it item) {
+func (r *Runner) handle(s *shard, it *item) {
 	defer s.processed.Store(it.m.Seq)
+	if it.ready != nil {
+		<-it.ready
+	}
 	id := projector.DeliberationOf(it.m.Subject)
 	if q := s.held[id]; len(q) > 0 {
 		s.hold(id, it)
@@ -533,7 +567,7 @@ func (r *Runner) handle(s *shard, it item) {
 	r.applied(it, out)
 }
 
-func (s *shard) hold(id string, it item) {
+func (s *shard) hold(id string, it *item) {
 	s.held[id] = append(s.held[id], it)
 	s.heldMu.Lock()
 	if s.heldHead[id] == 0 {
@@ -574,7 +608,7 @@ func (r *Runner) drain(s *shard) {
 	s.heldMin.Store(low)
 }
 
-func (r *Runner) applied(it item, out projector.Outcome) {
+func (r *Runner) applied(it *item, out projector.Outcome) {
 	r.metrics.observe(out, r.Position(), it.pending)
 	if r.onApply != nil {
 		r.onApply(it.m, out)

@@ -25,6 +25,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -46,8 +47,17 @@ func main() {
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	ctx := context.Background()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 
 	fmt.Printf("machine: %d CPUs, %s\n\n", runtime.NumCPU(), runtime.Version())
 	if *n > 0 {
