@@ -431,6 +431,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	d.counts[n.typ]++
 	d.perPart[n.part]++
 	out.Accepted = append(out.Accepted, a.ID)
+	out.Admitted = append(out.Admitted, Admission{Position: p.seq, Participant: p.participant, Artifact: a})
 	return true
 }
 

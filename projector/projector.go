@@ -208,10 +208,15 @@ func (p *Projection) Len() int { return len(p.delibs) }
 // deliberation, and their total.
 func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted, p.unroutedTotal }
 
-// Outcome says what Apply did with a message.
+// Outcome says what Apply did with a message: everything the edges react
+// to, so that none of them parses the message again.
 type Outcome struct {
 	Deliberation string
 	Accepted     []canon.Digest // admitted to the DAG (a message can release pending ones)
+	// Admitted are the artifacts admitted, in the order of Accepted: the
+	// message's own and those it released from pending (their messages
+	// came earlier), validated.
+	Admitted []Admission
 	Pending      bool
 	Rejection    *Rejection
 	Late         bool
@@ -298,6 +303,13 @@ func keep[T any](list []T, r T, max int) []T {
 		list = list[:len(list)-1]
 	}
 	return append(list, r)
+}
+
+// Admission is an artifact admitted to the DAG.
+type Admission struct {
+	Position    uint64 // its message's stream position
+	Participant string
+	Artifact    *events.Artifact // validated; Canonical may be nil (the bytes stay in the stream)
 }
 
 // Control is a control message on parley.<deliberation>.ctl.

@@ -1,15 +1,12 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -251,19 +248,21 @@ type bindingWatch struct {
 	m  *Metrics
 }
 
-func (b *bindingWatch) onApply(m projector.Msg, out projector.Outcome) {
-	if len(out.Accepted) == 0 || !bytes.Contains(m.Data, []byte(`"parley.binding`)) {
-		return
+func (b *bindingWatch) onApply(_ projector.Msg, out projector.Outcome) {
+	// The fold says what it admitted, pending artifacts it released
+	// included: nothing is parsed again here but the extensions.
+	for _, adm := range out.Admitted {
+		b.admitted(out.Deliberation, adm)
 	}
-	a, err := events.Validate(m.Data)
-	if err != nil || !slices.Contains(out.Accepted, a.ID) {
-		return
-	}
-	_, participant, _ := strings.Cut(m.Subject, ".art.")
-	if rr, ok := binding.ResolutionOf(a); ok {
+}
+
+func (b *bindingWatch) admitted(id string, adm projector.Admission) {
+	a := adm.Artifact
+	if _, ok := a.Extensions[binding.ExtResolution]; ok {
+		rr, _ := binding.ResolutionOf(a)
 		decider := ""
 		for _, ref := range a.References {
-			b.r.ReadDeliberation(out.Deliberation, func(d *projector.Deliberation) {
+			b.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 				if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
 					decider = n.Participant
 				}
@@ -275,15 +274,18 @@ func (b *bindingWatch) onApply(m projector.Msg, out projector.Outcome) {
 		b.m.bindingResolutions.WithLabelValues(decider, string(rr.Resolution)).Inc()
 		return
 	}
+	if _, ok := a.Extensions[binding.ExtEnvelope]; !ok {
+		return
+	}
 	env, err := binding.EnvelopeOf(a)
 	if err != nil {
 		return
 	}
-	b.m.bindingMoments.WithLabelValues(participant).Inc()
+	b.m.bindingMoments.WithLabelValues(adm.Participant).Inc()
 	if len(env.Suppressed()) > 0 {
-		b.m.bindingSuppressed.WithLabelValues(participant).Inc()
+		b.m.bindingSuppressed.WithLabelValues(adm.Participant).Inc()
 	}
-	msg, _ := json.Marshal(Announcement{Deliberation: out.Deliberation, Decision: a.ID, Decider: participant, Position: m.Seq,
+	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
-	b.nc.Publish(BindingSubject(out.Deliberation), msg)
+	b.nc.Publish(BindingSubject(id), msg)
 }

@@ -155,3 +155,54 @@ func TestBindings_HTTP(t *testing.T) {
 		t.Errorf("mismatch: %d", code)
 	}
 }
+
+// A binding moment that waited for its reference (pending) is announced
+// when the reference arrives and releases it, with its own position: the
+// fold says what it admitted, and nothing re-reads the message.
+func TestBindings_AnnouncedWhenReleasedFromPending(t *testing.T) {
+	var envs struct {
+		Vectors []struct{ Input json.RawMessage }
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	envRaw := envs.Vectors[0].Input
+	s := start(t, t.TempDir())
+	defer s.Close()
+	nc := dial(t, s)
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	judge, _ := client.New(nc, "judge")
+	id, err := judge.Open(ctx, client.Charter{Title: "share?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann, _ := nc.SubscribeSync(service.BindingSubject(id))
+	nc.Flush()
+	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+	prov := events.MustSeal(events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: envRaw}})
+	pack, err := judge.PublishArtifact(ctx, id, prov) // its claim is not there yet: pending
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := judge.WaitPosition(ctx, id, pack.Sequence); v.Pending != 1 {
+		t.Fatalf("pending %d", v.Pending)
+	}
+	if _, err := ann.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatal("announced while pending")
+	}
+	if _, err := judge.PublishArtifact(ctx, id, claim); err != nil {
+		t.Fatal(err)
+	}
+	am, err := ann.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal("no announcement once released:", err)
+	}
+	var a service.Announcement
+	if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.Decider != "judge" || a.Position != pack.Sequence {
+		t.Fatalf("announcement %s", am.Data)
+	}
+}
