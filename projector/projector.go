@@ -216,11 +216,11 @@ type Outcome struct {
 	// Admitted are the artifacts admitted, in the order of Accepted: the
 	// message's own and those it released from pending (their messages
 	// came earlier), validated.
-	Admitted []Admission
-	Pending      bool
-	Rejection    *Rejection
-	Late         bool
-	Control      string // the op of an applied control message
+	Admitted  []Admission
+	Pending   bool
+	Rejection *Rejection
+	Late      bool
+	Control   string // the op of an applied control message
 	// Time is the time the fold gave the message (EffectiveTime): what a
 	// recording of it must carry for a fold of the recording to agree.
 	Time time.Time
