@@ -2,7 +2,6 @@ package canon
 
 import (
 	"bytes"
-	"encoding/binary"
 	"hash"
 	"slices"
 	"strconv"
@@ -43,9 +42,10 @@ type Canonicalizer struct {
 	deferred *Error
 	surName  bool
 
-	h   hash.Hash
-	sum []byte
-	it  norm.Iter
+	h       hash.Hash
+	sum     []byte
+	it      norm.Iter
+	nfcMemo *nfcMemo
 }
 
 type member struct {
@@ -432,23 +432,42 @@ func (c *Canonicalizer) finishObject(objStart, base int, top bool) error {
 		if err := c.sortedDuplicate(ms); err != nil {
 			return err
 		}
-		// Rewrite the member area in sorted order.
-		areaStart, areaEnd := objStart+1, len(c.out)-1
-		c.tmp = append(c.tmp[:0], c.out[areaStart:areaEnd]...)
-		w := areaStart
-		for k := range ms {
-			if k > 0 {
-				c.out[w] = ','
-				w++
+		if objStart == 0 {
+			// The whole output is this object: write it in order into
+			// tmp and swap the buffers, one copy instead of two.
+			t := append(c.tmp[:0], '{')
+			for k := range ms {
+				if k > 0 {
+					t = append(t, ',')
+				}
+				m := &ms[k]
+				w := len(t)
+				t = append(t, c.out[m.start:m.end]...)
+				if !m.key.inKeys {
+					m.key.off += w - m.start
+				}
+				m.start, m.end = w, len(t)
 			}
-			m := &ms[k]
-			n := copy(c.out[w:], c.tmp[m.start-areaStart:m.end-areaStart])
-			// Names that live in out move with their member.
-			if !m.key.inKeys {
-				m.key.off += w - m.start
+			c.out, c.tmp = append(t, '}'), c.out
+		} else {
+			// Rewrite the member area in sorted order.
+			areaStart, areaEnd := objStart+1, len(c.out)-1
+			c.tmp = append(c.tmp[:0], c.out[areaStart:areaEnd]...)
+			w := areaStart
+			for k := range ms {
+				if k > 0 {
+					c.out[w] = ','
+					w++
+				}
+				m := &ms[k]
+				n := copy(c.out[w:], c.tmp[m.start-areaStart:m.end-areaStart])
+				// Names that live in out move with their member.
+				if !m.key.inKeys {
+					m.key.off += w - m.start
+				}
+				m.start, m.end = w, w+n
+				w += n
 			}
-			m.start, m.end = w, w+n
-			w += n
 		}
 	}
 	if top {
@@ -525,73 +544,33 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	// character and only valid UTF-8. The quote and the backslash are found
 	// with the vectorized bytes.IndexByte.
 	j := i + 1
-	nonASCII, unstable, firstUnstable := false, false, 0
-	var s []byte
-	next := 0
-	escapes := true
 	if q := bytes.IndexByte(src[j:], '"'); q >= 0 && bytes.IndexByte(src[j:j+q], '\\') < 0 {
-		body := src[j : j+q]
-		for k := 0; k < len(body); {
-			if k+8 <= len(body) {
-				const ones, highs = 0x0101010101010101, 0x8080808080808080
-				w := binary.LittleEndian.Uint64(body[k:])
-				if ((w-ones*0x20)&^w|w)&highs == 0 {
-					k += 8
-					continue
-				}
-			}
-			b := body[k]
-			if b < 0x20 {
-				return j + k, m, at(ErrControlChar, j+k, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
-			}
-			if b < utf8.RuneSelf {
-				k++
-				continue
-			}
-			r, n := utf8.DecodeRune(body[k:])
-			if r == utf8.RuneError && n <= 1 {
-				return j + k, m, at(ErrInvalidUTF8, j+k, "")
-			}
-			nonASCII = true
-			if !unstable && !stable(r) {
-				unstable, firstUnstable = true, k
-			}
-			k += n
-		}
-		s, escapes, next = body, false, j+q+1
-	} else {
-		var lone, err *Error
-		if next, nonASCII, lone, err = c.decodeString(i); err != nil {
-			return next, m, err
-		}
-		s = c.str
-		unstable, firstUnstable = nonASCII, 0 // not tracked through escapes
-		if lone != nil {
-			// Not UTF-8 and not normalized: the document is refused,
-			// but later in the order (docs/ERRORS.md, "Precedence"). A
-			// name is judged when its object closes, a value after the
-			// whole input is parsed. c.str holds the surrogate in the
-			// generalized UTF-8 form, so that names compare as upstream
-			// compares them.
-			unstable = false
-			if isKey {
-				m.sur, c.surName = lone, true
-			} else if c.deferred == nil {
-				c.deferred = lone
-			}
+		return c.plainString(i, j+q, isKey, m)
+	}
+	next, nonASCII, lone, err := c.decodeString(i)
+	if err != nil {
+		return next, m, err
+	}
+	s := c.str
+	if lone != nil {
+		// Not UTF-8 and not normalized: the document is refused, but
+		// later in the order (docs/ERRORS.md, "Precedence"). A name is
+		// judged when its object closes, a value after the whole input is
+		// parsed. c.str holds the surrogate in the generalized UTF-8 form,
+		// so that names compare as upstream compares them.
+		nonASCII = false
+		if isKey {
+			m.sur, c.surName = lone, true
+		} else if c.deferred == nil {
+			c.deferred = lone
 		}
 	}
-	if unstable && c.profile == AMD {
-		var changed, ok bool
-		c.nfc, changed, ok = appendNFC(&c.it, c.nfc[:0], s, firstUnstable)
-		if !ok {
-			// Refused after parsing, like an unpaired surrogate in a
-			// value; a name keeps its decoded form, which makes it a
-			// duplicate of the same spelling and of nothing else.
-			changed = false
-			if c.deferred == nil {
-				c.deferred = at(ErrNonstarterRun, i, "")
-			}
+	if nonASCII && c.profile == AMD {
+		var changed bool
+		var st nfcStatus
+		c.nfc, changed, st, _ = appendNFC(&c.it, c.memo(), c.nfc[:0], s, 0, false)
+		if st == nfcNonstarterRun {
+			c.nonstarterRun(i)
 		}
 		if changed {
 			if isKey {
@@ -603,12 +582,7 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	}
 	c.out = append(c.out, '"')
 	contentStart := len(c.out)
-	escaped := false
-	if escapes {
-		escaped = c.appendEscaped(s)
-	} else {
-		c.out = append(c.out, s...)
-	}
+	escaped := c.appendEscaped(s)
 	c.out = append(c.out, '"')
 	if isKey {
 		if escaped {
@@ -619,6 +593,73 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 		}
 	}
 	return next, m, nil
+}
+
+// plainString is the fast path of string: src[i] and src[end] are the
+// quotes and there is no backslash between them. One scan validates the
+// content; under AMD it hands over to the normalizer at the first code
+// point that NFC may change, which validates and normalizes the rest
+// straight into the output.
+func (c *Canonicalizer) plainString(i, end int, isKey bool, m member) (int, member, error) {
+	body := c.src[i+1 : end]
+	k, bad := scanPlain(body, c.profile == AMD)
+	if bad {
+		return i + 1 + k, m, c.badByte(i + 1 + k)
+	}
+	c.out = append(c.out, '"')
+	contentStart := len(c.out)
+	changed := false
+	if k < len(body) {
+		var st nfcStatus
+		var at int
+		c.out, changed, st, at = appendNFC(&c.it, c.memo(), c.out, body, k, true)
+		switch st {
+		case nfcInvalid:
+			return i + 1 + at, m, c.badByte(i + 1 + at)
+		case nfcNonstarterRun:
+			c.nonstarterRun(i)
+		}
+	}
+	if changed {
+		if isKey {
+			m.pre = span{off: len(c.keys), n: len(body), inKeys: true}
+			c.keys = append(c.keys, body...)
+		}
+	} else {
+		c.out = append(c.out, body...)
+	}
+	if isKey {
+		m.key = span{off: contentStart, n: len(c.out) - contentStart}
+	}
+	c.out = append(c.out, '"')
+	return end + 1, m, nil
+}
+
+// nonstarterRun records the string at src[i] as one NFC implementations
+// disagree on. It is refused after parsing, like an unpaired surrogate in
+// a value; as a name it keeps its decoded form, which makes it a duplicate
+// of the same spelling and of nothing else.
+func (c *Canonicalizer) nonstarterRun(i int) {
+	if c.deferred == nil {
+		c.deferred = at(ErrNonstarterRun, i, "")
+	}
+}
+
+// badByte describes the byte at src[off] that may not stand in a string.
+func (c *Canonicalizer) badByte(off int) *Error {
+	if b := c.src[off]; b < 0x20 {
+		return at(ErrControlChar, off, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
+	}
+	return at(ErrInvalidUTF8, off, "")
+}
+
+// memo returns the Canonicalizer's memo of normalized segments, made on
+// first use.
+func (c *Canonicalizer) memo() *nfcMemo {
+	if c.nfcMemo == nil {
+		c.nfcMemo = new(nfcMemo)
+	}
+	return c.nfcMemo
 }
 
 // appendEscaped writes s with the canonical escapes, reporting whether any
