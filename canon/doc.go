@@ -53,5 +53,8 @@
 // (UnicodeVersion) depends on the Go toolchain; ids of text that uses code
 // points assigned after it may change with it, which is why engine version
 // reports it. Strings made only of code points that NFC leaves alone
-// wherever they stand take a fast path that never calls the normalizer.
+// wherever they stand take a fast path that never calls the normalizer;
+// other strings are normalized segment by segment from the first code point
+// NFC may change, and a Canonicalizer remembers the normalized form of the
+// short segments it has met.
 package canon
