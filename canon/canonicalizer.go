@@ -46,6 +46,7 @@ type Canonicalizer struct {
 	sum     []byte
 	it      norm.Iter
 	nfcMemo *nfcMemo
+	bmp     stableTable // bmpStable(), once used
 }
 
 type member struct {
@@ -568,7 +569,7 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	if nonASCII && c.profile == AMD {
 		var changed bool
 		var st nfcStatus
-		c.nfc, changed, st, _ = appendNFC(&c.it, c.memo(), c.nfc[:0], s, 0, false)
+		c.nfc, changed, st, _ = appendNFC(&c.it, c.memo(), c.stableBMP(), c.nfc[:0], s, 0, false)
 		if st == nfcNonstarterRun {
 			c.nonstarterRun(i)
 		}
@@ -602,7 +603,11 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 // straight into the output.
 func (c *Canonicalizer) plainString(i, end int, isKey bool, m member) (int, member, error) {
 	body := c.src[i+1 : end]
-	k, bad := scanPlain(body, c.profile == AMD)
+	var bmp *stableTable
+	if c.profile == AMD {
+		bmp = &c.bmp
+	}
+	k, bad := scanPlain(body, bmp)
 	if bad {
 		return i + 1 + k, m, c.badByte(i + 1 + k)
 	}
@@ -612,7 +617,7 @@ func (c *Canonicalizer) plainString(i, end int, isKey bool, m member) (int, memb
 	if k < len(body) {
 		var st nfcStatus
 		var at int
-		c.out, changed, st, at = appendNFC(&c.it, c.memo(), c.out, body, k, true)
+		c.out, changed, st, at = appendNFC(&c.it, c.memo(), c.stableBMP(), c.out, body, k, true)
 		switch st {
 		case nfcInvalid:
 			return i + 1 + at, m, c.badByte(i + 1 + at)
@@ -651,6 +656,13 @@ func (c *Canonicalizer) badByte(off int) *Error {
 		return at(ErrControlChar, off, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
 	}
 	return at(ErrInvalidUTF8, off, "")
+}
+
+func (c *Canonicalizer) stableBMP() stableTable {
+	if c.bmp == nil {
+		c.bmp = bmpStable()
+	}
+	return c.bmp
 }
 
 // memo returns the Canonicalizer's memo of normalized segments, made on

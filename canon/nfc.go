@@ -56,6 +56,26 @@ func stable(r rune) bool {
 	return stableBits[plane][lo>>6]&(1<<(lo&63)) != 0
 }
 
+// stableTable is one plane's table.
+type stableTable = *[0x10000 / 64]uint64
+
+// bmpStable returns plane 0's table, built first if need be. A
+// Canonicalizer keeps the pointer, so that its scans read the table with
+// no synchronization per code point: the Once that built it happened
+// before.
+func bmpStable() stableTable {
+	stableOnce[0].Do(func() { buildStable(0) })
+	return &stableBits[0]
+}
+
+// isStable is stable with plane 0's table at hand.
+func isStable(bmp stableTable, r rune) bool {
+	if r < 0x10000 {
+		return bmp[r>>6]&(1<<(r&63)) != 0
+	}
+	return stable(r)
+}
+
 // The word tests of the scans: a uint64 of eight input bytes holds only
 // printable ASCII (0x20-0x7F) when printable(w) is zero, only ASCII when
 // w&highs is zero.
@@ -65,9 +85,10 @@ func printable(w uint64) uint64 { return ((w-ones*0x20)&^w | w) & highs }
 
 // scanPlain validates the raw content of a string, s, until the first byte
 // that may not stand in a string (a control character or invalid UTF-8:
-// bad is true) or, when stopUnstable is set, until the first code point
-// that NFC may change; it returns that index, or len(s).
-func scanPlain(s []byte, stopUnstable bool) (k int, bad bool) {
+// bad is true) or, when bmp is not nil, until the first code point that
+// NFC may change; it returns that index, or len(s). *bmp is set to
+// bmpStable() at the first code point that is not ASCII.
+func scanPlain(s []byte, bmp *stableTable) (k int, bad bool) {
 	for k < len(s) {
 		for k+16 <= len(s) && printable(binary.LittleEndian.Uint64(s[k:]))|printable(binary.LittleEndian.Uint64(s[k+8:])) == 0 {
 			k += 16
@@ -89,8 +110,13 @@ func scanPlain(s []byte, stopUnstable bool) (k int, bad bool) {
 			if r == utf8.RuneError && n <= 1 {
 				return k, true
 			}
-			if stopUnstable && !stable(r) {
-				return k, false
+			if bmp != nil {
+				if *bmp == nil {
+					*bmp = bmpStable()
+				}
+				if !isStable(*bmp, r) {
+					return k, false
+				}
 			}
 			k += n
 		}
@@ -130,7 +156,8 @@ const (
 // points (0 when unknown). Only the segments around unstable code points
 // go through the normalizer: a stable code point starts a segment that NFC
 // never merges with what precedes it, so NFC(xy) = NFC(x)NFC(y) there.
-// The normalized form of short segments is remembered in memo.
+// The normalized form of short segments is remembered in memo; bmp is
+// bmpStable().
 //
 // With raw set, s is a string's content as it stands in the input and is
 // validated as it is read (from on): st is nfcInvalid at the first control
@@ -141,7 +168,7 @@ const (
 // that output is not plain NFC, other implementations would not produce
 // it, and the caller refuses the string rather than let ids silently
 // differ. The rest of s is still validated.
-func appendNFC(it *norm.Iter, memo *nfcMemo, dst, s []byte, from int, raw bool) (out []byte, changed bool, st nfcStatus, at int) {
+func appendNFC(it *norm.Iter, memo *nfcMemo, bmp stableTable, dst, s []byte, from int, raw bool) (out []byte, changed bool, st nfcStatus, at int) {
 	orig := len(dst)
 	// The last stable code point before from starts the first segment.
 	seg := from
@@ -184,7 +211,7 @@ func appendNFC(it *norm.Iter, memo *nfcMemo, dst, s []byte, from int, raw bool) 
 		if raw && r == utf8.RuneError && n <= 1 {
 			return dst[:orig], false, nfcInvalid, i
 		}
-		if stable(r) {
+		if isStable(bmp, r) {
 			seg = i
 			i += n
 			continue
@@ -196,7 +223,7 @@ func appendNFC(it *norm.Iter, memo *nfcMemo, dst, s []byte, from int, raw bool) 
 			if raw && r == utf8.RuneError && n <= 1 {
 				return dst[:orig], false, nfcInvalid, j
 			}
-			if stable(r) {
+			if isStable(bmp, r) {
 				break
 			}
 			j += n
@@ -213,7 +240,7 @@ func appendNFC(it *norm.Iter, memo *nfcMemo, dst, s []byte, from int, raw bool) 
 			}
 			if !bytes.Equal(dst[start:], in) && bytes.Count(dst[start:], cgj) != bytes.Count(in, cgj) {
 				if raw {
-					if k, bad := scanPlain(s[j:], false); bad {
+					if k, bad := scanPlain(s[j:], nil); bad {
 						return dst[:orig], false, nfcInvalid, j + k
 					}
 				}
