@@ -83,6 +83,16 @@ const ones, highs = 0x0101010101010101, 0x8080808080808080
 
 func printable(w uint64) uint64 { return ((w-ones*0x20)&^w | w) & highs }
 
+// printable32 reports whether the 32 bytes at s[k:] are printable ASCII.
+func printable32(s []byte, k int) bool {
+	const c = ones * 0x20
+	a := binary.LittleEndian.Uint64(s[k:])
+	b := binary.LittleEndian.Uint64(s[k+8:])
+	d := binary.LittleEndian.Uint64(s[k+16:])
+	e := binary.LittleEndian.Uint64(s[k+24:])
+	return ((a-c)&^a|a|(b-c)&^b|b|(d-c)&^d|d|(e-c)&^e|e)&highs == 0
+}
+
 // scanPlain validates the raw content of a string, s, until the first byte
 // that may not stand in a string (a control character or invalid UTF-8:
 // bad is true) or, when bmp is not nil, until the first code point that
@@ -90,10 +100,10 @@ func printable(w uint64) uint64 { return ((w-ones*0x20)&^w | w) & highs }
 // bmpStable() at the first code point that is not ASCII.
 func scanPlain(s []byte, bmp *stableTable) (k int, bad bool) {
 	for k < len(s) {
-		for k+16 <= len(s) && printable(binary.LittleEndian.Uint64(s[k:]))|printable(binary.LittleEndian.Uint64(s[k+8:])) == 0 {
-			k += 16
+		for k+32 <= len(s) && printable32(s, k) {
+			k += 32
 		}
-		if k+8 <= len(s) && printable(binary.LittleEndian.Uint64(s[k:])) == 0 {
+		for k+8 <= len(s) && printable(binary.LittleEndian.Uint64(s[k:])) == 0 {
 			k += 8
 		}
 		for k < len(s) && s[k] < utf8.RuneSelf {
@@ -181,11 +191,11 @@ func appendNFC(it *norm.Iter, memo *nfcMemo, bmp stableTable, dst, s []byte, fro
 	done := 0 // bytes of s already in dst
 	for i := from; i < len(s); {
 		if s[i] < utf8.RuneSelf {
-			// Skip ASCII, eight bytes at a time; the last byte skipped
-			// starts the segment.
+			// Skip ASCII, 32 or eight bytes at a time; the last byte
+			// skipped starts the segment.
 			if raw {
-				for i+16 <= len(s) && printable(binary.LittleEndian.Uint64(s[i:]))|printable(binary.LittleEndian.Uint64(s[i+8:])) == 0 {
-					i += 16
+				for i+32 <= len(s) && printable32(s, i) {
+					i += 32
 				}
 				for i+8 <= len(s) && printable(binary.LittleEndian.Uint64(s[i:])) == 0 {
 					i += 8
