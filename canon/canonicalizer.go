@@ -50,12 +50,12 @@ type Canonicalizer struct {
 }
 
 type member struct {
-	key    span // normalized, unescaped name
-	pre    span // name before NFC when NFC changed it; pre.n < 0 otherwise
-	start  int  // member span in out, from the name's opening quote
-	end    int  // to the end of the value
-	srcOff int  // offset of the name in the input
-	sur    *Error
+	key    span   // normalized, unescaped name
+	pre    span   // name before NFC when NFC changed it; pre.n < 0 otherwise
+	start  int    // member span in out, from the name's opening quote
+	end    int    // to the end of the value
+	srcOff int    // offset of the name in the input
+	sur    *Error // an unpaired surrogate in the name, for when the object closes
 }
 
 // span addresses bytes in out (inKeys=false) or in keys (inKeys=true). Spans
@@ -736,7 +736,7 @@ func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, lone, err 
 		case b == '"':
 			return j + 1, nonASCII, lone, nil
 		case b == '\\':
-			r, n, l, e := c.escape(j)
+			r, n, l, e := c.escape(j, lone == nil)
 			if e != nil {
 				return j, nonASCII, lone, e
 			}
@@ -768,11 +768,11 @@ func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, lone, err 
 	}
 }
 
-// escape decodes the escape sequence at src[j] (a '\\'), pairing
+// escape decodes the escape sequence at src[j] (a '\'), pairing
 // surrogates. An unpaired surrogate is returned as itself, with lone
-// describing it; a following escape is then read on its own (it may start
-// a pair).
-func (c *Canonicalizer) escape(j int) (r rune, n int, lone, err *Error) {
+// describing it (or, without describe, set to ErrLoneSurrogate itself); a
+// following escape is then read on its own (it may start a pair).
+func (c *Canonicalizer) escape(j int, describe bool) (r rune, n int, lone, err *Error) {
 	src := c.src
 	if j+1 >= len(src) {
 		return 0, 0, nil, at(ErrUnexpectedEnd, j+1, "in escape")
@@ -799,25 +799,30 @@ func (c *Canonicalizer) escape(j int) (r rune, n int, lone, err *Error) {
 		if err != nil {
 			return 0, 0, nil, err
 		}
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return r, 6, at(ErrLoneSurrogate, j, "low surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a high one"), nil
-		case r >= 0xD800 && r <= 0xDBFF:
-			k := j + 6
-			if k+1 < len(src) && src[k] == '\\' && src[k+1] == 'u' {
-				lo, err := c.hex4(k + 2)
-				if err != nil {
-					return 0, 0, nil, err
-				}
-				if lo >= 0xDC00 && lo <= 0xDFFF {
-					return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil, nil
-				}
-				// Point at the escape that should have been the low half.
-				return r, 6, at(ErrLoneSurrogate, k, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" followed by \\u"+strconv.FormatInt(int64(lo), 16)), nil
-			}
-			return r, 6, at(ErrLoneSurrogate, j, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a low one"), nil
+		if r < 0xD800 || r > 0xDFFF {
+			return r, 6, nil, nil
 		}
-		return r, 6, nil, nil
+		off, lo := j, rune(-1)
+		if k := j + 6; r <= 0xDBFF && k+1 < len(src) && src[k] == '\\' && src[k+1] == 'u' {
+			if lo, err = c.hex4(k + 2); err != nil {
+				return 0, 0, nil, err
+			}
+			if lo >= 0xDC00 && lo <= 0xDFFF {
+				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil, nil
+			}
+			off = k // the escape that should have been the low half
+		}
+		if !describe {
+			return r, 6, ErrLoneSurrogate, nil
+		}
+		hex := func(r rune) string { return "\\u" + strconv.FormatInt(int64(r), 16) }
+		switch {
+		case r >= 0xDC00:
+			return r, 6, at(ErrLoneSurrogate, off, "low surrogate "+hex(r)+" without a high one"), nil
+		case lo >= 0:
+			return r, 6, at(ErrLoneSurrogate, off, "high surrogate "+hex(r)+" followed by "+hex(lo)), nil
+		}
+		return r, 6, at(ErrLoneSurrogate, off, "high surrogate "+hex(r)+" without a low one"), nil
 	}
 	return 0, 0, nil, at(ErrInvalidEscape, j, "")
 }

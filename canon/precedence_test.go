@@ -17,7 +17,7 @@ import (
 
 var precedenceDump = flag.String("precedence.dump", "",
 	"write the random multi-fault documents of TestPrecedence_Model to this file as JSON lines "+
-		"(input_hex, the class without parley's limits and with them), to run another implementation over them")
+		"(input_hex, the model's class without parley's limits and with them, parley's class and id), to run another implementation over them")
 
 // faultKinds are the faults the multi-fault generator combines.
 var faultKinds = []string{
@@ -376,7 +376,7 @@ func TestPrecedence_Model(t *testing.T) {
 		if want.crash || up.crash {
 			t.Fatalf("generated a document upstream cannot answer: %q", clip(doc))
 		}
-		_, _, err := c.ID(doc)
+		_, id, err := c.ID(doc)
 		got := outcome(err)
 		if agrees(got, want) {
 			agree++
@@ -395,8 +395,14 @@ func TestPrecedence_Model(t *testing.T) {
 			}
 		}
 		if dump != nil {
-			dump.Encode(map[string]any{"input_hex": hex.EncodeToString(doc), "kinds": kinds,
-				"upstream_class": string(up.class), "with_limits_class": string(want.class), "parley_class": string(got.class)})
+			line := map[string]any{"input_hex": hex.EncodeToString(doc), "kinds": kinds,
+				"upstream_class": string(up.class), "with_limits_class": string(want.class), "parley_class": string(got.class)}
+			if err == nil {
+				line["parley_id"] = id.String()
+			}
+			if err := dump.Encode(line); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Logf("%d random multi-fault documents: parley and the model agree on %d (%.1f%%; class alone %.1f%%); "+
