@@ -2,7 +2,6 @@ package canon
 
 import (
 	"bytes"
-	"encoding/binary"
 	"hash"
 	"slices"
 	"strconv"
@@ -33,18 +32,30 @@ type Canonicalizer struct {
 	idStart, idEnd int
 	idSrcOff       int
 	topObject      bool
+	topOff         int // where the top-level value starts
 
-	h   hash.Hash
-	sum []byte
-	it  norm.Iter
+	// The first fault that ranks after parsing (docs/ERRORS.md,
+	// "Precedence"): an unpaired surrogate in a string value or a string
+	// NFC implementations disagree on. surName is set once a member name
+	// with an unpaired surrogate has been read; its object reports it when
+	// it closes.
+	deferred *Error
+	surName  bool
+
+	h       hash.Hash
+	sum     []byte
+	it      norm.Iter
+	nfcMemo *nfcMemo
+	bmp     stableTable // bmpStable(), once used
 }
 
 type member struct {
-	key    span // normalized, unescaped name
-	pre    span // name before NFC when NFC changed it; pre.n < 0 otherwise
-	start  int  // member span in out, from the name's opening quote
-	end    int  // to the end of the value
-	srcOff int  // offset of the name in the input
+	key    span   // normalized, unescaped name
+	pre    span   // name before NFC when NFC changed it; pre.n < 0 otherwise
+	start  int    // member span in out, from the name's opening quote
+	end    int    // to the end of the value
+	srcOff int    // offset of the name in the input
+	sur    *Error // an unpaired surrogate in the name, for when the object closes
 }
 
 // span addresses bytes in out (inKeys=false) or in keys (inKeys=true). Spans
@@ -103,6 +114,7 @@ func (c *Canonicalizer) run(src []byte) error {
 	c.keys = c.keys[:0]
 	c.idStart, c.idEnd = -1, -1
 	c.topObject = false
+	c.deferred, c.surName = nil, false
 	defer func() { c.src = nil }()
 	if len(src) > c.cfg.maxSize {
 		return at(ErrSize, c.cfg.maxSize, "limit "+strconv.Itoa(c.cfg.maxSize)+" bytes")
@@ -111,22 +123,49 @@ func (c *Canonicalizer) run(src []byte) error {
 		return at(ErrEmpty, 0, "")
 	}
 	if len(src) >= 3 && src[0] == 0xEF && src[1] == 0xBB && src[2] == 0xBF {
-		return at(ErrBOM, 0, "")
+		return c.utf8First(at(ErrBOM, 0, ""))
 	}
 	i := c.ws(0)
 	if i == len(src) {
 		return at(ErrUnexpectedEnd, i, "no value")
 	}
-	c.topObject = src[i] == '{'
+	c.topObject, c.topOff = src[i] == '{', i
 	i, err := c.value(i, 0)
 	if err != nil {
-		return err
+		return c.utf8First(err)
 	}
 	i = c.ws(i)
 	if i != len(src) {
-		return at(ErrTrailingData, i, "")
+		return c.utf8First(at(ErrTrailingData, i, ""))
+	}
+	if c.deferred != nil {
+		return c.deferred
 	}
 	return nil
+}
+
+// utf8First returns the error for invalid UTF-8 in the input if there is
+// any, and err otherwise: the whole input is decoded before it is parsed
+// (docs/ERRORS.md, "Precedence"). The parser validates what it reads, so
+// only the part from err's offset on, which it has not read, is scanned;
+// this is the one place a rejected input may be read twice.
+func (c *Canonicalizer) utf8First(err error) error {
+	e := err.(*Error)
+	if e.Code == ErrInvalidUTF8.Code {
+		return e
+	}
+	from := max(int(e.Offset), 0)
+	if from >= len(c.src) || utf8.Valid(c.src[from:]) {
+		return e
+	}
+	for i := from; i < len(c.src); {
+		r, n := utf8.DecodeRune(c.src[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return at(ErrInvalidUTF8, i, "")
+		}
+		i += n
+	}
+	return e
 }
 
 func (c *Canonicalizer) ws(i int) int {
@@ -209,15 +248,18 @@ func (c *Canonicalizer) nonFinite(i int, tok string) (int, error) {
 
 func (c *Canonicalizer) number(i int) (int, error) {
 	t, e := scanNumber(c.src, i)
-	if e != nil {
-		return i, e
-	}
 	if c.profile == AMD {
-		if t.hasFrac {
+		// The upstream parser takes the longest number it can read ("1"
+		// of "1.", "1e" and "01", "1.5" of "1.5e") and judges it before
+		// it looks at what follows.
+		if t.hasFrac && t.fracEnd > t.fracStart {
 			return i, at(ErrFraction, i, "")
 		}
-		if t.hasExp {
+		if t.hasExp && e == nil {
 			return i, at(ErrExponent, i, "")
+		}
+		if t.intEnd <= t.intStart {
+			return i, e // no digits at all
 		}
 		digits := c.src[t.intStart:t.intEnd]
 		if len(digits) > c.cfg.maxIntDigits {
@@ -230,12 +272,18 @@ func (c *Canonicalizer) number(i int) (int, error) {
 		if v > maxSafe {
 			return i, at(ErrIntegerRange, i, "")
 		}
+		if e != nil {
+			return i, e
+		}
 		if v == 0 {
 			c.out = append(c.out, '0') // -0 is written 0
 		} else {
 			c.out = append(c.out, c.src[i:t.end]...)
 		}
 		return t.end, nil
+	}
+	if e != nil {
+		return i, e
 	}
 	v, nonInt, ok := integerValue(c.src, t)
 	if !ok {
@@ -355,8 +403,25 @@ func (c *Canonicalizer) object(i, depth int) (int, error) {
 // in canonical order and rejects duplicate (and, for AMD, NFC-colliding)
 // names. Members are moved as opaque byte spans: nested objects were
 // finished before.
+//
+// The names are judged member by member in input order, as upstream judges
+// them: the first member that repeats an earlier name (a duplicate, or an
+// NFC collision when the spellings differ) or holds an unpaired surrogate
+// is reported.
 func (c *Canonicalizer) finishObject(objStart, base int, top bool) error {
 	ms := c.members[base:]
+	if c.surName {
+		for k := range ms {
+			if ms[k].sur != nil {
+				// Only the members before it can be reported before
+				// it; their names are all valid UTF-8.
+				if err := c.sortedDuplicate(ms[:k]); err != nil {
+					return err
+				}
+				return ms[k].sur
+			}
+		}
+	}
 	sorted := true
 	for k := 1; k < len(ms); k++ {
 		if c.cmp(c.keyBytes(ms[k-1].key), c.keyBytes(ms[k].key)) >= 0 {
@@ -365,39 +430,45 @@ func (c *Canonicalizer) finishObject(objStart, base int, top bool) error {
 		}
 	}
 	if !sorted {
-		slices.SortStableFunc(ms, func(a, b member) int {
-			return c.cmp(c.keyBytes(a.key), c.keyBytes(b.key))
-		})
-		// Equal neighbours are duplicates. Report the one whose second
-		// occurrence comes first in the input.
-		dup := -1
-		for k := 1; k < len(ms); k++ {
-			if bytes.Equal(c.keyBytes(ms[k-1].key), c.keyBytes(ms[k].key)) {
-				if dup < 0 || max(ms[k-1].srcOff, ms[k].srcOff) < max(ms[dup-1].srcOff, ms[dup].srcOff) {
-					dup = k
+		if err := c.sortedDuplicate(ms); err != nil {
+			return err
+		}
+		if objStart == 0 {
+			// The whole output is this object: write it in order into
+			// tmp and swap the buffers, one copy instead of two.
+			t := append(c.tmp[:0], '{')
+			for k := range ms {
+				if k > 0 {
+					t = append(t, ',')
 				}
+				m := &ms[k]
+				w := len(t)
+				t = append(t, c.out[m.start:m.end]...)
+				if !m.key.inKeys {
+					m.key.off += w - m.start
+				}
+				m.start, m.end = w, len(t)
 			}
-		}
-		if dup > 0 {
-			return c.duplicate(ms[dup-1], ms[dup])
-		}
-		// Rewrite the member area in sorted order.
-		areaStart, areaEnd := objStart+1, len(c.out)-1
-		c.tmp = append(c.tmp[:0], c.out[areaStart:areaEnd]...)
-		w := areaStart
-		for k := range ms {
-			if k > 0 {
-				c.out[w] = ','
-				w++
+			c.out, c.tmp = append(t, '}'), c.out
+		} else {
+			// Rewrite the member area in sorted order.
+			areaStart, areaEnd := objStart+1, len(c.out)-1
+			c.tmp = append(c.tmp[:0], c.out[areaStart:areaEnd]...)
+			w := areaStart
+			for k := range ms {
+				if k > 0 {
+					c.out[w] = ','
+					w++
+				}
+				m := &ms[k]
+				n := copy(c.out[w:], c.tmp[m.start-areaStart:m.end-areaStart])
+				// Names that live in out move with their member.
+				if !m.key.inKeys {
+					m.key.off += w - m.start
+				}
+				m.start, m.end = w, w+n
+				w += n
 			}
-			m := &ms[k]
-			n := copy(c.out[w:], c.tmp[m.start-areaStart:m.end-areaStart])
-			// Names that live in out move with their member.
-			if !m.key.inKeys {
-				m.key.off += w - m.start
-			}
-			m.start, m.end = w, w+n
-			w += n
 		}
 	}
 	if top {
@@ -407,6 +478,29 @@ func (c *Canonicalizer) finishObject(objStart, base int, top bool) error {
 				break
 			}
 		}
+	}
+	return nil
+}
+
+// sortedDuplicate sorts ms by name and reports the member whose name
+// repeats an earlier one and that comes first in the input, if any.
+func (c *Canonicalizer) sortedDuplicate(ms []member) error {
+	slices.SortStableFunc(ms, func(a, b member) int {
+		return c.cmp(c.keyBytes(a.key), c.keyBytes(b.key))
+	})
+	// Equal neighbours are duplicates; the stable sort keeps each run of
+	// equal names in input order, so the second of a run is its first
+	// repetition.
+	dup := -1
+	for k := 1; k < len(ms); k++ {
+		if bytes.Equal(c.keyBytes(ms[k-1].key), c.keyBytes(ms[k].key)) {
+			if dup < 0 || max(ms[k-1].srcOff, ms[k].srcOff) < max(ms[dup-1].srcOff, ms[dup].srcOff) {
+				dup = k
+			}
+		}
+	}
+	if dup > 0 {
+		return c.duplicate(ms[dup-1], ms[dup])
 	}
 	return nil
 }
@@ -451,53 +545,33 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	// character and only valid UTF-8. The quote and the backslash are found
 	// with the vectorized bytes.IndexByte.
 	j := i + 1
-	nonASCII, unstable, firstUnstable := false, false, 0
-	var s []byte
-	next := 0
-	escapes := true
 	if q := bytes.IndexByte(src[j:], '"'); q >= 0 && bytes.IndexByte(src[j:j+q], '\\') < 0 {
-		body := src[j : j+q]
-		for k := 0; k < len(body); {
-			if k+8 <= len(body) {
-				const ones, highs = 0x0101010101010101, 0x8080808080808080
-				w := binary.LittleEndian.Uint64(body[k:])
-				if ((w-ones*0x20)&^w|w)&highs == 0 {
-					k += 8
-					continue
-				}
-			}
-			b := body[k]
-			if b < 0x20 {
-				return j + k, m, at(ErrControlChar, j+k, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
-			}
-			if b < utf8.RuneSelf {
-				k++
-				continue
-			}
-			r, n := utf8.DecodeRune(body[k:])
-			if r == utf8.RuneError && n <= 1 {
-				return j + k, m, at(ErrInvalidUTF8, j+k, "")
-			}
-			nonASCII = true
-			if !unstable && !stable(r) {
-				unstable, firstUnstable = true, k
-			}
-			k += n
-		}
-		s, escapes, next = body, false, j+q+1
-	} else {
-		var err error
-		if next, nonASCII, err = c.decodeString(i); err != nil {
-			return next, m, err
-		}
-		s = c.str
-		unstable, firstUnstable = nonASCII, 0 // not tracked through escapes
+		return c.plainString(i, j+q, isKey, m)
 	}
-	if unstable && c.profile == AMD {
-		var changed, ok bool
-		c.nfc, changed, ok = appendNFC(&c.it, c.nfc[:0], s, firstUnstable)
-		if !ok {
-			return i, m, at(ErrNonstarterRun, i, "")
+	next, nonASCII, lone, err := c.decodeString(i)
+	if err != nil {
+		return next, m, err
+	}
+	s := c.str
+	if lone != nil {
+		// Not UTF-8 and not normalized: the document is refused, but
+		// later in the order (docs/ERRORS.md, "Precedence"). A name is
+		// judged when its object closes, a value after the whole input is
+		// parsed. c.str holds the surrogate in the generalized UTF-8 form,
+		// so that names compare as upstream compares them.
+		nonASCII = false
+		if isKey {
+			m.sur, c.surName = lone, true
+		} else if c.deferred == nil {
+			c.deferred = lone
+		}
+	}
+	if nonASCII && c.profile == AMD {
+		var changed bool
+		var st nfcStatus
+		c.nfc, changed, st, _ = appendNFC(&c.it, c.memo(), c.stableBMP(), c.nfc[:0], s, 0, false)
+		if st == nfcNonstarterRun {
+			c.nonstarterRun(i)
 		}
 		if changed {
 			if isKey {
@@ -509,12 +583,7 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 	}
 	c.out = append(c.out, '"')
 	contentStart := len(c.out)
-	escaped := false
-	if escapes {
-		escaped = c.appendEscaped(s)
-	} else {
-		c.out = append(c.out, s...)
-	}
+	escaped := c.appendEscaped(s)
 	c.out = append(c.out, '"')
 	if isKey {
 		if escaped {
@@ -525,6 +594,84 @@ func (c *Canonicalizer) string(i int, isKey bool) (int, member, error) {
 		}
 	}
 	return next, m, nil
+}
+
+// plainString is the fast path of string: src[i] and src[end] are the
+// quotes and there is no backslash between them. One scan validates the
+// content; under AMD it hands over to the normalizer at the first code
+// point that NFC may change, which validates and normalizes the rest
+// straight into the output.
+func (c *Canonicalizer) plainString(i, end int, isKey bool, m member) (int, member, error) {
+	body := c.src[i+1 : end]
+	var bmp *stableTable
+	if c.profile == AMD {
+		bmp = &c.bmp
+	}
+	k, bad := scanPlain(body, bmp)
+	if bad {
+		return i + 1 + k, m, c.badByte(i + 1 + k)
+	}
+	c.out = append(c.out, '"')
+	contentStart := len(c.out)
+	changed := false
+	if k < len(body) {
+		var st nfcStatus
+		var at int
+		c.out, changed, st, at = appendNFC(&c.it, c.memo(), c.stableBMP(), c.out, body, k, true)
+		switch st {
+		case nfcInvalid:
+			return i + 1 + at, m, c.badByte(i + 1 + at)
+		case nfcNonstarterRun:
+			c.nonstarterRun(i)
+		}
+	}
+	if changed {
+		if isKey {
+			m.pre = span{off: len(c.keys), n: len(body), inKeys: true}
+			c.keys = append(c.keys, body...)
+		}
+	} else {
+		c.out = append(c.out, body...)
+	}
+	if isKey {
+		m.key = span{off: contentStart, n: len(c.out) - contentStart}
+	}
+	c.out = append(c.out, '"')
+	return end + 1, m, nil
+}
+
+// nonstarterRun records the string at src[i] as one NFC implementations
+// disagree on. It is refused after parsing, like an unpaired surrogate in
+// a value; as a name it keeps its decoded form, which makes it a duplicate
+// of the same spelling and of nothing else.
+func (c *Canonicalizer) nonstarterRun(i int) {
+	if c.deferred == nil {
+		c.deferred = at(ErrNonstarterRun, i, "")
+	}
+}
+
+// badByte describes the byte at src[off] that may not stand in a string.
+func (c *Canonicalizer) badByte(off int) *Error {
+	if b := c.src[off]; b < 0x20 {
+		return at(ErrControlChar, off, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
+	}
+	return at(ErrInvalidUTF8, off, "")
+}
+
+func (c *Canonicalizer) stableBMP() stableTable {
+	if c.bmp == nil {
+		c.bmp = bmpStable()
+	}
+	return c.bmp
+}
+
+// memo returns the Canonicalizer's memo of normalized segments, made on
+// first use.
+func (c *Canonicalizer) memo() *nfcMemo {
+	if c.nfcMemo == nil {
+		c.nfcMemo = new(nfcMemo)
+	}
+	return c.nfcMemo
 }
 
 // appendEscaped writes s with the canonical escapes, reporting whether any
@@ -566,8 +713,11 @@ func (c *Canonicalizer) appendEscaped(s []byte) bool {
 const hexDigits = "0123456789abcdef"
 
 // decodeString decodes the string at src[i] into c.str, validating UTF-8,
-// escapes and surrogate pairs. It returns the index after the closing quote.
-func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, err error) {
+// escapes and surrogate pairs. It returns the index after the closing quote
+// and, for a string with an unpaired surrogate, the error that describes
+// the first one: such a string is still read to its end, because a syntax
+// error after it ranks first.
+func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, lone, err *Error) {
 	src := c.src
 	buf := c.str[:0]
 	defer func() { c.str = buf }()
@@ -579,28 +729,37 @@ func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, err error)
 		}
 		buf = append(buf, src[run:j]...)
 		if j >= len(src) {
-			return j, nonASCII, at(ErrUnexpectedEnd, j, "in string")
+			return j, nonASCII, lone, at(ErrUnexpectedEnd, j, "in string")
 		}
 		b := src[j]
 		switch {
 		case b == '"':
-			return j + 1, nonASCII, nil
+			return j + 1, nonASCII, lone, nil
 		case b == '\\':
-			r, n, e := c.escape(j)
+			r, n, l, e := c.escape(j, lone == nil)
 			if e != nil {
-				return j, nonASCII, e
+				return j, nonASCII, lone, e
 			}
 			if r >= utf8.RuneSelf {
 				nonASCII = true
 			}
-			buf = utf8.AppendRune(buf, r)
+			if l != nil {
+				if lone == nil {
+					lone = l
+				}
+				// Generalized UTF-8: three bytes that no valid UTF-8
+				// string holds.
+				buf = append(buf, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+			} else {
+				buf = utf8.AppendRune(buf, r)
+			}
 			j += n
 		case b < 0x20:
-			return j, nonASCII, at(ErrControlChar, j, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
+			return j, nonASCII, lone, at(ErrControlChar, j, "U+00"+string(hexDigits[b>>4])+string(hexDigits[b&0xF]))
 		default: // b >= 0x80
 			r, n := utf8.DecodeRune(src[j:])
 			if r == utf8.RuneError && n <= 1 {
-				return j, nonASCII, at(ErrInvalidUTF8, j, "")
+				return j, nonASCII, lone, at(ErrInvalidUTF8, j, "")
 			}
 			nonASCII = true
 			buf = append(buf, src[j:j+n]...)
@@ -609,58 +768,66 @@ func (c *Canonicalizer) decodeString(i int) (next int, nonASCII bool, err error)
 	}
 }
 
-// escape decodes the escape sequence at src[j] (a '\'), pairing surrogates.
-func (c *Canonicalizer) escape(j int) (rune, int, error) {
+// escape decodes the escape sequence at src[j] (a '\'), pairing
+// surrogates. An unpaired surrogate is returned as itself, with lone
+// describing it (or, without describe, set to ErrLoneSurrogate itself); a
+// following escape is then read on its own (it may start a pair).
+func (c *Canonicalizer) escape(j int, describe bool) (r rune, n int, lone, err *Error) {
 	src := c.src
 	if j+1 >= len(src) {
-		return 0, 0, at(ErrUnexpectedEnd, j+1, "in escape")
+		return 0, 0, nil, at(ErrUnexpectedEnd, j+1, "in escape")
 	}
 	switch src[j+1] {
 	case '"':
-		return '"', 2, nil
+		return '"', 2, nil, nil
 	case '\\':
-		return '\\', 2, nil
+		return '\\', 2, nil, nil
 	case '/':
-		return '/', 2, nil
+		return '/', 2, nil, nil
 	case 'b':
-		return '\b', 2, nil
+		return '\b', 2, nil, nil
 	case 'f':
-		return '\f', 2, nil
+		return '\f', 2, nil, nil
 	case 'n':
-		return '\n', 2, nil
+		return '\n', 2, nil, nil
 	case 'r':
-		return '\r', 2, nil
+		return '\r', 2, nil, nil
 	case 't':
-		return '\t', 2, nil
+		return '\t', 2, nil, nil
 	case 'u':
 		r, err := c.hex4(j + 2)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return 0, 0, at(ErrLoneSurrogate, j, "low surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a high one")
-		case r >= 0xD800 && r <= 0xDBFF:
-			k := j + 6
-			if k+1 < len(src) && src[k] == '\\' && src[k+1] == 'u' {
-				lo, err := c.hex4(k + 2)
-				if err != nil {
-					return 0, 0, err
-				}
-				if lo >= 0xDC00 && lo <= 0xDFFF {
-					return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil
-				}
-				// Point at the escape that should have been the low half.
-				return 0, 0, at(ErrLoneSurrogate, k, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" followed by \\u"+strconv.FormatInt(int64(lo), 16))
+		if r < 0xD800 || r > 0xDFFF {
+			return r, 6, nil, nil
+		}
+		off, lo := j, rune(-1)
+		if k := j + 6; r <= 0xDBFF && k+1 < len(src) && src[k] == '\\' && src[k+1] == 'u' {
+			if lo, err = c.hex4(k + 2); err != nil {
+				return 0, 0, nil, err
 			}
-			return 0, 0, at(ErrLoneSurrogate, j, "high surrogate \\u"+strconv.FormatInt(int64(r), 16)+" without a low one")
+			if lo >= 0xDC00 && lo <= 0xDFFF {
+				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil, nil
+			}
+			off = k // the escape that should have been the low half
 		}
-		return r, 6, nil
+		if !describe {
+			return r, 6, ErrLoneSurrogate, nil
+		}
+		hex := func(r rune) string { return "\\u" + strconv.FormatInt(int64(r), 16) }
+		switch {
+		case r >= 0xDC00:
+			return r, 6, at(ErrLoneSurrogate, off, "low surrogate "+hex(r)+" without a high one"), nil
+		case lo >= 0:
+			return r, 6, at(ErrLoneSurrogate, off, "high surrogate "+hex(r)+" followed by "+hex(lo)), nil
+		}
+		return r, 6, at(ErrLoneSurrogate, off, "high surrogate "+hex(r)+" without a low one"), nil
 	}
-	return 0, 0, at(ErrInvalidEscape, j, "")
+	return 0, 0, nil, at(ErrInvalidEscape, j, "")
 }
 
-func (c *Canonicalizer) hex4(k int) (rune, error) {
+func (c *Canonicalizer) hex4(k int) (rune, *Error) {
 	src := c.src
 	var r rune
 	for n := 0; n < 4; n++ {

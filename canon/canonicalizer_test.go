@@ -50,6 +50,10 @@ func TestCanonicalizer_Canonicalize(t *testing.T) {
 		{name: "cut literal", p: canon.AMD, in: `{"a":nul`, wantErr: canon.ErrUnexpectedEnd, offset: 8},
 		{name: "raw newline", p: canon.AMD, in: "{\"a\":\"x\ny\"}", wantErr: canon.ErrControlChar, offset: 7},
 		{name: "raw tab", p: canon.JCS, in: "\"\t\"", wantErr: canon.ErrControlChar, offset: 1},
+		{name: "raw control before a long run", p: canon.AMD, in: "\"\x16" + strings.Repeat("0", 40) + "\"", wantErr: canon.ErrControlChar, offset: 1},
+		{name: "raw control inside a long run", p: canon.JCS, in: "\"" + strings.Repeat("0", 21) + "\x7f\x1f" + strings.Repeat("0", 40) + "\"", wantErr: canon.ErrControlChar, offset: 23},
+		{name: "raw control after a decomposed letter", p: canon.AMD, in: "\"e\u0301" + strings.Repeat("0", 21) + "\x01" + strings.Repeat("0", 40) + "\"", wantErr: canon.ErrControlChar, offset: 25},
+		{name: "invalid utf8 after a decomposed letter", p: canon.AMD, in: "\"e\u0301" + strings.Repeat("0", 21) + "\xe0\x80\x80" + strings.Repeat("0", 40) + "\"", wantErr: canon.ErrInvalidUTF8, offset: 25},
 		{name: "bad escape", p: canon.AMD, in: `{"a":"\x"}`, wantErr: canon.ErrInvalidEscape, offset: 6},
 		{name: "short unicode escape", p: canon.AMD, in: `{"a":"\u12"}`, wantErr: canon.ErrInvalidEscape, offset: 6},
 		{name: "invalid utf8", p: canon.AMD, in: "{\"a\":\"\xff\"}", wantErr: canon.ErrInvalidUTF8, offset: 6},
@@ -275,5 +279,66 @@ func TestError_Format(t *testing.T) {
 		if e.Class == "" || !strings.Contains(e.Code, ".") {
 			t.Errorf("bad sentinel %+v", e)
 		}
+	}
+}
+
+// Where a document breaks several rules, the fault upstream reports first
+// is reported (docs/ERRORS.md, "Precedence").
+func TestCanonicalizer_Precedence(t *testing.T) {
+	run31 := "a" + strings.Repeat("\u0301", 31)
+	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
+	tests := []struct {
+		name    string
+		p       canon.Profile
+		in      string
+		wantErr *canon.Error
+		offset  int64
+	}{
+		{"duplicate before a surrogate in a value", canon.AMD, `{"a":"\ud800","a":2}`, canon.ErrDuplicateName, 14},
+		{"duplicate before a surrogate in a value, jcs", canon.JCS, `{"a":"\ud800","a":2}`, canon.ErrDuplicateName, 14},
+		{"invalid utf-8 anywhere first", canon.AMD, "{\"f\":\"\\ud800\",\"f\":-9007199254740992,\"f\":1.5,\"f\":\"\xff\"}", canon.ErrInvalidUTF8, 49},
+		{"invalid utf-8 after a fraction", canon.AMD, "{\"a\":1.5,\"b\":\"\xff\"}", canon.ErrInvalidUTF8, 14},
+		{"invalid utf-8 after a syntax error", canon.AMD, "{\"a\":tru,\"b\":\"\xc0\xaf\"}", canon.ErrInvalidUTF8, 14},
+		{"invalid utf-8 after the depth limit", canon.AMD, `{"a":` + deep + ",\"b\":\"\xff\"}", canon.ErrInvalidUTF8, 151},
+		{"invalid utf-8 before a bom", canon.AMD, "\uFEFF{\"a\":\"\xff\"}", canon.ErrInvalidUTF8, 9},
+		{"bom before syntax", canon.AMD, "\uFEFF{", canon.ErrBOM, 0},
+		{"fraction before a broken exponent", canon.AMD, `{"a":1.5e}`, canon.ErrFraction, 5},
+		{"broken exponent without a fraction", canon.AMD, `{"a":1e}`, canon.ErrInvalidNumber, 7},
+		{"range before a broken fraction", canon.AMD, `{"a":9007199254740992.}`, canon.ErrIntegerRange, 5},
+		{"digit limit before a broken exponent", canon.AMD, `{"a":10000000000000000e}`, canon.ErrIntegerDigits, 5},
+		{"broken exponent under jcs", canon.JCS, `[1.5e]`, canon.ErrInvalidNumber, 5},
+		{"fraction before the object closes", canon.AMD, `{"a":1,"a":2,"b":1.5}`, canon.ErrFraction, 17},
+		{"inner object closes first", canon.AMD, "{\"\u00e9\":1,\"e\u0301\":{\"k\":1,\"k\":2}}", canon.ErrDuplicateName, 21},
+		{"surrogate in a value after trailing data", canon.AMD, `{"a":"\ud800"} x`, canon.ErrTrailingData, 15},
+		{"surrogate in a value before the top level", canon.AMD, `["\ud800"]`, canon.ErrLoneSurrogate, 2},
+		{"surrogate values in document order", canon.AMD, `{"b":"\udc00","a":"\ud800"}`, canon.ErrLoneSurrogate, 6},
+		{"syntax error after a surrogate in the same string", canon.AMD, `{"a":"\ud800\q"}`, canon.ErrInvalidEscape, 12},
+		{"surrogate name at its first occurrence", canon.AMD, `{"\ud800":1,"\ud800":2}`, canon.ErrLoneSurrogate, 2},
+		{"duplicate before a later surrogate name", canon.AMD, `{"a":1,"a":2,"\ud800":3}`, canon.ErrDuplicateName, 7},
+		{"surrogate name before a later duplicate", canon.AMD, `{"\ud800":1,"a":1,"a":2}`, canon.ErrLoneSurrogate, 2},
+		{"collision before a later surrogate name", canon.AMD, "{\"\u00e9\":1,\"e\u0301\":2,\"\\ud800\":3}", canon.ErrNFCCollision, 8},
+		{"surrogate name before a value surrogate", canon.AMD, `{"a":"\ud800","\udc00":1}`, canon.ErrLoneSurrogate, 15},
+		{"surrogate name when its object closes", canon.AMD, `{"\ud800":1.5}`, canon.ErrFraction, 10},
+		{"depth where it is met", canon.AMD, `{"a":1,"a":` + deep + `}`, canon.ErrDepth, 74},
+		{"duplicate before a non-starter run", canon.AMD, `{"s":"` + run31 + `","k":1,"k":2}`, canon.ErrDuplicateName, 77},
+		{"non-starter run names are duplicates", canon.AMD, `{"` + run31 + `":1,"` + run31 + `":2}`, canon.ErrDuplicateName, 69},
+		{"non-starter run before a later surrogate", canon.AMD, `{"s":"` + run31 + `","t":"\ud800"}`, canon.ErrNonstarterRun, 5},
+		{"surrogate before a later non-starter run", canon.AMD, `{"t":"\ud800","s":"` + run31 + `"}`, canon.ErrLoneSurrogate, 6},
+		{"non-starter run before the top level", canon.AMD, `["` + run31 + `"]`, canon.ErrNonstarterRun, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := canon.New(tc.p).Digest([]byte(tc.in))
+			if tc.p == canon.AMD {
+				_, err = canon.ID([]byte(tc.in))
+			}
+			var ce *canon.Error
+			if !errors.As(err, &ce) || !errors.Is(err, tc.wantErr) || ce.Offset != tc.offset {
+				t.Fatalf("err = %v, want %s at %d", err, tc.wantErr.Code, tc.offset)
+			}
+			if want := model([]byte(tc.in), modelOpts{limits: true, id: true}); tc.p == canon.AMD && !agrees(outcome(err), want) {
+				t.Errorf("the model says %s", describe(want))
+			}
+		})
 	}
 }

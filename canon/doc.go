@@ -30,9 +30,13 @@
 // (malformed_input, unsupported_value, normalization_collision,
 // invalid_artifact_identifier_syntax, artifact_identifier_mismatch), a
 // finer stable code (Codes lists them) and the byte offset where the
-// problem was found. Where a document breaks several rules, the first one
-// met in document order is reported; duplicate names are found when their
-// object closes.
+// problem was found. Where a document breaks several rules, the one the
+// upstream reference verifier reports is reported (docs/ERRORS.md,
+// "Precedence"): invalid UTF-8 anywhere, then a byte-order mark, then the
+// faults met while parsing in document order (each object's member names
+// when it closes, member by member), then unpaired surrogates in string
+// values and non-starter runs in document order, then a top level that is
+// not an object.
 //
 // Invariants, checked by the tests and the fuzz targets:
 //
@@ -49,5 +53,8 @@
 // (UnicodeVersion) depends on the Go toolchain; ids of text that uses code
 // points assigned after it may change with it, which is why engine version
 // reports it. Strings made only of code points that NFC leaves alone
-// wherever they stand take a fast path that never calls the normalizer.
+// wherever they stand take a fast path that never calls the normalizer;
+// other strings are normalized segment by segment from the first code point
+// NFC may change, and a Canonicalizer remembers the normalized form of the
+// short segments it has met.
 package canon

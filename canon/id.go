@@ -119,7 +119,7 @@ func (c *Canonicalizer) ID(src []byte) (canonical []byte, id Digest, err error) 
 		return nil, id, err
 	}
 	if !c.topObject {
-		return nil, id, at(ErrTopLevel, c.ws(0), "")
+		return nil, id, at(ErrTopLevel, c.topOff, "")
 	}
 	return c.out, c.idDigest(), nil
 }
