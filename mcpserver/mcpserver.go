@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
 )
 
 // EmitsBindingMoment is the tool-manifest annotation of seed 002 §8.2,
@@ -78,8 +80,27 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 	if err != nil {
 		return nil, openOut{}, err
 	}
-	id, err := c.Open(ctx, client.Charter{Title: in.Title, Participants: in.Participants})
-	return nil, openOut{Deliberation: id}, err
+	u, err := uuid.NewV7()
+	if err != nil {
+		return nil, openOut{}, err
+	}
+	id := u.String()
+	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants}})
+	if err != nil {
+		return nil, openOut{}, err
+	}
+	// Answer once the engine has judged the open: a refused charter is an
+	// error with the engine's reason, and an accepted one can be read.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	o, err := c.WaitOutcome(wctx, id, ack.Sequence, "")
+	if err != nil {
+		return nil, openOut{}, fmt.Errorf("the open was published at position %d, but the engine's verdict did not come: %w", ack.Sequence, err)
+	}
+	if o.Outcome != projector.VerdictApplied {
+		return nil, openOut{}, fmt.Errorf("the engine refused the open (%s): %s %s", o.Outcome, o.Code, o.Message)
+	}
+	return nil, openOut{Deliberation: id}, nil
 }
 
 type publishIn struct {
