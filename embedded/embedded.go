@@ -35,9 +35,19 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// MaxPayload is the largest message the server accepts (default
 	// DefaultMaxPayload). It is above parley's artifact size limit on
-	// purpose: an oversized artifact reaches the stream and is recorded as
-	// a limit.size rejection, instead of vanishing at the door.
+	// purpose: an artifact between the two reaches the stream and is
+	// recorded as a limit.size rejection, instead of vanishing at the door;
+	// one above MaxPayload is refused by the server and never reaches the
+	// record.
 	MaxPayload int32
+	// Users, when set, is the server's authorization: only these users
+	// may connect, each with its permissions, and a client that presents
+	// no credentials is the user named NoAuthUser (none: it is refused).
+	// Not with ConfigFile, which carries its own. Without Users the server
+	// has no authorization at all: every client may publish and subscribe
+	// anything, as the tests that start a bare server want.
+	Users      []*server.User
+	NoAuthUser string
 }
 
 // DefaultMaxPayload is 4 MiB.
@@ -56,6 +66,15 @@ func Start(cfg Config) (*server.Server, error) {
 			return nil, fmt.Errorf("embedded: config %s: %w", cfg.ConfigFile, err)
 		}
 		opts = o
+	}
+	if len(cfg.Users) > 0 {
+		if cfg.ConfigFile != "" {
+			return nil, errors.New("embedded: users come from the configuration file; give one or the other")
+		}
+		opts.Users = cfg.Users
+		opts.NoAuthUser = cfg.NoAuthUser
+	} else if cfg.NoAuthUser != "" {
+		return nil, errors.New("embedded: NoAuthUser names none of the users")
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.Dir)
