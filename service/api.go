@@ -274,7 +274,26 @@ func (q *Queries) Health(ctx context.Context) Health {
 	return h
 }
 
-// Handler serves the HTTP query API under /api/v1, /healthz and /metrics.
+// resolver returns the participant a principal's resolution is published
+// as: the one the request's token stands for. ?as= may name it, and no
+// other.
+func resolver(r *http.Request) (string, error) {
+	p, ok := principalOf(r.Context())
+	if !ok {
+		return "", errUnauthorized
+	}
+	if as := r.URL.Query().Get("as"); as != "" && as != p {
+		return "", &apiError{Status: http.StatusForbidden, Code: "forbidden",
+			Message: "this token resolves as " + strconv.Quote(p) + ": ?as= cannot choose another participant"}
+	}
+	return p, nil
+}
+
+// Handler serves the HTTP query API under /api/v1, /healthz and /metrics,
+// and the /bind pages. It authenticates nothing: a write needs the
+// participant a token stands for, which only the engine's authentication
+// (around this handler in Start) puts in the request; without it every
+// write is refused.
 func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", func(w http.ResponseWriter, r *http.Request) {
@@ -358,9 +377,10 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 			reply(w, nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "the resolution could not be read, or is larger than 1 MiB"})
 			return
 		}
-		as := r.URL.Query().Get("as")
-		if as == "" {
-			as = DefaultPrincipal
+		as, err := resolver(r)
+		if err != nil {
+			reply(w, nil, err)
+			return
 		}
 		v, err := q.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
 		if err != nil {
@@ -369,6 +389,7 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		}
 		writeJSON(w, http.StatusCreated, v)
 	})
+	mux.HandleFunc("GET /bind", q.webIndex)
 	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { q.webBind(w, r, nil, "", http.StatusOK) })
 	mux.HandleFunc("POST /bind/{id}/{envelope_digest}", q.webResolve)
 	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {

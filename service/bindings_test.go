@@ -39,7 +39,10 @@ func TestBindings_HTTP(t *testing.T) {
 	ctx := context.Background()
 	base := "http://" + s.HTTPAddr() + "/api/v1/deliberations/"
 	post := func(url, body string) (int, map[string]any) {
-		resp, err := http.Post(url, "application/json", bytes.NewBufferString(body))
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,8 +56,21 @@ type Config struct {
 	// SnapshotEvery is the interval between projection snapshots.
 	SnapshotEvery time.Duration
 	// NATSConfig is a nats-server configuration file for the embedded
-	// server (for example deploy/nats.conf).
+	// server (for example deploy/nats.conf), with its own users. Without
+	// it (and without NATS) the embedded server runs with an authorization
+	// the engine generates: a client without credentials is a
+	// participant, who may not publish as _supervisor or as a principal
+	// nor touch the stream's administration; the engine connects in
+	// process as its own user; an operator user's password goes to the
+	// credentials file (docs/SECURITY.md).
 	NATSConfig string
+	// HTTPTokens authenticate the HTTP API: a principal's resolution needs
+	// one, and is published as the participant it stands for; so does
+	// every read when the API listens beyond loopback, unless
+	// HTTPPublicReads. None: the engine draws one at each start, for
+	// DefaultPrincipal, and writes it to the credentials file.
+	HTTPTokens      []HTTPToken
+	HTTPPublicReads bool
 	// CharterDefaults are the engine-wide limits and policy used where a
 	// charter is silent.
 	CharterDefaults projector.Defaults
@@ -96,6 +109,9 @@ type Service struct {
 	superDone  chan struct{}
 	cancel     context.CancelFunc
 	natsURL    string
+	auth       *httpAuth
+	creds      Credentials
+	credsPath  string // written at start, removed at Close
 	// Reverifier re-verifies provenance annotations (nil without roots).
 	Reverifier *provenance.Reverifier
 }
@@ -118,28 +134,20 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("service: data directory: %w", err)
 	}
-	if cfg.NATS == "" {
-		host, port, err := splitHostPort(cfg.Listen, "127.0.0.1", 4222)
-		if err != nil {
-			return nil, fmt.Errorf("service: --listen: %w", err)
-		}
-		if port == 0 {
-			port = -1
-		}
-		s.srv, err = embedded.Start(embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
-			ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats")})
-		if err != nil {
-			return nil, err
-		}
-		s.natsURL = s.srv.ClientURL()
-		// The engine itself talks to its server in-process.
-		s.nc, err = nats.Connect("", append(s.natsOptions(), nats.InProcessServer(s.srv))...)
-	} else {
-		s.natsURL = cfg.NATS
-		s.nc, err = nats.Connect(cfg.NATS, s.natsOptions()...)
+	tokens := cfg.HTTPTokens
+	if len(tokens) == 0 {
+		tokens = []HTTPToken{{Secret: secret(), Participant: DefaultPrincipal}}
+		s.creds.HTTPToken, s.creds.HTTPParticipant = tokens[0].Secret, tokens[0].Participant
 	}
-	if err != nil {
-		return nil, fmt.Errorf("service: connect to NATS: %w", err)
+	var principals []string
+	for _, t := range tokens {
+		if !projector.ValidToken(t.Participant) {
+			return nil, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
+		}
+		principals = append(principals, t.Participant)
+	}
+	if err := s.connect(principals); err != nil {
+		return nil, err
 	}
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return nil, fmt.Errorf("service: jetstream: %w", err)
@@ -190,7 +198,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.httpLn, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("service: --http: %w", err)
 	}
-	s.http = &http.Server{Handler: s.Queries.Handler(s.Metrics), ReadHeaderTimeout: 10 * time.Second}
+	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
+	s.http = &http.Server{Handler: s.auth.wrap(s.Queries.Handler(s.Metrics)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)
@@ -212,7 +221,79 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			close(s.superDone)
 		}()
 	}
+	s.creds.HTTPURL = s.HTTPURL()
+	if err := writeCredentials(cfg.DataDir, s.creds); err != nil {
+		return nil, err
+	}
+	s.credsPath = filepath.Join(cfg.DataDir, CredentialsFile)
 	return s, nil
+}
+
+// connect starts the embedded server (unless cfg.NATS names a cluster) and
+// connects the engine to it. Without a configuration file the embedded
+// server gets the generated authorization (natsauth.go), and the engine
+// its own user.
+func (s *Service) connect(principals []string) error {
+	cfg := s.cfg
+	if cfg.NATS != "" {
+		s.natsURL = cfg.NATS
+		nc, err := nats.Connect(cfg.NATS, s.natsOptions()...)
+		if err != nil {
+			return fmt.Errorf("service: connect to NATS at %s: %w", cfg.NATS, err)
+		}
+		s.nc = nc
+		return nil
+	}
+	host, port, err := splitHostPort(cfg.Listen, "127.0.0.1", 4222)
+	if err != nil {
+		return fmt.Errorf("service: --listen: %w", err)
+	}
+	if port == 0 {
+		port = -1
+	}
+	ecfg := embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
+		ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats")}
+	opts := s.natsOptions()
+	if cfg.NATSConfig == "" {
+		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
+			return errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
+		}
+		enginePassword := secret()
+		s.creds.NATSUser, s.creds.NATSPassword = NATSOperatorUser, secret()
+		ecfg.Users = embeddedUsers(enginePassword, s.creds.NATSPassword, principals)
+		ecfg.NoAuthUser = NATSParticipantUser
+		opts = append(opts, nats.UserInfo(NATSEngineUser, enginePassword))
+	}
+	if s.srv, err = embedded.Start(ecfg); err != nil {
+		return err
+	}
+	s.natsURL = s.srv.ClientURL()
+	if cfg.NATSConfig == "" {
+		s.creds.NATSURL = s.natsURL
+	}
+	if cfg.NATSConfig != "" {
+		// A refused in-process connection surfaces as a closed pipe, after
+		// seconds; a TCP one says why at once.
+		probe, err := nats.Connect(s.natsURL, opts...)
+		if err != nil {
+			hint := ""
+			switch {
+			case cfg.User == "" && cfg.Creds == "" && cfg.NKey == "":
+				hint = " (" + cfg.NATSConfig + " has users: give the engine's with --user and --password)"
+			case errors.Is(err, nats.ErrAuthorization):
+				hint = " (does " + cfg.NATSConfig + " have this user, with this password?)"
+			}
+			return fmt.Errorf("service: connect to the embedded NATS server: %w%s", err, hint)
+		}
+		probe.Close()
+	}
+	// The engine itself talks to its server in-process.
+	nc, err := nats.Connect("", append(opts, nats.InProcessServer(s.srv))...)
+	if err != nil {
+		return fmt.Errorf("service: connect to the embedded NATS server: %w", err)
+	}
+	s.nc = nc
+	return nil
 }
 
 func (s *Service) natsOptions() []nats.Option {
@@ -257,6 +338,23 @@ func (s *Service) NATSURL() string { return s.natsURL }
 // HTTPAddr is the query API's address.
 func (s *Service) HTTPAddr() string { return s.httpLn.Addr().String() }
 
+// HTTPURL is the query API's base URL (a loopback address in place of an
+// unspecified one, so that it can be opened on this machine).
+func (s *Service) HTTPURL() string {
+	addr := s.httpLn.Addr()
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ta.Port))
+	}
+	return "http://" + addr.String()
+}
+
+// Credentials are the secrets the engine generated at start (the NATS
+// operator user of the embedded default, the HTTP token it drew), as the
+// credentials file holds them. A program that runs an engine in process
+// uses them to publish what a participant may not (a recording's
+// _supervisor and principal messages).
+func (s *Service) Credentials() Credentials { return s.creds }
+
 // Conn is the engine's own NATS connection.
 func (s *Service) Conn() *nats.Conn { return s.nc }
 
@@ -294,6 +392,13 @@ func (s *Service) Close() error {
 	}
 	if s.Reverifier != nil {
 		s.Reverifier.Close()
+	}
+	if s.credsPath != "" {
+		// Stale secrets are no use to anyone: the next start draws new ones.
+		if err := os.Remove(s.credsPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		s.credsPath = ""
 	}
 	return errors.Join(errs...)
 }

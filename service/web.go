@@ -7,18 +7,73 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
 )
 
-//go:embed web/bind.html
+//go:embed web/bind.html web/index.html web/refused.html
 var webFS embed.FS
 
-var bindPage = template.Must(template.New("bind.html").Funcs(template.FuncMap{
-	"deref": func(p *int) int { return *p },
-}).ParseFS(webFS, "web/bind.html"))
+var (
+	bindPage = template.Must(template.New("bind.html").Funcs(template.FuncMap{
+		"deref": func(p *int) int { return *p },
+	}).ParseFS(webFS, "web/bind.html"))
+	indexPage   = template.Must(template.ParseFS(webFS, "web/index.html"))
+	refusedPage = template.Must(template.ParseFS(webFS, "web/refused.html"))
+)
+
+// indexEntry is a deliberation with open binding moments, as /bind lists
+// it.
+type indexEntry struct {
+	ID, Title, Status string
+	Open              int
+	Deciders          []string
+}
+
+// webIndex lists the deliberations that wait for their principal: those
+// not ended that hold an open binding moment. It reads the bodies of the
+// artifacts of every deliberation not ended with a decision, like
+// .../bindings does for one.
+func (q *Queries) webIndex(w http.ResponseWriter, r *http.Request) {
+	var cands []indexEntry
+	q.r.EachDeliberation(func(d *projector.Deliberation) {
+		if !d.Status.Terminal() && len(d.Decisions()) > 0 {
+			cands = append(cands, indexEntry{ID: d.ID, Title: d.Title, Status: string(d.Status)})
+		}
+	})
+	var list []indexEntry
+	for _, e := range cands {
+		moments, err := q.Bindings(r.Context(), e.ID)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		for _, m := range moments {
+			if m.Status == "open" {
+				e.Open++
+				if !slices.Contains(e.Deciders, m.Decider) {
+					e.Deciders = append(e.Deciders, m.Decider)
+				}
+			}
+		}
+		if e.Open > 0 {
+			list = append(list, e)
+		}
+	}
+	slices.SortFunc(list, func(a, b indexEntry) int { return strings.Compare(b.ID, a.ID) }) // v7 ids: newest first
+	var buf bytes.Buffer
+	if err := indexPage.Execute(&buf, list); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(buf.Bytes())
+}
 
 // webMoment is a binding moment as the page renders it.
 type webMoment struct {
@@ -86,6 +141,13 @@ func (q *Queries) webBind(w http.ResponseWriter, r *http.Request, res *Resolved,
 
 // webResolve takes a form of the page and resolves the binding moment.
 func (q *Queries) webResolve(w http.ResponseWriter, r *http.Request) {
+	as, err := resolver(r)
+	if err != nil {
+		var ae *apiError
+		errors.As(err, &ae)
+		q.webBind(w, r, nil, err.Error(), ae.Status)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
 		q.webBind(w, r, nil, "the form could not be read: "+err.Error(), http.StatusBadRequest)
@@ -105,10 +167,6 @@ func (q *Queries) webResolve(w http.ResponseWriter, r *http.Request) {
 		res["answer"] = r.PostForm.Get("answer")
 	}
 	body, _ := json.Marshal(map[string]any{"binding_moment_resolution": res})
-	as := r.URL.Query().Get("as")
-	if as == "" {
-		as = DefaultPrincipal
-	}
 	out, err := q.Resolve(r.Context(), r.PathValue("id"), digest, body, as)
 	if err != nil {
 		status := http.StatusInternalServerError

@@ -3,6 +3,9 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -96,6 +99,46 @@ func TestWeb_BindPage(t *testing.T) {
 		return id
 	}
 	page := func(id string) string { return "http://" + s.HTTPAddr() + "/bind/" + id }
+
+	// Without the token the page shows, but resolving is refused.
+	id := ask(byName["seed002-6.4"])
+	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`#decline`), chromedp.Click(`#decline`), chromedp.WaitVisible(`#refused`)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := chromedp.Run(bctx, chromedp.AttributeValue(`#refused`, "data-code")); code.Value != "unauthorized" {
+		t.Fatalf("without the token: %+v", code)
+	}
+	// Signing in: the address engine serve prints; the browser lands on
+	// the index, the token gone from the address.
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.Credentials().BindURL()), chromedp.WaitVisible(`#waiting`)); err != nil {
+		t.Fatal(err)
+	}
+	if loc, _ := chromedp.Run(bctx, chromedp.Location()); loc != "http://"+s.HTTPAddr()+"/bind" {
+		t.Fatalf("after signing in: %s", loc)
+	}
+	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-deliberation="`+id+`"] a').length`)); n != 1 {
+		t.Fatal("the index does not list the waiting deliberation")
+	}
+	// A page of another origin on the same host (the cookie goes with
+	// its requests: SameSite does not tell ports apart) submits a
+	// resolution by itself: refused, and nothing is published.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		moments, _ := s.Queries.Bindings(ctx, id)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<form method="post" action="%s/%s"><input type="hidden" name="resolution" value="declined"></form><script>document.forms[0].submit()</script>`,
+			page(id), moments[0].EnvelopeDigest)
+	}))
+	defer evil.Close()
+	if err := chromedp.Do(bctx, chromedp.Navigate(evil.URL), chromedp.WaitVisible(`#refused`)); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := chromedp.Run(bctx, chromedp.Text(`#refused`))
+	if code, _ := chromedp.Run(bctx, chromedp.AttributeValue(`#refused`, "data-code")); code.Value != "forbidden" || !strings.Contains(msg, "cross-site request refused") {
+		t.Fatalf("cross-site: %+v %q", code, msg)
+	}
+	if moments, _ := s.Queries.Bindings(ctx, id); moments[0].Status != "open" {
+		t.Fatalf("a cross-site request resolved: %+v", moments[0])
+	}
 	waitStatus := func(id, want string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -112,7 +155,6 @@ func TestWeb_BindPage(t *testing.T) {
 	}
 
 	// The §6.4 envelope: the invariants, then decline.
-	id := ask(byName["seed002-6.4"])
 	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`section[data-status="open"]`)); err != nil {
 		t.Fatal(err)
 	}

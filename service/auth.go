@@ -1,0 +1,223 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/parley-engine/parley/projector"
+)
+
+// HTTPToken is a secret of the HTTP API and the participant it stands for:
+// a principal's resolution sent with it is published as that participant.
+type HTTPToken struct {
+	Secret      string
+	Participant string
+}
+
+// MinHTTPTokenLen is the shortest secret ParseHTTPToken accepts.
+const MinHTTPTokenLen = 16
+
+// ParseHTTPToken reads SECRET (standing for DefaultPrincipal) or
+// SECRET=PARTICIPANT.
+func ParseHTTPToken(s string) (HTTPToken, error) {
+	t := HTTPToken{Secret: s, Participant: DefaultPrincipal}
+	if i := strings.LastIndexByte(s, '='); i >= 0 {
+		t.Secret, t.Participant = s[:i], s[i+1:]
+	}
+	switch {
+	case len(t.Secret) < MinHTTPTokenLen:
+		return t, fmt.Errorf("service: an HTTP token needs at least %d characters", MinHTTPTokenLen)
+	case !projector.ValidToken(t.Participant):
+		return t, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
+	}
+	return t, nil
+}
+
+// httpAuth authenticates the HTTP API's requests: every write needs a
+// token, and so does every read when protectReads (the API listens beyond
+// loopback and reads were not made public). /healthz and /metrics are
+// always open. A token comes as "Authorization: Bearer <token>", or, for a
+// browser, in a cookie the engine sets when a GET carries ?token=.
+type httpAuth struct {
+	tokens       []authToken
+	protectReads bool
+	// loopback: the API listens on loopback only; an unauthenticated
+	// request must then name a loopback host (a page of another site that
+	// resolves its own name to 127.0.0.1 reads nothing).
+	loopback bool
+	cookie   string
+}
+
+type authToken struct {
+	sum         [sha256.Size]byte
+	participant string
+}
+
+func newHTTPAuth(tokens []HTTPToken, ln net.Addr, publicReads bool) *httpAuth {
+	a := &httpAuth{loopback: isLoopback(ln), cookie: "parley_token"}
+	if ta, ok := ln.(*net.TCPAddr); ok {
+		// Cookies are shared by every port of a host: one engine's must
+		// not shadow another's.
+		a.cookie += "_" + strconv.Itoa(ta.Port)
+	}
+	a.protectReads = !a.loopback && !publicReads
+	for _, t := range tokens {
+		a.tokens = append(a.tokens, authToken{sha256.Sum256([]byte(t.Secret)), t.Participant})
+	}
+	return a
+}
+
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// lookup returns the participant secret stands for. It compares the
+// SHA-256 of secret with each token's in constant time, and looks at
+// every token whatever it finds.
+func (a *httpAuth) lookup(secret string) (string, bool) {
+	sum := sha256.Sum256([]byte(secret))
+	found := ""
+	for _, t := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			found = t.participant
+		}
+	}
+	return found, found != ""
+}
+
+type principalKey struct{}
+
+// principalOf returns the participant the request's token stands for.
+func principalOf(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(principalKey{}).(string)
+	return p, ok
+}
+
+var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+	Message: "this needs the engine's HTTP token: Authorization: Bearer <token> (engine serve prints it, and writes it to <data>/credentials.json), or open the /bind?token=… address it prints"}
+
+func (a *httpAuth) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead
+		q := r.URL.Query()
+		if read && q.Has("token") {
+			// A browser signs in: the token becomes a cookie, and the
+			// address loses it.
+			if _, ok := a.lookup(q.Get("token")); !ok {
+				a.refuse(w, r, errUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: a.cookie, Value: q.Get("token"), Path: "/", HttpOnly: true,
+				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			q.Del("token")
+			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+			w.Header().Set("Cache-Control", "no-store")
+			w.Header().Set("Referrer-Policy", "no-referrer")
+			http.Redirect(w, r, u.String(), http.StatusSeeOther)
+			return
+		}
+		participant, authed, viaCookie := "", false, false
+		if h := r.Header.Get("Authorization"); h != "" {
+			scheme, tok, _ := strings.Cut(h, " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				a.refuse(w, r, errUnauthorized)
+				return
+			}
+			if participant, authed = a.lookup(strings.TrimSpace(tok)); !authed {
+				a.refuse(w, r, errUnauthorized)
+				return
+			}
+		} else if c, err := r.Cookie(a.cookie); err == nil {
+			participant, authed = a.lookup(c.Value)
+			viaCookie = authed
+		}
+		switch {
+		case !read && !authed:
+			a.refuse(w, r, errUnauthorized)
+			return
+		case !read && viaCookie:
+			// A cookie goes with every request the browser makes, whoever
+			// made the page: a write must come from the engine's own.
+			if err := sameOrigin(r); err != nil {
+				a.refuse(w, r, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: err.Error()})
+				return
+			}
+		case read && !authed && a.protectReads:
+			a.refuse(w, r, errUnauthorized)
+			return
+		case !authed && a.loopback && !loopbackHost(r.Host):
+			a.refuse(w, r, &apiError{Status: http.StatusForbidden, Code: "forbidden",
+				Message: "the API listens on loopback and is read without a token only under a loopback name, not " + strconv.Quote(r.Host)})
+			return
+		}
+		if authed {
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, participant))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin checks that a request comes from a page of this server: its
+// Origin (or, without one, its Referer) is this host.
+func sameOrigin(r *http.Request) error {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	want := scheme + "://" + r.Host
+	if o := r.Header.Get("Origin"); o != "" {
+		if o != want {
+			return fmt.Errorf("cross-site request refused: it comes from %s, not %s", o, want)
+		}
+		return nil
+	}
+	if ref := r.Header.Get("Referer"); ref != "" {
+		u, err := url.Parse(ref)
+		if err != nil || u.Scheme+"://"+u.Host != want {
+			return fmt.Errorf("cross-site request refused: it comes from %s, not %s", ref, want)
+		}
+		return nil
+	}
+	return errors.New("cross-site request refused: a write authenticated by the cookie needs an Origin or Referer of this server")
+}
+
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// refuse answers a refused request: JSON for the API, a page for a
+// browser's /bind.
+func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
+	}
+	if strings.HasPrefix(r.URL.Path, "/bind") {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(e.Status)
+		refusedPage.Execute(w, e)
+		return
+	}
+	writeJSON(w, e.Status, e)
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// CredentialsFile is the name of the file, in the data directory, where a
+// running engine writes the credentials it generated (mode 0600; removed
+// when the engine stops).
+const CredentialsFile = "credentials.json"
+
+// Credentials are what a running engine generated at start, for its
+// operator: the NATS operator user of the embedded default (which may
+// publish on every parley subject, as engine import needs, but not delete,
+// purge or update the stream) and the HTTP token the engine drew. Whoever
+// can read the file holds these powers: its 0600 mode is the boundary.
+type Credentials struct {
+	// NATSURL, NATSUser and NATSPassword are set only on the embedded
+	// default (without --nats-config or --nats the engine owns the
+	// server's users).
+	NATSURL      string `json:"nats_url,omitempty"`
+	NATSUser     string `json:"nats_user,omitempty"`
+	NATSPassword string `json:"nats_password,omitempty"`
+	// HTTPURL is the API's address; HTTPToken the token the engine drew
+	// and HTTPParticipant the participant it stands for (none when the
+	// tokens were given with --http-token).
+	HTTPURL         string `json:"http_url"`
+	HTTPToken       string `json:"http_token,omitempty"`
+	HTTPParticipant string `json:"http_participant,omitempty"`
+}
+
+// BindURL is the /bind page's address, with the token when there is one:
+// opening it in a browser signs the browser in (the engine sets a cookie
+// and drops the token from the address).
+func (c Credentials) BindURL() string {
+	u := c.HTTPURL + "/bind"
+	if c.HTTPToken != "" {
+		u += "?token=" + url.QueryEscape(c.HTTPToken)
+	}
+	return u
+}
+
+// ErrNoCredentials is returned, wrapped, when a data directory holds no
+// credentials file (no engine runs there, or it was started before this
+// file existed).
+var ErrNoCredentials = errors.New("service: no credentials file")
+
+// ReadCredentials reads the credentials file of the engine whose data
+// directory is dir.
+func ReadCredentials(dir string) (*Credentials, error) {
+	path := filepath.Join(dir, CredentialsFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s (is an engine running with --data %s?)", ErrNoCredentials, path, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("service: credentials: %w", err)
+	}
+	var c Credentials
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("service: credentials %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+// writeCredentials writes c to dir's credentials file, readable by its
+// owner only: a fresh file renamed over the old one, so that the secrets
+// are never in a file of wider mode.
+func writeCredentials(dir string, c Credentials) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".credentials-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("service: credentials: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("service: credentials: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("service: credentials: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("service: credentials: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, CredentialsFile)); err != nil {
+		return fmt.Errorf("service: credentials: %w", err)
+	}
+	return nil
+}

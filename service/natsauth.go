@@ -1,0 +1,117 @@
+package service
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+)
+
+// The users of the embedded default (engine serve without --nats-config or
+// --nats). The engine draws their passwords at each start.
+const (
+	// NATSParticipantUser is who a client without credentials is: it may
+	// publish artifacts under any token but the reserved ones, and control
+	// messages, and read what participants read.
+	NATSParticipantUser = "participant"
+	// NATSEngineUser is the engine's own, in-process connection: the
+	// supervisor, the principals' resolutions, the query service.
+	NATSEngineUser = "engine"
+	// NATSOperatorUser may publish on every parley subject (engine import
+	// republishes recordings that hold _supervisor and principal
+	// artifacts), but not delete, purge or update the stream. Its password
+	// is in the data directory's credentials file.
+	NATSOperatorUser = "operator"
+)
+
+// streamAdmin are the JetStream API subjects that could erase or
+// reconfigure the record. No user of the embedded default may publish on
+// them (deploy/nats.conf keeps them for its admin).
+var streamAdmin = []string{
+	"$JS.API.STREAM.DELETE." + ledger.StreamName,
+	"$JS.API.STREAM.PURGE." + ledger.StreamName,
+	"$JS.API.STREAM.UPDATE." + ledger.StreamName,
+	"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName,
+}
+
+// participantReads are the subjects a participant publishes on to read:
+// the query service, micro discovery, stream info, ordered consumers,
+// direct gets, flow control (the participant blocks of deploy/nats.conf).
+var participantReads = []string{
+	MicroPrefix + ".>",
+	"$SRV.>",
+	"$JS.API.INFO",
+	"$JS.API.STREAM.INFO." + ledger.StreamName,
+	"$JS.API.CONSUMER.>",
+	"$JS.API.DIRECT.GET." + ledger.StreamName,
+	"$JS.API.DIRECT.GET." + ledger.StreamName + ".>",
+	"$JS.FC.>",
+}
+
+// ReservedTokens are the participant tokens the embedded default refuses
+// to clients without credentials: the supervisor's and those the engine
+// publishes principals' resolutions as. NATS permissions cannot match a
+// token prefix, so every other _x token stays publishable; the projector
+// refuses those (subject.invalid_participant rejections, on the record).
+func ReservedTokens(principals []string) []string {
+	out := []string{projector.SupervisorToken, DefaultPrincipal}
+	for _, p := range principals {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// embeddedUsers returns the authorization of the embedded default: the
+// participant (the user of every client without credentials), the engine
+// and the operator, with the passwords given. principals are the
+// participants the HTTP tokens stand for.
+func embeddedUsers(enginePassword, operatorPassword string, principals []string) []*server.User {
+	reserved := ReservedTokens(principals)
+	var deny, engineArt []string
+	for _, t := range reserved {
+		deny = append(deny, projector.ArtifactSubject("*", t))
+		engineArt = append(engineArt, projector.ArtifactSubject("*", t))
+	}
+	participant := &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: append([]string{projector.ArtifactSubject("*", "*"), projector.ControlSubject("*")}, participantReads...),
+			Deny:  deny,
+		},
+		// Replies, and the announcements of binding moments (what GET
+		// .../bindings reads from the record anyway).
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", BindingSubject("*")}},
+	}
+	engine := &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: append(engineArt, BindingSubject("*"), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>"),
+			Deny:  streamAdmin,
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>"}},
+		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
+	}
+	operator := &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: []string{projector.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
+			Deny:  streamAdmin,
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", projector.SubjectPrefix + ">"}},
+	}
+	return []*server.User{
+		{Username: NATSParticipantUser, Password: secret(), Permissions: participant},
+		{Username: NATSEngineUser, Password: enginePassword, Permissions: engine},
+		{Username: NATSOperatorUser, Password: operatorPassword, Permissions: operator},
+	}
+}
+
+// secret returns 256 random bits in hex.
+func secret() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}

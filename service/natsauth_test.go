@@ -1,0 +1,333 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+// outsider is a client of the embedded default over a real TCP connection,
+// recording the permission violations the server reports to it.
+type outsider struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	mu   sync.Mutex
+	errs []string
+}
+
+func connectOutsider(t *testing.T, url string, opts ...nats.Option) *outsider {
+	t.Helper()
+	o := &outsider{}
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		o.mu.Lock()
+		o.errs = append(o.errs, err.Error())
+		o.mu.Unlock()
+	}))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	o.nc = nc
+	o.js, _ = jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))
+	return o
+}
+
+// violated reports whether the server told o that publishing on subject
+// is not permitted.
+func (o *outsider) violated(subject string) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		o.mu.Lock()
+		errs := strings.Join(o.errs, "\n")
+		o.mu.Unlock()
+		if strings.Contains(errs, `Permissions Violation for Publish to "`+subject+`"`) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// streamNames lists the streams of the engine's account, read with the
+// engine's own connection.
+func streamNames(t *testing.T, s *service.Service) []string {
+	t.Helper()
+	js, _ := jetstream.New(s.Conn())
+	var out []string
+	names := js.StreamNames(context.Background())
+	for n := range names.Name() {
+		out = append(out, n)
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Attack: a local process with no credentials forges the supervisor (a
+// TERMINATION exhausted of a healthy deliberation), resolves as the
+// principal, and erases or reconfigures the record through the JetStream
+// API. On the embedded default, the server refuses every one of these
+// publishes and nothing reaches the stream; the same client still opens a
+// deliberation, publishes as alice and reads the state; the engine's own
+// supervisor still publishes.
+func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s := start(t, t.TempDir())
+	defer s.Close()
+	if !strings.HasPrefix(s.NATSURL(), "nats://127.0.0.1:") {
+		t.Fatalf("NATS URL %s", s.NATSURL())
+	}
+	o := connectOutsider(t, s.NATSURL())
+	alice, _ := client.New(o.nc, "alice")
+	id, err := alice.Open(ctx, client.Charter{Title: "Adopt the cache?"})
+	if err != nil {
+		t.Fatalf("a participant cannot open a deliberation: %v", err)
+	}
+	claim, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}})
+	if err != nil {
+		t.Fatalf("a participant cannot publish as alice: %v", err)
+	}
+	if _, err := alice.WaitPosition(ctx, id, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The forgeries.
+	forged := events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "forged"},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Considers}}})
+	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
+		subject := projector.ArtifactSubject(id, tok)
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := o.js.Publish(short, subject, forged.Canonical)
+		cancel()
+		if err == nil {
+			t.Errorf("published as %s", tok)
+		}
+		if !o.violated(subject) {
+			t.Errorf("no permissions violation for %s", subject)
+		}
+	}
+	// The stream's administration: delete, purge, update, delete a
+	// message, create another stream.
+	cfg := ledger.StreamConfig(1)
+	cfg.MaxMsgs = 1
+	update, _ := json.Marshal(cfg)
+	for _, req := range []struct{ subject, body string }{
+		{"$JS.API.STREAM.DELETE." + ledger.StreamName, ""},
+		{"$JS.API.STREAM.PURGE." + ledger.StreamName, "{}"},
+		{"$JS.API.STREAM.UPDATE." + ledger.StreamName, string(update)},
+		{"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName, `{"seq":1}`},
+		{"$JS.API.STREAM.CREATE.X", `{"name":"X","subjects":["x.>"]}`},
+	} {
+		if _, err := o.nc.Request(req.subject, []byte(req.body), time.Second); err == nil {
+			t.Errorf("%s answered", req.subject)
+		}
+		if !o.violated(req.subject) {
+			t.Errorf("no permissions violation for %s", req.subject)
+		}
+	}
+	if _, err := s.Stream.Info(ctx); err != nil {
+		t.Fatalf("the stream is gone: %v", err)
+	}
+	if names := streamNames(t, s); len(names) != 1 || names[0] != ledger.StreamName {
+		t.Errorf("streams %v", names)
+	}
+	// A push consumer may be created (participants read with consumers),
+	// but delivering into the JetStream API erases nothing.
+	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
+		DeliverSubject: "$JS.API.STREAM.DELETE." + ledger.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Logf("push consumer refused: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	after, err := s.Stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State.Msgs != before.State.Msgs || after.State.LastSeq != before.State.LastSeq || after.Config.MaxMsgs != -1 {
+		t.Fatalf("the stream changed: %d messages (last %d, max_msgs %d), was %d (last %d)",
+			after.State.Msgs, after.State.LastSeq, after.Config.MaxMsgs, before.State.Msgs, before.State.LastSeq)
+	}
+	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
+		if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Errorf("a message as %s is stored: %v", tok, err)
+		}
+	}
+
+	// A reserved-looking token NATS cannot tell apart (permissions match
+	// whole tokens) reaches the stream and is refused by the projector, on
+	// the record.
+	ack, err = o.js.Publish(ctx, projector.ArtifactSubject(id, "_other"), forged.Canonical)
+	if err != nil {
+		t.Fatalf("_other: %v", err)
+	}
+	if err := s.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if rej, _ := s.Queries.Rejections(id); rej.ByCode[projector.CodeParticipantInvalid] != 1 {
+		t.Errorf("rejections %v", rej.ByCode)
+	}
+
+	// The participant reads: the micro API, and the stream with an ordered
+	// consumer.
+	v, err := alice.State(ctx, id)
+	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
+		t.Fatalf("state over the micro API: %v %+v", err, v)
+	}
+	cons, err := o.js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for m := range batch.Messages() {
+		subjects = append(subjects, m.Subject())
+	}
+	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
+		t.Errorf("read %v", subjects)
+	}
+
+	// The engine's own supervisor publishes: a final decision completes
+	// the deliberation with a TERMINATION by _supervisor.
+	if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Adopt it.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := alice.Watch(wctx, id, func(w projector.View) bool { v = w; return w.Status != projector.StatusCompleted }); err != nil {
+		t.Fatalf("never completed: %v (%+v)", err, v)
+	}
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err != nil {
+		t.Errorf("no supervisor TERMINATION: %v", err)
+	}
+}
+
+// The operator's credentials, in the data directory with mode 0600 while
+// the engine runs: they publish what a participant may not (as import
+// republishes a recording's supervisor messages) and still cannot erase or
+// reconfigure the stream; a wrong password is refused. The file goes when
+// the engine stops.
+func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s := start(t, dir)
+	defer s.Close()
+	path := filepath.Join(dir, service.CredentialsFile)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("credentials file mode %v", st.Mode().Perm())
+	}
+	c, err := service.ReadCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c != s.Credentials() || c.NATSUser != service.NATSOperatorUser || len(c.NATSPassword) < 32 || c.NATSURL != s.NATSURL() ||
+		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != service.DefaultPrincipal {
+		t.Fatalf("credentials %+v", c)
+	}
+	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSOperatorUser, "wrong")); err == nil {
+		t.Error("a wrong operator password was accepted")
+	}
+	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSEngineUser, "")); err == nil {
+		t.Error("the engine user without its password was accepted")
+	}
+	op := connectOutsider(t, c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
+	for _, subject := range []string{projector.ControlSubject(id), projector.ArtifactSubject(id, projector.SupervisorToken), projector.ArtifactSubject(id, service.DefaultPrincipal)} {
+		if _, err := op.js.Publish(ctx, subject, claim.Canonical); err != nil {
+			t.Errorf("operator on %s: %v", subject, err)
+		}
+	}
+	// (A refused request gets no answer: each is given a second.)
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if err := op.js.DeleteStream(short, ledger.StreamName); err == nil || !op.violated("$JS.API.STREAM.DELETE."+ledger.StreamName) {
+		t.Errorf("operator delete: %v", err)
+	}
+	short, cancelShort = context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	cfg := ledger.StreamConfig(1)
+	cfg.MaxAge = time.Hour
+	if _, err := op.js.UpdateStream(short, cfg); err == nil || !op.violated("$JS.API.STREAM.UPDATE."+ledger.StreamName) {
+		t.Errorf("operator update: %v", err)
+	}
+	if info, err := s.Stream.Info(ctx); err != nil || info.State.Msgs != 3 || info.Config.MaxAge != 0 {
+		t.Errorf("stream %v %+v", err, info)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the credentials file outlives the engine: %v", err)
+	}
+}
+
+// Regression: with a configuration file that has users (deploy/nats.conf),
+// the engine without --user failed to connect and crashed on a nil
+// connection. It now fails with an error that says what is missing, and
+// starts with the engine's user.
+func TestStart_NATSConfigUsers(t *testing.T) {
+	ctx := context.Background()
+	conf := "../deploy/nats.conf"
+	_, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NATSConfig: conf})
+	if err == nil || !strings.Contains(err.Error(), "--user") || !strings.Contains(err.Error(), "connect to the embedded NATS server") {
+		t.Fatalf("without a user: %v", err)
+	}
+	_, err = service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NATSConfig: conf,
+		User: "engine", Password: "wrong"})
+	if err == nil || !errors.Is(err, nats.ErrAuthorization) || !strings.Contains(err.Error(), "password") {
+		t.Fatalf("a wrong password: %v", err)
+	}
+	dir := t.TempDir()
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NATSConfig: conf,
+		User: "engine", Password: "change-me-engine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The server's users are the file's: no operator user was generated.
+	if c := s.Credentials(); c.NATSUser != "" || c.NATSPassword != "" || c.HTTPToken == "" {
+		t.Errorf("credentials %+v", c)
+	}
+	alice := connectOutsider(t, s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
+	if _, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+		t.Errorf("alice reads the stream info: %v", err)
+	}
+	// The embedded default's users are not taken with a file.
+	if _, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", User: "engine", Password: "x"}); err == nil {
+		t.Error("--user without --nats-config was accepted")
+	}
+}
