@@ -105,7 +105,11 @@ func Start(cfg Config) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
 	if cfg.Logger != nil {
-		s.SetLoggerV2(&logger{cfg.Logger}, false, false, false)
+		// Passwords given as Users are drawn by the program that embeds the
+		// server and never written to a file the server reads: the
+		// server's advice on plaintext passwords in configuration files is
+		// no warning here.
+		s.SetLoggerV2(&logger{l: cfg.Logger, generated: len(cfg.Users) > 0}, false, false, false)
 	}
 	go s.Start()
 	timeout := cfg.ReadyTimeout
@@ -134,14 +138,25 @@ func Stop(s *server.Server) {
 }
 
 // logger adapts the server's logging to slog.
-type logger struct{ l *slog.Logger }
+type logger struct {
+	l         *slog.Logger
+	generated bool
+}
+
+const plaintextPasswords = "Plaintext passwords detected, use nkeys or bcrypt"
 
 func (g *logger) Noticef(format string, v ...any) { g.log(slog.LevelDebug, format, v) }
-func (g *logger) Warnf(format string, v ...any)   { g.log(slog.LevelWarn, format, v) }
-func (g *logger) Fatalf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
-func (g *logger) Errorf(format string, v ...any)  { g.log(slog.LevelError, format, v) }
-func (g *logger) Debugf(format string, v ...any)  { g.log(slog.LevelDebug, format, v) }
-func (g *logger) Tracef(format string, v ...any)  { g.log(slog.LevelDebug-4, format, v) }
+func (g *logger) Warnf(format string, v ...any) {
+	if g.generated && format == plaintextPasswords {
+		g.log(slog.LevelDebug, format, v)
+		return
+	}
+	g.log(slog.LevelWarn, format, v)
+}
+func (g *logger) Fatalf(format string, v ...any) { g.log(slog.LevelError, format, v) }
+func (g *logger) Errorf(format string, v ...any) { g.log(slog.LevelError, format, v) }
+func (g *logger) Debugf(format string, v ...any) { g.log(slog.LevelDebug, format, v) }
+func (g *logger) Tracef(format string, v ...any) { g.log(slog.LevelDebug-4, format, v) }
 
 func (g *logger) log(level slog.Level, format string, v []any) {
 	g.l.Log(context.Background(), level, fmt.Sprintf(format, v...))

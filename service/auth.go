@@ -26,16 +26,23 @@ type HTTPToken struct {
 const MinHTTPTokenLen = 16
 
 // ParseHTTPToken reads SECRET (standing for DefaultPrincipal) or
-// SECRET=PARTICIPANT.
+// SECRET=PARTICIPANT. A secret has at least MinHTTPTokenLen printable
+// ASCII characters, none of them a space, '=' or ',' (openssl rand -hex
+// 32 makes one).
 func ParseHTTPToken(s string) (HTTPToken, error) {
 	t := HTTPToken{Secret: s, Participant: DefaultPrincipal}
-	if i := strings.LastIndexByte(s, '='); i >= 0 {
-		t.Secret, t.Participant = s[:i], s[i+1:]
+	if sec, p, ok := strings.Cut(s, "="); ok {
+		t.Secret, t.Participant = sec, p
 	}
-	switch {
-	case len(t.Secret) < MinHTTPTokenLen:
+	if len(t.Secret) < MinHTTPTokenLen {
 		return t, fmt.Errorf("service: an HTTP token needs at least %d characters", MinHTTPTokenLen)
-	case !projector.ValidToken(t.Participant):
+	}
+	for i := 0; i < len(t.Secret); i++ {
+		if c := t.Secret[i]; c <= ' ' || c > '~' || c == ',' {
+			return t, errors.New("service: an HTTP token is printable ASCII without spaces, '=' or ','")
+		}
+	}
+	if !projector.ValidToken(t.Participant) {
 		return t, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
 	}
 	return t, nil
