@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,33 +17,79 @@ import (
 )
 
 // natsFlags are the connection flags of the commands that talk to a live
-// engine's NATS.
+// engine's NATS. Without credentials a client of the embedded default is a
+// participant; a command that needs more (import republishes a
+// recording's _supervisor and principal messages) sets operator, which
+// adds --data and, when no other credential is given, uses the operator
+// user of the credentials file a running engine wrote (in --data, or in
+// ./parley-data for the engine at the URL that file names).
 type natsFlags struct {
 	url, creds, user, password string
+	operator                   bool
+	data                       string
+	// from says where the credentials came from ("" none).
+	from string
+
+	mu         sync.Mutex
+	violations []string
 }
+
+const defaultNATS = "nats://127.0.0.1:4222"
 
 func (n *natsFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
-	fs.StringVar(&n.url, "nats", "nats://127.0.0.1:4222", "NATS URL of the engine (or of its cluster)")
+	fs.StringVar(&n.url, "nats", defaultNATS, "NATS URL of the engine (or of its cluster)")
 	fs.StringVar(&n.creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&n.user, "user", "", "NATS user")
 	fs.StringVar(&n.password, "password", "", "NATS password (or PARLEY_NATS_PASSWORD)")
+	if n.operator {
+		fs.StringVar(&n.data, "data", "", "the engine's data directory: connect as the operator user of its credentials.json (default: ./parley-data's, for the engine that wrote it, when no --creds or --user is given)")
+	}
 }
 
 func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
-	opts := []nats.Option{nats.Name("parley-engine-cli")}
-	if n.creds != "" {
-		opts = append(opts, nats.UserCredentials(n.creds))
-	}
+	opts := []nats.Option{nats.Name("parley-engine-cli"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		n.mu.Lock()
+		n.violations = append(n.violations, err.Error())
+		n.mu.Unlock()
+	})}
 	if n.password == "" {
 		n.password = os.Getenv("PARLEY_NATS_PASSWORD")
 	}
-	if n.user != "" {
-		opts = append(opts, nats.UserInfo(n.user, n.password))
+	switch {
+	case n.creds != "" || n.user != "":
+		if n.creds != "" {
+			opts = append(opts, nats.UserCredentials(n.creds))
+			n.from = n.creds
+		}
+		if n.user != "" {
+			opts = append(opts, nats.UserInfo(n.user, n.password))
+			n.from = "--user " + n.user
+		}
+	case n.operator:
+		c, path, err := engineCredentials(n.data)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c != nil && c.NATSUser == "" && n.data != "" {
+			return nil, nil, fmt.Errorf("%s holds no NATS user: that engine does not own its server's users (--nats-config or --nats); give --user and --password or --creds", path)
+		}
+		if c != nil && c.NATSUser != "" {
+			if n.url == defaultNATS && c.NATSURL != "" {
+				n.url = c.NATSURL
+			}
+			if n.data != "" || sameEndpoint(n.url, c.NATSURL) {
+				opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+				n.from = path
+			}
+		}
 	}
 	nc, err := nats.Connect(n.url, opts...)
 	if err != nil {
+		if n.from != "" {
+			return nil, nil, fmt.Errorf("connect to %s with the credentials of %s: %w", n.url, n.from, err)
+		}
 		return nil, nil, fmt.Errorf("connect to %s: %w", n.url, err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
@@ -51,6 +98,21 @@ func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// refused explains an error by the permission violations the server
+// reported on the connection, if any.
+func (n *natsFlags) refused() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.violations) == 0 {
+		return ""
+	}
+	v := n.violations[len(n.violations)-1]
+	if n.from == "" {
+		return v + "; a client without credentials is a participant: use the operator user of the engine's credentials file (--data DIR, the engine's data directory) or --user and --password"
+	}
+	return v + " (connected with the credentials of " + n.from + ")"
 }
 
 func runExport(ctx context.Context, e *env, args []string) int {
@@ -115,13 +177,19 @@ as the engine did.`)
 }
 
 func runImport(ctx context.Context, e *env, args []string) int {
-	var nf natsFlags
+	nf := natsFlags{operator: true}
 	var as string
 	fs := newFlags(e, "import", "[--as ID] [--nats URL] FILE|-", `Publishes a stream recording into a live engine, in batches. It refuses a
 deliberation that already has other messages, and resumes an interrupted
 import of the same recording without duplicates. --as imports under another
 id. Every message keeps its original position and time in headers, so that
-an export gives the recording back.`)
+an export gives the recording back.
+
+A recording holds the supervisor's and the principal's messages, which a
+client without credentials may not publish on the embedded default: import
+connects as the operator user of the credentials file a running engine
+writes in its data directory (--data DIR; by default ./parley-data's, for
+the engine that wrote it, when neither --creds nor --user is given).`)
 	fs.StringVar(&as, "as", "", "import under this deliberation id")
 	nf.register(fs)
 	if code, ok := parse(fs, args); !ok {
@@ -161,6 +229,9 @@ an export gives the recording back.`)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine import: %v\n", err)
+		if why := nf.refused(); why != "" {
+			fmt.Fprintf(e.stderr, "engine import: the server refused a publish: %s\n", why)
+		}
 		return 1
 	}
 	b, _ := json.Marshal(map[string]any{"ok": true, "deliberation": res.Deliberation, "messages": res.Messages,

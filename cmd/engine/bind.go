@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
@@ -20,15 +21,21 @@ import (
 // runBind is the terminal renderer of binding moments (seed 002 §9.2: an
 // arrow-key picker, the hatches and decline on keys of their own).
 func runBind(ctx context.Context, e *env, args []string) int {
-	var base, as string
-	fs := newFlags(e, "bind", "[--http URL] [--as TOKEN] DELIBERATION", `Shows the deliberation's first open binding moment in the terminal and sends
+	var hf httpTokenFlags
+	var as string
+	fs := newFlags(e, "bind", "[--http URL] [--http-token T | --data DIR] [--as TOKEN] DELIBERATION", `Shows the deliberation's first open binding moment in the terminal and sends
 the principal's resolution to the engine: up and down (or k and j) move
 between the options, Enter chooses one; a answers in your own words (when
 the envelope opens that hatch), q rejects the question (when it opens that
 one), d declines; Ctrl-C leaves without resolving. A malformed envelope is
-shown as plain text with its findings, never as a decision.`)
-	fs.StringVar(&base, "http", "http://127.0.0.1:8080", "the engine's HTTP address")
-	fs.StringVar(&as, "as", "", "the principal's participant token (default: the engine's, principal)")
+shown as plain text with its findings, never as a decision.
+
+The resolution needs the engine's HTTP token, and is published as the
+participant the token stands for: --http-token, PARLEY_HTTP_TOKEN, or the
+credentials file of the engine's data directory (--data; by default
+./parley-data's, whose address is then the default --http).`)
+	hf.register(fs)
+	fs.StringVar(&as, "as", "", "the principal's participant token, checked against the one the HTTP token stands for")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -36,10 +43,19 @@ shown as plain text with its findings, never as a decision.`)
 		fmt.Fprintln(e.stderr, "engine bind: need exactly one DELIBERATION argument")
 		return exitUsage
 	}
-	id := fs.Arg(0)
-	base = strings.TrimRight(base, "/")
+	if err := hf.resolve(); err != nil {
+		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
+		return exitUsage
+	}
+	if hf.token == "" {
+		fmt.Fprintln(e.stderr, "engine bind: no HTTP token: give --http-token, PARLEY_HTTP_TOKEN, or --data (the engine's data directory)")
+		return exitUsage
+	}
+	id, base := fs.Arg(0), hf.base
 	hc := &http.Client{Timeout: 30 * time.Second}
-	resp, err := hc.Get(base + "/api/v1/deliberations/" + id + "/bindings")
+	get, _ := http.NewRequest(http.MethodGet, base+"/api/v1/deliberations/"+id+"/bindings", nil)
+	get.Header.Set("Authorization", "Bearer "+hf.token)
+	resp, err := hc.Do(get)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage
@@ -99,9 +115,12 @@ shown as plain text with its findings, never as a decision.`)
 	b, _ := json.Marshal(map[string]any{"binding_moment_resolution": res})
 	url := base + "/api/v1/deliberations/" + id + "/bindings/" + env.Digest.String()
 	if as != "" {
-		url += "?as=" + as
+		url += "?as=" + neturl.QueryEscape(as)
 	}
-	resp, err = hc.Post(url, "application/json", bytes.NewReader(b))
+	post, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	post.Header.Set("Content-Type", "application/json")
+	post.Header.Set("Authorization", "Bearer "+hf.token)
+	resp, err = hc.Do(post)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage
@@ -113,12 +132,13 @@ shown as plain text with its findings, never as a decision.`)
 		return exitRejected
 	}
 	var r struct {
-		ArtifactID string `json:"artifact_id"`
-		Type       string `json:"artifact_type"`
-		Position   uint64 `json:"position"`
+		ArtifactID  string `json:"artifact_id"`
+		Type        string `json:"artifact_type"`
+		Participant string `json:"participant"`
+		Position    uint64 `json:"position"`
 	}
 	json.Unmarshal(out, &r)
-	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s at position %d\n", r.Type, r.ArtifactID, r.Position)
+	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s at position %d (as %s)\n", r.Type, r.ArtifactID, r.Position, r.Participant)
 	return exitOK
 }
 

@@ -34,7 +34,8 @@ func TestBind_Terminal(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	dataDir := t.TempDir()
+	s, err := service.Start(ctx, service.Config{DataDir: dataDir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +67,8 @@ func TestBind_Terminal(t *testing.T) {
 		judge.WaitPosition(ctx, id, ack.Sequence)
 		return id
 	}
-	session := func(name, id string) func(keys ...string) string {
-		cmd := bin + " bind --http http://" + s.HTTPAddr() + " " + id + "; sleep 60"
+	session := func(name, env, args string) func(keys ...string) string {
+		cmd := env + " " + bin + " bind " + args + "; sleep 60"
 		if out, err := exec.Command(tmux, "new-session", "-d", "-s", name, "-x", "160", "-y", "50", cmd).CombinedOutput(); err != nil {
 			t.Fatalf("tmux: %v %s", err, out)
 		}
@@ -95,9 +96,18 @@ func TestBind_Terminal(t *testing.T) {
 		}
 	}
 
-	// Choose the second option with the arrow keys.
+	// Without the engine's token, or with a wrong one, nothing is asked.
 	id := ask(byName["seed002-6.4"])
-	screen := session("parley-bind-1", id)
+	if code, _, errs := run(t, "", "bind", "--http", "http://"+s.HTTPAddr(), id); code != exitUsage || !strings.Contains(errs, "no HTTP token") {
+		t.Errorf("without a token: %d %s", code, errs)
+	}
+	if code, _, errs := run(t, "", "bind", "--http", "http://"+s.HTTPAddr(), "--http-token", strings.Repeat("0", 64), id); code != exitUsage || !strings.Contains(errs, "401") {
+		t.Errorf("a wrong token: %d %s", code, errs)
+	}
+
+	// Choose the second option with the arrow keys; the address and the
+	// token come from the engine's credentials file.
+	screen := session("parley-bind-1", "", "--data "+dataDir+" "+id)
 	out := waitFor(screen, "[Recommended]")
 	for _, want := range []string{"Share the travel dates and withhold the passport number.", "Dates are enough to hold the reservation.",
 		"Withhold the passport number until check-in.", "Ask for detail on any item.", "What should be shared with the booking service?",
@@ -109,6 +119,9 @@ func TestBind_Terminal(t *testing.T) {
 	screen("Down")
 	screen("Enter")
 	waitFor(screen, "recorded: the principal's DECISION")
+	if out := screen(); !strings.Contains(out, "(as principal)") {
+		t.Errorf("not recorded as principal:\n%s", out)
+	}
 	moments, _ := s.Queries.Bindings(ctx, id)
 	if moments[0].Status != "resolved" || *moments[0].Resolution.OptionIdx != 1 {
 		t.Fatalf("%+v", moments[0])
@@ -116,7 +129,7 @@ func TestBind_Terminal(t *testing.T) {
 
 	// Dialogue off: no question-space key; decline.
 	id = ask(byName["hatch-off"])
-	screen = session("parley-bind-2", id)
+	screen = session("parley-bind-2", "", "--http http://"+s.HTTPAddr()+" --http-token "+s.Credentials().HTTPToken+" "+id)
 	out = waitFor(screen, "[Recommended]")
 	if strings.Contains(out, "q reject the question") || !strings.Contains(out, "d decline") {
 		t.Fatalf("hatches:\n%s", out)
@@ -125,9 +138,9 @@ func TestBind_Terminal(t *testing.T) {
 	screen("d")
 	waitFor(screen, "recorded: the principal's CLAIM")
 
-	// Answer in my own words.
+	// Answer in my own words; the token in the environment.
 	id = ask(byName["seed002-6.4"])
-	screen = session("parley-bind-3", id)
+	screen = session("parley-bind-3", "PARLEY_HTTP_TOKEN="+s.Credentials().HTTPToken, "--http http://"+s.HTTPAddr()+" "+id)
 	waitFor(screen, "[Recommended]")
 	screen("a")
 	screen("-l", "Dates only, please.")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
@@ -16,10 +17,20 @@ import (
 func runServe(ctx context.Context, e *env, args []string) int {
 	var cfg service.Config
 	var logLevel, logFormat, defaultsFile string
+	var tokens httpTokens
 	fs := newFlags(e, "serve", "[flags]", `Runs the engine: an embedded NATS server with JetStream (unless --nats names
 an existing cluster), the PARLEY stream, the projector, and the query API
 over HTTP and as the NATS micro service "parley". Stops gracefully on
-SIGINT or SIGTERM.`)
+SIGINT or SIGTERM.
+
+The embedded server is not open: without --nats-config, a client without
+credentials is a participant (it may publish artifacts under any token but
+_supervisor and the principals', and control messages, and read), and the
+engine generates its own user and an operator user at each start. Resolving
+a binding moment over HTTP needs a token: the engine draws one at each start
+(unless --http-token gives them) and prints the /bind address that signs a
+browser in. Both go to credentials.json in the data directory, mode 0600,
+removed at stop. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.DataDir, "data", "./parley-data", "data directory: the embedded server's store and the projection snapshot")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server for participants (port 0 picks one)")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address of the HTTP query API, /healthz and /metrics (port 0 picks one)")
@@ -39,6 +50,8 @@ SIGINT or SIGTERM.`)
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
 	fs.Var((*roots)(&cfg.ProvenanceRoots), "provenance-root", "a directory to re-verify provenance annotations against, for charters with a provenance policy (repeatable)")
 	fs.DurationVar(&cfg.ProvenanceCacheTTL, "provenance-cache-ttl", time.Minute, "how long a re-verification result is reused")
+	fs.Var(&tokens, "http-token", "SECRET[=PARTICIPANT]: a token of the HTTP API, standing for PARTICIPANT (default principal), whom a resolution sent with it is published as (repeatable; or PARLEY_HTTP_TOKEN, comma-separated; default: one drawn at start)")
+	fs.BoolVar(&cfg.HTTPPublicReads, "http-public-reads", false, "serve the API's reads without a token even when --http listens beyond loopback")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	if code, ok := parse(fs, args); !ok {
@@ -63,6 +76,17 @@ SIGINT or SIGTERM.`)
 	if cfg.Password == "" {
 		cfg.Password = os.Getenv("PARLEY_NATS_PASSWORD")
 	}
+	if len(tokens) == 0 {
+		for _, v := range strings.Split(os.Getenv("PARLEY_HTTP_TOKEN"), ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				if err := tokens.Set(v); err != nil {
+					fmt.Fprintf(e.stderr, "engine serve: PARLEY_HTTP_TOKEN: %v\n", err)
+					return exitUsage
+				}
+			}
+		}
+	}
+	cfg.HTTPTokens = tokens
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(e.stderr, "engine serve: --log-level: %v\n", err)
@@ -82,12 +106,20 @@ SIGINT or SIGTERM.`)
 		fmt.Fprintf(e.stderr, "engine serve: %v\n", err)
 		return 1
 	}
-	where := "embedded"
-	if cfg.NATS != "" {
+	where := "embedded; clients without credentials are participants"
+	switch {
+	case cfg.NATS != "":
 		where = "cluster"
+	case cfg.NATSConfig != "":
+		where = "embedded, users of " + cfg.NATSConfig
 	}
-	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  http://%s/api/v1/deliberations\n  data  %s\n",
-		cfg.Version, s.NATSURL(), where, s.HTTPAddr(), cfg.DataDir)
+	c := s.Credentials()
+	bind := c.BindURL()
+	if c.HTTPToken == "" {
+		bind += " (with an --http-token token: ?token=…)"
+	}
+	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  bind  %s\n  data  %s (credentials.json: the operator's secrets, mode 0600)\n",
+		cfg.Version, s.NATSURL(), where, c.HTTPURL, bind, cfg.DataDir)
 	cfg.Logger.Info("engine started", "nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir)
 	code := exitOK
 	select {
@@ -103,4 +135,18 @@ SIGINT or SIGTERM.`)
 	}
 	cfg.Logger.Info("stopped", "position", s.Runner.Position())
 	return code
+}
+
+// httpTokens is the repeatable --http-token flag.
+type httpTokens []service.HTTPToken
+
+func (h *httpTokens) String() string { return "" }
+
+func (h *httpTokens) Set(v string) error {
+	t, err := service.ParseHTTPToken(v)
+	if err != nil {
+		return err
+	}
+	*h = append(*h, t)
+	return nil
 }
