@@ -26,7 +26,7 @@ func RunFleet(ctx context.Context, cfg *Config, k int, opts Options) ([]*Summary
 			return nil, err
 		}
 		defer s.Close()
-		opts.NATS = s.NATSURL()
+		opts.NATS, opts.NATSOptions, opts.seedNATS = s.NATSURL(), nil, operatorOptions(s)
 	}
 	out := make([]*Summary, k)
 	errs := make([]error, k)

@@ -12,16 +12,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 )
 
-// A relay with a principal stops at the decider's binding moment; the
-// principal answers through the engine's API (as the /bind page does);
-// each of the four resolutions leaves the record seed 002's mapping says,
-// and the relay carries on accordingly.
-func TestRelay_Principal(t *testing.T) {
+var principalEnvelope = func() map[string]any {
 	var envs struct {
 		Vectors []struct {
 			Name  string
@@ -30,20 +29,96 @@ func TestRelay_Principal(t *testing.T) {
 	}
 	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
 	json.Unmarshal(b, &envs)
-	env := envs.Vectors[0].Input
-	env2 := map[string]any{}
-	for k, v := range env {
-		env2[k] = v
-	}
-	env2["synopsis"] = "Share the travel dates now; the passport number goes to the airline only."
-	ask := func(e map[string]any) map[string]any {
-		return map[string]any{"artifact_type": "DECISION", "payload": map[string]any{"outcome": "Ask the principal what to share.", "status": "provisional",
-			"objection_dispositions": []any{}, "unresolved_issues": []any{}},
-			"references": []any{map[string]any{"artifact_id": "@last:CLAIM", "relation": "decides"}}, "binding_moment": e}
-	}
+	return envs.Vectors[0].Input
+}
+
+func askScript(e map[string]any) map[string]any {
+	return map[string]any{"artifact_type": "DECISION", "payload": map[string]any{"outcome": "Ask the principal what to share.", "status": "provisional",
+		"objection_dispositions": []any{}, "unresolved_issues": []any{}},
+		"references": []any{map[string]any{"artifact_id": "@last:CLAIM", "relation": "decides"}}, "binding_moment": e}
+}
+
+// principalRun runs a relay whose judge asks the principal (judge's
+// script), with architect and critic for rounds rounds, against the engine
+// s; the principal answers each announced binding moment through the
+// engine's API with the engine's token, with the bodies of answers in
+// order.
+func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, answers []string, judge []map[string]any, rounds int) *relay.Summary {
+	t.Helper()
 	claim := map[string]any{"artifact_type": "CLAIM", "payload": map[string]any{"statement": "Share the dates only."}, "references": []any{}}
 	objection := map[string]any{"artifact_type": "OBJECTION", "payload": map[string]any{"statement": "Check what the airline needs.", "blocking": false},
 		"references": []any{map[string]any{"artifact_id": "@last", "relation": "objects-to"}}}
+	dir := t.TempDir()
+	write := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	var arch, crit []map[string]any
+	for i := 0; i < rounds; i++ {
+		arch, crit = append(arch, claim), append(crit, objection)
+	}
+	write("architect.json", arch)
+	write("critic.json", crit)
+	write("judge.json", judge)
+	write("relay.json", map[string]any{"title": "Share with the booking service? (" + name + ")", "rounds": 1, "decider": "judge",
+		"principal": "principal", "principal_timeout": "30s", "context": "full-history",
+		"participants": []any{
+			map[string]any{"id": "architect", "adapter": "script", "script": "architect.json"},
+			map[string]any{"id": "critic", "adapter": "script", "script": "critic.json"},
+			map[string]any{"id": "judge", "adapter": "script", "script": "judge.json"}}})
+	cfg, err := relay.Load(filepath.Join(dir, "relay.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The principal: answers each announced binding moment.
+	sub, _ := nc.SubscribeSync("parley.*.binding")
+	defer sub.Unsubscribe()
+	nc.Flush()
+	errs := make(chan string, 4)
+	go func() {
+		for _, body := range answers {
+			m, err := sub.NextMsg(30 * time.Second)
+			if err != nil {
+				errs <- "no announcement: " + err.Error()
+				return
+			}
+			var a service.Announcement
+			json.Unmarshal(m.Data, &a)
+			url := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + a.Deliberation + "/bindings/" + a.EnvelopeDigest
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(`{"binding_moment_resolution":{"envelope_digest":"`+a.EnvelopeDigest+`",`+body+`}}`))
+			req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- "resolution: " + err.Error()
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				errs <- "resolution refused: " + resp.Status
+				return
+			}
+		}
+		errs <- ""
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := <-errs; e != "" {
+		t.Fatal(e)
+	}
+	return sum
+}
+
+// A relay with a principal stops at the decider's binding moment; the
+// principal answers through the engine's API (as the /bind page does);
+// each of the four resolutions leaves the record seed 002's mapping says,
+// and the relay carries on accordingly.
+func TestRelay_Principal(t *testing.T) {
+	env, env2 := principalEnvelope(), principalEnvelope()
+	env2["synopsis"] = "Share the travel dates now; the passport number goes to the airline only."
 
 	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
@@ -62,73 +137,102 @@ func TestRelay_Principal(t *testing.T) {
 		resolutions string
 		closureOK   bool
 	}{
-		{"option", []string{`"resolution":"option","option_idx":0`}, []map[string]any{ask(env)}, 1, "completed", "option", true},
-		{"declined", []string{`"resolution":"declined"`}, []map[string]any{ask(env)}, 1, "cancelled", "declined", true},
+		{"option", []string{`"resolution":"option","option_idx":0`}, []map[string]any{askScript(env)}, 1, "completed", "option", true},
+		{"declined", []string{`"resolution":"declined"`}, []map[string]any{askScript(env)}, 1, "cancelled", "declined", true},
 		{"answer", []string{`"resolution":"answer","answer":"The dates only, and ask me again at check-in."`, `"resolution":"option","option_idx":0`},
-			[]map[string]any{ask(env), ask(env2)}, 1, "completed", "answer,option", true},
+			[]map[string]any{askScript(env), askScript(env2)}, 1, "completed", "answer,option", true},
 		{"question", []string{`"resolution":"question"`, `"resolution":"option","option_idx":1`},
-			[]map[string]any{ask(env), ask(env2)}, 2, "completed", "question,option", true},
+			[]map[string]any{askScript(env), askScript(env2)}, 2, "completed", "question,option", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			write := func(name string, v any) {
-				b, _ := json.Marshal(v)
-				os.WriteFile(filepath.Join(dir, name), b, 0o644)
-			}
-			var arch, crit []map[string]any
-			for i := 0; i < c.rounds; i++ {
-				arch, crit = append(arch, claim), append(crit, objection)
-			}
-			write("architect.json", arch)
-			write("critic.json", crit)
-			write("judge.json", c.judge)
-			write("relay.json", map[string]any{"title": "Share with the booking service? (" + c.name + ")", "rounds": 1, "decider": "judge",
-				"principal": "principal", "principal_timeout": "30s", "context": "full-history",
-				"participants": []any{
-					map[string]any{"id": "architect", "adapter": "script", "script": "architect.json"},
-					map[string]any{"id": "critic", "adapter": "script", "script": "critic.json"},
-					map[string]any{"id": "judge", "adapter": "script", "script": "judge.json"}}})
-			cfg, err := relay.Load(filepath.Join(dir, "relay.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The principal: answers each announced binding moment.
-			sub, _ := nc.SubscribeSync("parley.*.binding")
-			defer sub.Unsubscribe()
-			nc.Flush()
-			errs := make(chan string, 4)
-			go func() {
-				for _, body := range c.answers {
-					m, err := sub.NextMsg(30 * time.Second)
-					if err != nil {
-						errs <- "no announcement: " + err.Error()
-						return
-					}
-					var a service.Announcement
-					json.Unmarshal(m.Data, &a)
-					url := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + a.Deliberation + "/bindings/" + a.EnvelopeDigest
-					resp, err := http.Post(url, "application/json", bytes.NewBufferString(`{"binding_moment_resolution":{"envelope_digest":"`+a.EnvelopeDigest+`",`+body+`}}`))
-					if err != nil || resp.StatusCode != http.StatusCreated {
-						errs <- "resolution refused: " + resp.Status
-						return
-					}
-					resp.Body.Close()
-				}
-				errs <- ""
-			}()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if e := <-errs; e != "" {
-				t.Fatal(e)
-			}
+			sum := principalRun(t, s, nc, c.name, c.answers, c.judge, c.rounds)
 			if sum.Termination != c.termination || strings.Join(sum.Resolutions, ",") != c.resolutions || sum.ClosureOK != c.closureOK ||
 				sum.BindingMoments != len(c.answers) || sum.Participants["principal"] != len(c.answers) {
 				t.Fatalf("%+v", sum)
 			}
 		})
+	}
+}
+
+// A recording holds the principal's resolutions, which a participant of
+// the embedded default may not publish: replay and fork into an engine
+// reached without credentials are refused, and say why; with the
+// operator's credentials, or into their own embedded engine (whose
+// operator they are), they go through.
+func TestRelay_ReplayAndForkWithPrincipal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, env2 := principalEnvelope(), principalEnvelope()
+	env2["synopsis"] = "Share the travel dates now; the passport number goes to the airline only."
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	orig := principalRun(t, s, nc, "recorded", []string{`"resolution":"answer","answer":"The dates only."`, `"resolution":"option","option_idx":0`},
+		[]map[string]any{askScript(env), askScript(env2)}, 1)
+	if orig.Termination != "completed" {
+		t.Fatalf("%+v", orig)
+	}
+	js, _ := jetstream.New(nc)
+	var rec bytes.Buffer
+	if _, err := archive.Export(ctx, js, orig.Deliberation, recording.Stream, &rec); err != nil {
+		t.Fatal(err)
+	}
+	reader := func() *recording.Reader {
+		r, err := recording.NewReader(bytes.NewReader(rec.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var answer uint64 // the principal's first resolution, a CLAIM
+	for r := reader(); ; {
+		m, err := r.Next()
+		if err != nil {
+			break
+		}
+		if strings.HasSuffix(m.Subject, ".art.principal") && answer == 0 {
+			answer = m.Position
+		}
+	}
+	if answer == 0 {
+		t.Fatal("the recording holds no resolution")
+	}
+
+	if _, err := relay.Replay(ctx, reader(), relay.ReplayOptions{NATS: s.NATSURL()}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
+		t.Errorf("replay as a participant: %v", err)
+	}
+	c := s.Credentials()
+	res, err := relay.Replay(ctx, reader(), relay.ReplayOptions{NATS: s.NATSURL(), NATSOptions: []nats.Option{nats.UserInfo(c.NATSUser, c.NATSPassword)}})
+	if err != nil || res.Status != "completed" || res.StateDigest != orig.StateDigest {
+		t.Errorf("replay as the operator: %v %+v (recorded %s)", err, res, orig.StateDigest)
+	}
+	if res, err := relay.Replay(ctx, reader(), relay.ReplayOptions{Dir: t.TempDir()}); err != nil || res.Status != "completed" || res.StateDigest != orig.StateDigest {
+		t.Errorf("replay into its own engine: %v %+v", err, res)
+	}
+
+	// Fork after the principal's answer: the judge decides on it.
+	dir := t.TempDir()
+	final := map[string]any{"artifact_type": "DECISION", "payload": map[string]any{"outcome": "Share the dates only.", "status": "final",
+		"objection_dispositions": []any{}, "unresolved_issues": []any{}},
+		"references": []any{map[string]any{"artifact_id": "@last:CLAIM", "relation": "decides"}}}
+	b, _ := json.Marshal([]any{final})
+	os.WriteFile(filepath.Join(dir, "judge.json"), b, 0o644)
+	b, _ = json.Marshal(map[string]any{"title": "forked after the answer", "rounds": 1, "decider": "judge", "context": "full-history",
+		"participants": []any{map[string]any{"id": "judge", "adapter": "script", "script": "judge.json"}}})
+	os.WriteFile(filepath.Join(dir, "relay.json"), b, 0o644)
+	cfg, err := relay.Load(filepath.Join(dir, "relay.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: reader(), ForkAt: answer}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
+		t.Errorf("fork as a participant: %v", err)
+	}
+	fork, err := relay.Run(ctx, cfg, relay.Options{Dir: t.TempDir(), Fork: reader(), ForkAt: answer})
+	if err != nil || fork.Termination != "completed" || !fork.ClosureOK {
+		t.Fatalf("fork into its own engine: %v %+v", err, fork)
 	}
 }

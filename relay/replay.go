@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -24,7 +25,13 @@ import (
 // ReplayOptions configure a replay.
 type ReplayOptions struct {
 	NATS string // a running engine; empty: an embedded one in Dir/engine
-	Dir  string
+	// NATSOptions configure the connection to the engine at NATS. A
+	// recording holds the principal's resolutions, which a participant of
+	// the embedded default may not publish: give the operator user of the
+	// engine's credentials file. The embedded engine's own is used by
+	// default.
+	NATSOptions []nats.Option
+	Dir         string
 	// Speed scales the recording's pacing: 2 replays twice as fast; 0 as
 	// fast as possible.
 	Speed float64
@@ -57,14 +64,15 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if rec.Format() != recording.Stream {
 		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
-	url, stop, err := engineURL(ctx, opts.NATS, opts.Dir, opts.ProvenanceRoots)
+	url, natsOpts, stop, err := engineURL(ctx, opts.NATS, opts.NATSOptions, opts.Dir, opts.ProvenanceRoots)
 	if err != nil {
 		return nil, err
 	}
 	defer stop(opts.Wait)
-	nc, err := nats.Connect(url)
+	refused := newRefusal(ctx)
+	nc, err := nats.Connect(url, append(natsOpts, refused.option())...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
@@ -98,9 +106,10 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 		}
 		prev = m.Time
 		subject := strings.Replace(m.Subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
-		ack, err := js.Publish(ctx, subject, m.Data, jetstream.WithExpectStream(ledger.StreamName))
+		ack, err := refused.publish(js, subject, m.Data)
 		if err != nil {
-			return nil, fmt.Errorf("relay: replay message %d: %w", m.Position, err)
+			_, tok, _ := strings.Cut(subject, ".art.")
+			return nil, fmt.Errorf("relay: replay message %d: %w%s", m.Position, err, reservedHint(tok))
 		}
 		last = ack.Sequence
 		res.Published++
@@ -125,11 +134,13 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	return res, nil
 }
 
-// engineURL returns the NATS URL of the engine to use, starting an embedded
-// one when none is given; stop ends it (after wait).
-func engineURL(ctx context.Context, url, dir string, roots []string) (string, func(time.Duration), error) {
+// engineURL returns the NATS URL of the engine to use and the options to
+// connect with, starting an embedded one when none is given (connected to
+// as its operator: a replay republishes the principal's messages); stop
+// ends it (after wait).
+func engineURL(ctx context.Context, url string, opts []nats.Option, dir string, roots []string) (string, []nats.Option, func(time.Duration), error) {
 	if url != "" {
-		return url, func(time.Duration) {}, nil
+		return url, opts, func(time.Duration) {}, nil
 	}
 	if dir == "" {
 		dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
@@ -137,14 +148,49 @@ func engineURL(ctx context.Context, url, dir string, roots []string) (string, fu
 	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
 		ProvenanceRoots: roots})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return s.NATSURL(), func(wait time.Duration) {
+	return s.NATSURL(), operatorOptions(s), func(wait time.Duration) {
 		if wait > 0 {
 			time.Sleep(wait)
 		}
 		s.Close()
 	}, nil
+}
+
+// refusal turns a permission violation the server reports on a
+// connection into the end of its publishes: a refused publish gets no
+// answer, and would otherwise fail only at its timeout, without a reason.
+type refusal struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newRefusal(ctx context.Context) *refusal {
+	r := &refusal{}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	return r
+}
+
+// option is the connection's error handler.
+func (r *refusal) option() nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			r.cancel(err)
+		}
+	})
+}
+
+// publish publishes data on subject into the PARLEY stream, failing with
+// the server's permission violation when there is one.
+func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(ledger.StreamName))
+	if err != nil && context.Cause(r.ctx) != nil {
+		err = context.Cause(r.ctx)
+	}
+	return ack, err
 }
 
 func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (projector.View, error) {

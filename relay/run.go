@@ -33,6 +33,17 @@ type Options struct {
 	// NATS is the URL of a running engine; empty runs an embedded engine
 	// with its data in Dir/engine.
 	NATS string
+	// NATSOptions configure the connection to the engine at NATS (its
+	// credentials). Without any, the relay is a participant of the
+	// embedded default: it publishes every participant's artifacts and
+	// the control messages, which is all a run needs. A fork whose prefix
+	// holds a principal's resolutions needs more (the operator user of the
+	// engine's credentials file); with the embedded engine the relay uses
+	// that engine's credentials for the prefix.
+	NATSOptions []nats.Option
+	// seedNATS, when set, connects the fork's prefix (RunFleet's embedded
+	// engine's operator).
+	seedNATS []nats.Option
 	// Dir is the run directory: invalid outputs, the report, the embedded
 	// engine's data.
 	Dir string
@@ -96,7 +107,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, err
 	}
-	url := opts.NATS
+	url, natsOpts, seedOpts := opts.NATS, opts.NATSOptions, opts.seedNATS
 	if url == "" {
 		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
 			ProvenanceRoots: cfg.Roots()})
@@ -104,9 +115,10 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 			return nil, err
 		}
 		defer s.Close()
-		url = s.NATSURL()
+		url, natsOpts, seedOpts = s.NATSURL(), nil, operatorOptions(s)
 	}
-	nc, err := nats.Connect(url, nats.Name("parley-relay"))
+	refused := newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("parley-relay"), refused.option()}, natsOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
 	}
@@ -159,7 +171,14 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 	r.sum.Deliberation = r.id
 	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, cfg.Title, cfg.Rounds, cfg.Context)
 	if len(pre) > 0 {
-		if err := r.seed(ctx, nc, orch, pre); err != nil {
+		seedNC := nc
+		if seedOpts != nil {
+			if seedNC, err = nats.Connect(url, append(seedOpts, refused.option())...); err != nil {
+				return nil, fmt.Errorf("relay: fork: connect to the engine at %s: %w", url, err)
+			}
+			defer seedNC.Close()
+		}
+		if err := r.seed(ctx, seedNC, orch, pre, refused); err != nil {
 			return nil, err
 		}
 		r.progress("forked: %d artifacts of the recording up to position %d", len(r.record), opts.ForkAt)
@@ -637,16 +656,16 @@ func writeReport(dir string, s *Summary, record []ContextArtifact) error {
 
 // seed publishes a fork's prefix under the new deliberation, each artifact
 // by its original participant, and takes the accepted ones as the record.
-func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, pre []recording.Message) error {
+func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, pre []recording.Message, refused *refusal) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
 	for _, m := range pre {
 		_, tok, _ := strings.Cut(m.Subject, ".art.")
-		ack, err := js.Publish(ctx, projector.ArtifactSubject(r.id, tok), m.Data, jetstream.WithExpectStream(ledger.StreamName))
+		ack, err := refused.publish(js, projector.ArtifactSubject(r.id, tok), m.Data)
 		if err != nil {
-			return fmt.Errorf("relay: fork: %w", err)
+			return fmt.Errorf("relay: fork: publish the prefix's artifact of %s at %d: %w%s", tok, m.Position, err, reservedHint(tok))
 		}
 		if _, err := orch.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
 			return err
@@ -664,6 +683,26 @@ func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, p
 		}
 	}
 	return nil
+}
+
+// operatorOptions connect to an engine running in this process as the
+// operator user it generated: what republishing a recording's supervisor
+// and principal messages needs.
+func operatorOptions(s *service.Service) []nats.Option {
+	c := s.Credentials()
+	if c.NATSUser == "" {
+		return nil
+	}
+	return []nats.Option{nats.Name("parley-relay-operator"), nats.UserInfo(c.NATSUser, c.NATSPassword)}
+}
+
+// reservedHint explains a refused publish under a token the embedded
+// default reserves.
+func reservedHint(tok string) string {
+	if tok == service.DefaultPrincipal || strings.HasPrefix(tok, "_") {
+		return " (" + tok + " is reserved: publishing as it needs the operator user of the engine's credentials file, not a participant's connection)"
+	}
+	return ""
 }
 
 // awaitPrincipal waits, when the decider's last artifact asks the principal

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 )
@@ -53,6 +55,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded engine in the run directory)")
+	var auth natsAuth
+	auth.register(fs)
 	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	quiet := fs.Bool("quiet", false, "no per-turn progress")
@@ -80,7 +84,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "relay run: --record and --replay exclude each other")
 		return 2
 	}
-	opts := relay.Options{NATS: *natsURL, Dir: *dir, Record: *record, Replay: *replay}
+	opts := relay.Options{NATS: *natsURL, NATSOptions: auth.options(), Dir: *dir, Record: *record, Replay: *replay}
 	if !*quiet && (*progress || isTerminal(stderr)) {
 		opts.Progress = stderr
 	}
@@ -134,7 +138,9 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
 	fmt.Fprintln(w, "       relay replay [--nats URL] [--dir DIR] [--speed X] [--as ID] [--wait D] FILE")
 	fmt.Fprintln(w, "       relay fork FILE --at POS [--nats URL] [--dir DIR] [--json] CONFIG.json")
-	fmt.Fprintln(w, "Flags may come before, between or after the file arguments.")
+	fmt.Fprintln(w, "Flags may come before, between or after the file arguments. With --nats, --user and --password")
+	fmt.Fprintln(w, "(or --creds) are the engine's NATS credentials: to replay or fork a recording that holds a principal's")
+	fmt.Fprintln(w, "resolutions, give the operator user of the engine's credentials.json (docs/SECURITY.md).")
 }
 
 // parse parses flags wherever they stand among the arguments (the flag
@@ -159,6 +165,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	var o relay.ReplayOptions
 	fs.StringVar(&o.NATS, "nats", "", "NATS URL of a running engine (default: an embedded one)")
+	var auth natsAuth
+	auth.register(fs)
 	fs.StringVar(&o.Dir, "dir", "", "run directory for an embedded engine")
 	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
 	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
@@ -176,6 +184,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *progress || isTerminal(stderr) {
 		o.Progress = stderr
 	}
+	o.NATSOptions = auth.options()
 	f, err := os.Open(pos[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "relay replay:", err)
@@ -202,6 +211,8 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	at := fs.Uint64("at", 0, "fork after this stream position of the recording")
 	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded one)")
+	var auth natsAuth
+	auth.register(fs)
 	dir := fs.String("dir", "", "run directory")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	pos, err := parse(fs, args)
@@ -225,7 +236,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	opts := relay.Options{NATS: *natsURL, Dir: *dir, Fork: rec, ForkAt: *at}
+	opts := relay.Options{NATS: *natsURL, NATSOptions: auth.options(), Dir: *dir, Fork: rec, ForkAt: *at}
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
@@ -255,4 +266,27 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// natsAuth are the credentials flags for an engine given with --nats.
+type natsAuth struct{ creds, user, password string }
+
+func (a *natsAuth) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.creds, "creds", "", "NATS credentials file for the engine at --nats")
+	fs.StringVar(&a.user, "user", "", "NATS user for the engine at --nats (the operator user of its credentials.json for replay and fork)")
+	fs.StringVar(&a.password, "password", "", "NATS password (or PARLEY_NATS_PASSWORD)")
+}
+
+func (a *natsAuth) options() []nats.Option {
+	var opts []nats.Option
+	if a.creds != "" {
+		opts = append(opts, nats.UserCredentials(a.creds))
+	}
+	if a.user != "" {
+		if a.password == "" {
+			a.password = os.Getenv("PARLEY_NATS_PASSWORD")
+		}
+		opts = append(opts, nats.UserInfo(a.user, a.password))
+	}
+	return opts
 }
