@@ -9,14 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/service"
 )
 
 // a completed deliberation with a rejection, a supervisor FAILURE and
@@ -85,7 +89,7 @@ func TestArchive_RoundTrip(t *testing.T) {
 	}
 
 	s2, nc2 := engineWith(t, false)
-	js2, _ := jetstream.New(nc2, jetstream.WithPublishAsyncMaxPending(4096))
+	js2, _ := jetstream.New(operatorConn(t, s2), jetstream.WithPublishAsyncMaxPending(4096)) // a recording holds _supervisor messages
 	r, _ := recording.NewReader(bytes.NewReader(rec))
 	res, err := archive.Import(ctx, js2, r, "", nil)
 	if err != nil || res.Published != res.Messages || !res.Atomic {
@@ -133,8 +137,8 @@ func TestArchive_ResumeImport(t *testing.T) {
 	rec := exportStream(t, js1, id)
 	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
 	prefix := strings.Join(lines[:4], "\n") + "\n" // the header and 3 messages: an import cut short
-	s2, nc2 := engineWith(t, true)
-	js2, _ := jetstream.New(nc2)
+	s2, _ := engineWith(t, true)
+	js2, _ := jetstream.New(operatorConn(t, s2))
 	r, _ := recording.NewReader(strings.NewReader(prefix))
 	if res, err := archive.Import(ctx, js2, r, "", nil); err != nil || res.Published != 3 {
 		t.Fatalf("%+v %v", res, err)
@@ -163,13 +167,30 @@ func TestArchive_ImportWithoutAtomicBatches(t *testing.T) {
 	alice, _ := client.New(nc1, "alice")
 	id := recordedDeliberation(t, alice, js1)
 	rec := exportStream(t, js1, id)
-	s2, nc2 := engineWith(t, false)
-	js2, _ := jetstream.New(nc2)
-	cfg := s2.Stream.CachedInfo().Config
-	cfg.AllowAtomicPublish = false
-	if _, err := js2.UpdateStream(ctx, cfg); err != nil {
+	// The old stream, on a server without authorization (nobody's
+	// credentials may update the stream on the embedded default), with an
+	// engine of its own.
+	ns, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { embedded.Stop(ns) })
+	nc2, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc2.Close)
+	js2, _ := jetstream.New(nc2)
+	cfg := ledger.StreamConfig(1)
+	cfg.AllowAtomicPublish = false
+	if _, err := js2.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: ns.ClientURL(), HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
 	r, _ := recording.NewReader(bytes.NewReader(rec))
 	res, err := archive.Import(ctx, js2, r, "", nil)
 	if err != nil || res.Atomic || res.Published != res.Messages {

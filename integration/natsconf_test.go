@@ -3,6 +3,9 @@ package integration
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
@@ -91,6 +95,14 @@ func TestNATSConf_Permissions(t *testing.T) {
 	if !denied(bob, projector.ArtifactSubject(delib, "alice")) {
 		t.Error("bob published as alice")
 	}
+	// ...and reads the stream: by position (direct get) and by subject.
+	if as, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+		t.Errorf("alice stream info: %v", err)
+	} else if m, err := as.GetMsg(ctx, 2); err != nil || m.Subject != projector.ArtifactSubject(delib, "alice") {
+		t.Errorf("alice direct get: %v", err)
+	} else if _, err := as.GetLastMsgForSubject(ctx, projector.ArtifactSubject(delib, "alice")); err != nil {
+		t.Errorf("alice last by subject: %v", err)
+	}
 	if v := violations(alice); !strings.Contains(v, "Permissions Violation") {
 		t.Errorf("alice saw no permission violation: %q", v)
 	}
@@ -148,5 +160,54 @@ func TestNATSConf_Permissions(t *testing.T) {
 	}
 	if _, err := engine.js.Stream(ctx, ledger.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("after admin delete: %v", err)
+	}
+}
+
+// engine serve --nats-config deploy/nats.conf: without the engine's user
+// it stops with an error that says what is missing (it used to crash on a
+// nil connection); with it, it serves, and the file's participants
+// publish under their own tokens.
+func TestNATSConf_EngineServe(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"serve", "--nats-config", "../deploy/nats.conf", "--data", filepath.Join(dir, "data"),
+		"--listen", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--http", "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, engineBin, args...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "--user") ||
+		strings.Contains(string(out), "panic") || strings.Contains(string(out), "SIGSEGV") {
+		t.Fatalf("without a user: %v\n%s", err, out)
+	}
+
+	e := &engineProc{t: t, dataDir: filepath.Join(dir, "data"), natsPort: freePort(t), httpPort: freePort(t),
+		extraArgs: []string{"--nats-config", "../deploy/nats.conf", "--user", "engine", "--password", "change-me-engine"}}
+	e.start()
+	defer e.stop()
+	nc, err := nats.Connect(e.natsURL(), nats.UserInfo("alice", "change-me-alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	alice, _ := client.New(nc, "alice")
+	orch, err := nats.Connect(e.natsURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orch.Close()
+	o, _ := client.New(orch, "orchestrator")
+	id, err := o.Open(ctx, client.Charter{Title: "with deploy/nats.conf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := alice.WaitPosition(ctx, id, ack.Sequence); err != nil || v.Artifacts != 1 {
+		t.Fatalf("%v %+v", err, v)
+	}
+	if _, err := nats.Connect(e.natsURL()); err == nil {
+		t.Error("deploy/nats.conf let in a client without credentials")
 	}
 }

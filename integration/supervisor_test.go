@@ -38,6 +38,20 @@ func engineWith(t *testing.T, noSupervisor bool) (*service.Service, *nats.Conn) 
 	return s, nc
 }
 
+// operatorConn connects to an in-process engine as the operator user it
+// generated: what publishes a recording's (or a second supervisor's)
+// _supervisor messages on the embedded default.
+func operatorConn(t *testing.T, s *service.Service) *nats.Conn {
+	t.Helper()
+	c := s.Credentials()
+	nc, err := nats.Connect(c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func waitState(t *testing.T, c *client.Client, id string, ok func(projector.View) bool) projector.View {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -202,7 +216,8 @@ func TestSupervisor_DoubleRunAndCrash(t *testing.T) {
 	defer cancel()
 	alice, _ := client.New(nc, "alice")
 	js, _ := jetstream.New(nc)
-	other := service.NewSupervisor(s.Runner, js, nil) // a second supervisor, its own connection
+	ojs, _ := jetstream.New(operatorConn(t, s))
+	other := service.NewSupervisor(s.Runner, ojs, nil) // a second supervisor, its own connection
 
 	for _, mode := range []string{"double", "crash"} {
 		id, _ := alice.Open(ctx, client.Charter{Title: mode, Limits: map[string]any{"max_artifacts": 2}})
@@ -244,7 +259,10 @@ func TestSupervisor_DoubleRunAndCrash(t *testing.T) {
 			t.Errorf("%s: %+v, rejections %v", mode, v, rej.ByCode)
 		}
 		// The stream itself holds each emission once.
-		cons, _ := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.ArtifactSubject(id, projector.SupervisorToken)}})
+		cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.ArtifactSubject(id, projector.SupervisorToken)}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		batch, err := cons.FetchNoWait(100)
 		if err != nil {
 			t.Fatal(err)

@@ -110,6 +110,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if _, err := alice.WaitPosition(ctx, id, ack.Sequence); err != nil {
 		t.Fatal(err)
 	}
+	claimSeq := ack.Sequence
 	before, err := s.Stream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +212,11 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	}
 	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
+	}
+	if ps, err := o.js.Stream(ctx, ledger.StreamName); err != nil {
+		t.Errorf("stream info: %v", err)
+	} else if m, err := ps.GetMsg(ctx, claimSeq); err != nil || m.Subject != projector.ArtifactSubject(id, "alice") {
+		t.Errorf("direct get: %v", err)
 	}
 
 	// The engine's own supervisor publishes: a final decision completes
