@@ -169,7 +169,7 @@ func TestHTTPAuth_Resolve(t *testing.T) {
 		t.Errorf("read: %d %s", r.status, r.body)
 	}
 	r := post(url+"?as="+service.DefaultPrincipal, "Bearer "+token)
-	if r.status != http.StatusCreated || r.json["participant"] != service.DefaultPrincipal || r.json["artifact_type"] != "TERMINATION" {
+	if r.status != http.StatusCreated || r.json["participant"] != service.DefaultPrincipal || r.json["artifact_type"] != "CLAIM" {
 		t.Fatalf("with the token: %d %s", r.status, r.body)
 	}
 	m, err := s.Stream.GetLastMsgForSubject(context.Background(), projector.ArtifactSubject(id, service.DefaultPrincipal))
@@ -283,7 +283,7 @@ func TestHTTPAuth_BrowserCookieAndCrossSite(t *testing.T) {
 		}
 	}
 	stillOpen(t, s, id, last)
-	if r := post(map[string]string{"Origin": base}, true); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`data-artifact-type="TERMINATION"`)) {
+	if r := post(map[string]string{"Origin": base}, true); r.status != http.StatusOK || !bytes.Contains(r.body, []byte(`data-artifact-type="CLAIM"`)) {
 		t.Fatalf("from the engine's page: %d %s", r.status, r.body)
 	}
 	// The index lists what waits for the principal: nothing now.

@@ -89,7 +89,9 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 	}
 	engine := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: append(engineArt, BindingSubject("*"), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>"),
+			// The cancel a principal's decline implies goes with it, in
+			// one atomic batch.
+			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>"}},

@@ -23,7 +23,7 @@ func TestSupervisor_ClockAheadIsRefusedAndBacksOff(t *testing.T) {
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, _ := client.New(s.Conn(), "alice")
+	c, _ := client.New(dial(t, s), "alice") // a participant: the engine's own user publishes only what the engine does
 	id, err := c.Open(ctx, client.Charter{Title: "idle", Limits: map[string]any{"idle_timeout": "10m"}})
 	if err != nil {
 		t.Fatal(err)
