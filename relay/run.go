@@ -97,6 +97,9 @@ type runner struct {
 	record   []ContextArtifact // accepted artifacts the relay published, in order
 	lastTurn []ContextArtifact
 	sum      *Summary
+	// engine is the embedded engine's credentials (none with --nats):
+	// where its principal signs in.
+	engine *service.Credentials
 }
 
 // Run runs the experiment and returns its summary.
@@ -108,6 +111,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	url, natsOpts, seedOpts := opts.NATS, opts.NATSOptions, opts.seedNATS
+	var embeddedEngine *service.Credentials
 	if url == "" {
 		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
 			ProvenanceRoots: cfg.Roots()})
@@ -116,6 +120,8 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		}
 		defer s.Close()
 		url, natsOpts, seedOpts = s.NATSURL(), nil, operatorOptions(s)
+		c := s.Credentials()
+		embeddedEngine = &c
 	}
 	refused := newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
 	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("parley-relay"), refused.option()}, natsOpts...)...)
@@ -124,7 +130,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 	}
 	defer nc.Close()
 
-	r := &runner{cfg: cfg, opts: opts, clients: map[string]*client.Client{}, parts: map[string]Participant{},
+	r := &runner{cfg: cfg, opts: opts, engine: embeddedEngine, clients: map[string]*client.Client{}, parts: map[string]Participant{},
 		sum: &Summary{Title: cfg.Title, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
 	var ids []string
 	for _, p := range cfg.Participants {
@@ -722,7 +728,13 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 		return "", nil
 	}
 	r.sum.BindingMoments++
-	r.progress("binding moment %s: waiting for %s (engine serve: /bind/%s)", env.Digest.String()[:19], r.cfg.Principal, r.id)
+	if r.engine != nil {
+		// The relay's own engine: its address and token are this
+		// process's; print the address that signs the principal in.
+		r.progress("binding moment %s: waiting for %s at %s/bind/%s (sign in: %s)", env.Digest.String()[:19], r.cfg.Principal, r.engine.HTTPURL, r.id, r.engine.BindURL())
+	} else {
+		r.progress("binding moment %s: waiting for %s (engine serve: /bind/%s)", env.Digest.String()[:19], r.cfg.Principal, r.id)
+	}
 	wait, _ := time.ParseDuration(r.cfg.PrincipalTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
