@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -233,6 +234,29 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	}
 	if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err != nil {
 		t.Errorf("no supervisor TERMINATION: %v", err)
+	}
+}
+
+// A message above the server's max_payload (4 MiB) is refused at the door
+// and never reaches the record; one between the engine's artifact limit
+// and max_payload is recorded as a limit.size rejection
+// (TestService_EndToEnd).
+func TestEmbeddedDefault_MaxPayload(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := start(t, t.TempDir())
+	defer s.Close()
+	o := connectOutsider(t, s.NATSURL())
+	if max := o.nc.MaxPayload(); max != embedded.DefaultMaxPayload {
+		t.Errorf("max_payload %d", max)
+	}
+	before := lastSeq(t, s)
+	_, err := o.js.Publish(ctx, projector.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), make([]byte, embedded.DefaultMaxPayload+1))
+	if !errors.Is(err, nats.ErrMaxPayload) {
+		t.Errorf("publish above max_payload: %v", err)
+	}
+	if after := lastSeq(t, s); after != before {
+		t.Errorf("the stream moved from %d to %d", before, after)
 	}
 }
 
