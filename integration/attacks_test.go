@@ -254,7 +254,12 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js, _ := jetstream.New(s.Conn())
-	orch, _ := client.New(s.Conn(), "relay")
+	pnc, err := nats.Connect(s.NATSURL()) // a participant: the engine's own user publishes only what the engine does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pnc.Close()
+	orch, _ := client.New(pnc, "relay")
 	id, err := orch.Open(ctx, client.Charter{Title: "healthy"})
 	if err != nil {
 		t.Fatal(err)
