@@ -27,8 +27,8 @@ const MinHTTPTokenLen = 16
 
 // ParseHTTPToken reads SECRET (standing for DefaultPrincipal) or
 // SECRET=PARTICIPANT. A secret has at least MinHTTPTokenLen printable
-// ASCII characters, none of them a space, '=' or ',' (openssl rand -hex
-// 32 makes one).
+// ASCII characters, none of them a space, '=', ',', ';', '"' or '\' (it
+// goes in a list, and in a cookie; openssl rand -hex 32 makes one).
 func ParseHTTPToken(s string) (HTTPToken, error) {
 	t := HTTPToken{Secret: s, Participant: DefaultPrincipal}
 	if sec, p, ok := strings.Cut(s, "="); ok {
@@ -38,8 +38,8 @@ func ParseHTTPToken(s string) (HTTPToken, error) {
 		return t, fmt.Errorf("service: an HTTP token needs at least %d characters", MinHTTPTokenLen)
 	}
 	for i := 0; i < len(t.Secret); i++ {
-		if c := t.Secret[i]; c <= ' ' || c > '~' || c == ',' {
-			return t, errors.New("service: an HTTP token is printable ASCII without spaces, '=' or ','")
+		if c := t.Secret[i]; c <= ' ' || c > '~' || strings.IndexByte(`,;"\`, c) >= 0 {
+			return t, errors.New(`service: an HTTP token is printable ASCII without spaces, '=', ',', ';', '"' or '\'`)
 		}
 	}
 	if !projector.ValidToken(t.Participant) {
@@ -130,7 +130,8 @@ func (a *httpAuth) wrap(next http.Handler) http.Handler {
 			http.SetCookie(w, &http.Cookie{Name: a.cookie, Value: q.Get("token"), Path: "/", HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q.Del("token")
-			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+			// Always a path of this server ("//host" would leave it).
+			u := url.URL{Path: "/" + strings.TrimLeft(r.URL.Path, "/"), RawQuery: q.Encode()}
 			w.Header().Set("Cache-Control", "no-store")
 			w.Header().Set("Referrer-Policy", "no-referrer")
 			http.Redirect(w, r, u.String(), http.StatusSeeOther)

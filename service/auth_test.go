@@ -215,7 +215,8 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 	if _, err := o.js.Publish(short, subject, []byte(`{}`)); err == nil || !o.violated(subject) {
 		t.Errorf("a participant published as carol: %v", err)
 	}
-	for _, bad := range []string{"short=principal", strings.Repeat("x", 20) + "=_supervisor", strings.Repeat("x", 20) + "=a b"} {
+	for _, bad := range []string{"short=principal", strings.Repeat("x", 20) + "=_supervisor", strings.Repeat("x", 20) + "=a b",
+		strings.Repeat("x", 20) + ";x", strings.Repeat("x", 20) + " x", strings.Repeat("x", 20) + `"`} {
 		if _, err := service.ParseHTTPToken(bad); err == nil {
 			t.Errorf("ParseHTTPToken(%q) accepted", bad)
 		}
@@ -248,6 +249,9 @@ func TestHTTPAuth_BrowserCookieAndCrossSite(t *testing.T) {
 	_, port, _ := net.SplitHostPort(s.HTTPAddr())
 	if cookie == nil || cookie.Name != "parley_token_"+port || cookie.Value != token || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" {
 		t.Fatalf("cookie %+v", cookie)
+	}
+	if r := do(t, mustRequest(http.MethodGet, base+"//evil.example/x?token="+token)); r.status != http.StatusSeeOther || r.header.Get("Location") != "/evil.example/x" {
+		t.Errorf("sign-in redirect off the server: %d %v", r.status, r.header.Get("Location"))
 	}
 	if r := do(t, mustRequest(http.MethodGet, base+"/bind/"+id+"?token=wrong")); r.status != http.StatusUnauthorized ||
 		!strings.Contains(string(r.body), `data-code="unauthorized"`) || len(r.header.Values("Set-Cookie")) != 0 {
