@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/parley-engine/parley/service"
+)
+
+// syncBuffer is a buffer written by the engine while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serve runs engine serve until the test ends; it returns what it printed
+// once it printed where it listens.
+func serve(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "warn"}, args...), strings.NewReader(""), &out, &errb)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d: %s", code, errb.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "  data  ") {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve printed %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out.String()
+}
+
+func status(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// engine serve draws an HTTP token, prints the address that signs a
+// browser in, and writes it with the operator's NATS user to the
+// credentials file, which goes when it stops; tokens given in
+// PARLEY_HTTP_TOKEN (or --http-token) replace it and are written nowhere.
+func TestServe_HTTPTokens(t *testing.T) {
+	data := t.TempDir()
+	out := serve(t, "--data", data)
+	m := regexp.MustCompile(`bind  (http://127\.0\.0\.1:\d+)/bind\?token=([0-9a-f]{64})\n`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "clients without credentials are participants") {
+		t.Fatalf("serve printed %q", out)
+	}
+	c, err := service.ReadCredentials(data)
+	if err != nil || c.HTTPToken != m[2] || c.HTTPURL != m[1] || c.NATSUser != service.NATSOperatorUser {
+		t.Fatalf("credentials %+v %v", c, err)
+	}
+	write := m[1] + "/api/v1/deliberations/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/bindings/sha256:" + strings.Repeat("0", 64)
+	if code := status(t, write, ""); code != http.StatusUnauthorized {
+		t.Errorf("without the token: %d", code)
+	}
+	if code := status(t, write, m[2]); code != http.StatusBadRequest { // authenticated; the body is no resolution
+		t.Errorf("with the token: %d", code)
+	}
+
+	a, b := strings.Repeat("a", 32), strings.Repeat("b", 32)
+	t.Setenv("PARLEY_HTTP_TOKEN", a+","+b+"=carol")
+	data2 := t.TempDir()
+	out = serve(t, "--data", data2)
+	m = regexp.MustCompile(`bind  (http://127\.0\.0\.1:\d+)/bind \(with an --http-token token`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("serve printed %q", out)
+	}
+	if c, err := service.ReadCredentials(data2); err != nil || c.HTTPToken != "" {
+		t.Errorf("credentials %+v %v", c, err)
+	}
+	write = m[1] + "/api/v1/deliberations/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/bindings/sha256:" + strings.Repeat("0", 64)
+	for tok, want := range map[string]int{a: http.StatusBadRequest, b: http.StatusBadRequest, strings.Repeat("c", 32): http.StatusUnauthorized} {
+		if code := status(t, write, tok); code != want {
+			t.Errorf("token %s…: %d, want %d", tok[:4], code, want)
+		}
+	}
+	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--http-token", "short"); code != exitUsage || !strings.Contains(errs, "at least 16") {
+		t.Errorf("a short token: %d %s", code, errs)
+	}
+}
+
+// The credentials file goes when the engine stops.
+func TestServe_CredentialsRemovedAtStop(t *testing.T) {
+	data := t.TempDir()
+	t.Run("serve", func(t *testing.T) {
+		serve(t, "--data", data)
+		if _, err := os.Stat(filepath.Join(data, service.CredentialsFile)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := os.Stat(filepath.Join(data, service.CredentialsFile)); !os.IsNotExist(err) {
+		t.Errorf("after stop: %v", err)
+	}
+}
