@@ -187,6 +187,12 @@ func New(opts Options) *Projection {
 // Position is the highest stream position applied.
 func (p *Projection) Position() uint64 { return p.position }
 
+// Advance records that every message up to position seq that concerns this
+// projection has been applied (a runner that spreads the stream over
+// several projections hands each only its own messages): its position
+// moves there, and a snapshot of it resumes after seq.
+func (p *Projection) Advance(seq uint64) { p.position = max(p.position, seq) }
+
 // MaxKept is the number of detailed rejections kept per deliberation (and
 // of unrouted ones).
 func (p *Projection) MaxKept() int { return p.opts.MaxKept }

@@ -667,9 +667,20 @@ func (r *Runner) snapshotShard(s *shard) error {
 	if len(s.held) > 0 {
 		return errHeld
 	}
+	// Every message the shard took is applied (none is held): its
+	// projection is complete up to there, whether the messages were its
+	// own or not. An empty shard is written too: a restart needs every
+	// shard's file.
+	// (When nothing is in flight to the shard, every message dispatched so
+	// far was its own or another's: it is complete up to the last one.)
+	done := r.dispatched.Load()
+	if e, p := s.enq.Load(), s.processed.Load(); e != p {
+		done = p
+	}
+	s.proj.Advance(done)
 	pos := s.proj.Position()
 	if pos == s.snapAt {
-		if _, err := os.Stat(r.shardPath(s.i)); err == nil || pos == 0 {
+		if _, err := os.Stat(r.shardPath(s.i)); err == nil {
 			return nil
 		}
 	}

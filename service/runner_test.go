@@ -187,6 +187,28 @@ func TestRunner_ShardSnapshots(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(b.snap), ".snapshot-*")); len(left) != 0 {
 		t.Fatalf("leftover temporary files %v", left)
 	}
+	// One deliberation over 8 shards: the empty shards have their files
+	// too, and a restart uses them.
+	b8 := newBed(t)
+	r8, cancel8, done8 := b8.runner(8)
+	b8.open(delibA)
+	last8 := b8.claims(delibA, 3)
+	if err := r8.WaitFor(ctx, last8); err != nil {
+		t.Fatal(err)
+	}
+	cancel8()
+	<-done8
+	if files, _ := filepath.Glob(b8.snap + ".*-of-8"); len(files) != 8 {
+		t.Fatalf("snapshot files %v", files)
+	}
+	r8b, err := service.NewRunner(ctx, b8.js, b8.stream, service.RunnerConfig{SnapshotPath: b8.snap, Shards: 8, Projector: projector.Options{Rules: termination.Rules{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r8b.Position() != last8 {
+		t.Fatalf("restored at %d, want %d: the snapshots were not used", r8b.Position(), last8)
+	}
+
 	// Another number of shards: rebuilt from the stream, the same states.
 	r3, cancel3, done3 := b.runner(3)
 	defer func() { cancel3(); <-done3 }()
