@@ -20,12 +20,11 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/parley-engine/parley/canon"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // ErrNoDeliberation: the stream has no message of the deliberation.
@@ -58,7 +57,7 @@ func (m streamMsg) fold(p *projector.Projection) recording.Message {
 
 // messagesSeq is messages, with each message's position in this stream.
 func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
-	s, err := js.Stream(ctx, ledger.StreamName)
+	s, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		return 0, err
 	}
@@ -73,7 +72,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	if total == 0 {
 		return 0, nil
 	}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
 	if err != nil {
 		return 0, err
 	}
@@ -93,13 +92,13 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		}
 		msg := streamMsg{Message: recording.Message{Position: meta.Sequence.Stream, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()}}
 		if h := m.Headers(); h != nil {
-			if p, err := strconv.ParseUint(h.Get(service.OriginalPositionHeader), 10, 64); err == nil && p > 0 {
+			if p, err := strconv.ParseUint(h.Get(wire.OriginalPositionHeader), 10, 64); err == nil && p > 0 {
 				msg.Position = p
 			}
 			// The time a message claims is the fold's to judge
 			// (projector.EffectiveTime): Export writes the time the fold
 			// gave it.
-			if t, err := time.Parse(time.RFC3339Nano, h.Get(service.OriginalTimeHeader)); err == nil {
+			if t, err := time.Parse(time.RFC3339Nano, h.Get(wire.OriginalTimeHeader)); err == nil {
 				msg.Claimed = t
 			}
 		}
@@ -239,21 +238,21 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		return res, err
 	}
 	res.Skipped = existing
-	stream, err := js.Stream(ctx, ledger.StreamName)
+	stream, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		return res, err
 	}
 	res.Atomic = stream.CachedInfo().Config.AllowAtomicPublish
-	ids := ledger.NewMsgIDs() // this import's own: nobody else can compute them
+	ids := wire.NewMsgIDs() // this import's own: nobody else can compute them
 	for i := existing; i < len(recs); i += BatchSize {
 		end := min(i+BatchSize, len(recs))
 		msgs := make([]*nats.Msg, 0, end-i)
 		for _, m := range recs[i:end] {
 			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
-			msg.Header.Set(service.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
-			msg.Header.Set(service.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
+			msg.Header.Set(wire.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
+			msg.Header.Set(wire.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
 			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
-			msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
+			msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 			msgs = append(msgs, msg)
 		}
 		if res.Atomic {

@@ -20,9 +20,8 @@ import (
 
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Client publishes as one participant.
@@ -30,7 +29,7 @@ type Client struct {
 	nc          *nats.Conn
 	js          jetstream.JetStream
 	participant string
-	ids         *ledger.MsgIDs
+	ids         *wire.MsgIDs
 }
 
 // New returns a client publishing as participant over nc. opts configure
@@ -43,7 +42,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, participant: participant, ids: ledger.NewMsgIDs()}, nil
+	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs()}, nil
 }
 
 // Participant returns the client's token.
@@ -143,7 +142,7 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 	if err != nil {
 		return nil, err
 	}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(ledger.StreamName)}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(wire.StreamName)}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(c.ids.Control(projector.ControlSubject(id), msgID)))
 	}
@@ -166,7 +165,7 @@ func (c *Client) Publish(ctx context.Context, id string, d events.Draft) (*event
 }
 
 // PublishArtifact validates and publishes a sealed artifact with a
-// Nats-Msg-Id only this client can compute (ledger.MsgIDs), so that a
+// Nats-Msg-Id only this client can compute (wire.MsgIDs), so that a
 // retried publish is stored once and nobody else can make the stream
 // drop it as a duplicate. A resubmission inside the stream's dedupe window is
 // acknowledged with Duplicate set; after it, the engine records it as an
@@ -177,7 +176,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 	}
 	subject := projector.ArtifactSubject(id, c.participant)
 	ack, err := c.js.Publish(ctx, subject, a.Canonical,
-		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName))
+		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -190,7 +189,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 // publishes may be stored out of order when retried.
 func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.PubAckFuture, error) {
 	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
-	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
+	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 		jetstream.WithStallWait(30*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
@@ -206,7 +205,7 @@ func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsy
 func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
 	var v projector.View
 	req, _ := json.Marshal(map[string]string{"id": id})
-	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".deliberation", req)
+	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".deliberation", req)
 	if err != nil {
 		return v, fmt.Errorf("client: state of %s: %w", id, err)
 	}
@@ -221,7 +220,7 @@ func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
 func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (closure.Result, error) {
 	var r closure.Result
 	req, _ := json.Marshal(map[string]any{"id": id, "decision": decision, "at": at})
-	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".closure", req)
+	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".closure", req)
 	if err != nil {
 		return r, fmt.Errorf("client: closure of %s: %w", decision, err)
 	}
@@ -235,7 +234,7 @@ func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (c
 // found is false when it is not in the deliberation's DAG.
 func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte, found bool, err error) {
 	req, _ := json.Marshal(map[string]string{"id": id, "artifact_id": artifactID})
-	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+".artifact", req)
+	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".artifact", req)
 	if err != nil {
 		return nil, false, fmt.Errorf("client: artifact %s: %w", artifactID, err)
 	}
@@ -291,7 +290,7 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 	if err != nil {
 		return nil, err
 	}
-	msg, err := c.nc.RequestWithContext(ctx, service.MicroPrefix+"."+endpoint, b)
+	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+"."+endpoint, b)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
 	}
@@ -314,14 +313,14 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 // message), late, applied, unprojected (not reached yet: ask again) or
 // unknown (no longer kept). It works for deliberations never opened too:
 // an open whose charter the engine refused is rejected, with its reason.
-func (c *Client) Outcome(ctx context.Context, id string, seq uint64) (service.MessageOutcome, error) {
+func (c *Client) Outcome(ctx context.Context, id string, seq uint64) (projector.OutcomeReport, error) {
 	return c.ArtifactOutcome(ctx, id, seq, "")
 }
 
 // ArtifactOutcome is Outcome, checking that the message at seq is the
 // artifact artifactID (a *ServiceError with status 409 otherwise).
-func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, artifactID string) (service.MessageOutcome, error) {
-	var o service.MessageOutcome
+func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, artifactID string) (projector.OutcomeReport, error) {
+	var o projector.OutcomeReport
 	req := map[string]any{"id": id, "position": seq}
 	if artifactID != "" {
 		req["artifact_id"] = artifactID
@@ -339,7 +338,7 @@ func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, art
 // serves the query API yet) is retried too; an error answer is returned
 // at once. When ctx ends first, the error wraps ctx.Err() and the last
 // outcome (unprojected) or error.
-func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifactID string) (service.MessageOutcome, error) {
+func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifactID string) (projector.OutcomeReport, error) {
 	wait := 10 * time.Millisecond
 	for {
 		o, err := c.ArtifactOutcome(ctx, id, seq, artifactID)
@@ -365,7 +364,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 // Watch calls fn with the state of deliberation id each time the engine
 // has projected new messages of it, until ctx ends or fn returns false.
 func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) bool) error {
-	cons, err := c.js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{
+	cons, err := c.js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{projector.DeliberationFilter(id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return err

@@ -175,3 +175,35 @@ func evictedNote(kept, total int, what string) string {
 	}
 	return "the projection has no record of the message"
 }
+
+// OutcomeReport is the answer of the outcome query: what the projector did
+// with the message at a stream position (the Sequence of the PubAck its
+// publisher received).
+//
+// Outcome is one of accepted (the artifact is in the DAG at Position),
+// pending (it waits for references not yet known), rejected (ErrorClass,
+// Code and Message say why), late (a valid artifact after the deliberation
+// ended, kept outside the state), applied (a control message that took
+// effect), unprojected (the engine's projection, at Projected, has not
+// reached Position yet: ask again) or unknown (the projection no longer
+// keeps the record: only the most recent 10,000 rejections and late
+// artifacts of a deliberation are kept in detail; Note says so).
+type OutcomeReport struct {
+	Deliberation string            `json:"deliberation"`
+	Position     uint64            `json:"position"`
+	Outcome      Verdict `json:"outcome"`
+	// Projected is the projection's position when it answered.
+	Projected    uint64 `json:"projected"`
+	Participant  string `json:"participant,omitempty"`
+	ArtifactID   string `json:"artifact_id,omitempty"`
+	ArtifactType string `json:"artifact_type,omitempty"`
+	Op           string `json:"op,omitempty"`
+	ErrorClass   string `json:"error_class,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+// Took reports whether the message took effect: accepted, pending or
+// applied.
+func (o OutcomeReport) Took() bool { return o.Outcome.Took() }

@@ -2,103 +2,37 @@ package projector
 
 import (
 	"bytes"
-	"strings"
+
+	"github.com/parley-engine/parley/wire"
 )
 
-// Subjects. One stream holds every deliberation:
-//
-//	parley.<deliberation>.art.<participant>   artifacts
-//	parley.<deliberation>.ctl                  control messages
+// The subjects and tokens are wire's (one grammar for every package);
+// these names stay for the fold's callers.
 const (
-	SubjectPrefix = "parley."
-	// SupervisorToken is the participant token of the termination
-	// supervisor. Tokens starting with '_' are reserved for the engine.
-	SupervisorToken = "_supervisor"
+	SubjectPrefix   = wire.SubjectPrefix
+	SupervisorToken = wire.SupervisorToken
 )
 
-// ArtifactSubject returns the subject participant publishes artifacts of
-// deliberation on.
+// ArtifactSubject is wire.ArtifactSubject.
 func ArtifactSubject(deliberation, participant string) string {
-	return SubjectPrefix + deliberation + ".art." + participant
+	return wire.ArtifactSubject(deliberation, participant)
 }
 
-// ControlSubject returns the control subject of deliberation.
-func ControlSubject(deliberation string) string {
-	return SubjectPrefix + deliberation + ".ctl"
-}
+// ControlSubject is wire.ControlSubject.
+func ControlSubject(deliberation string) string { return wire.ControlSubject(deliberation) }
 
-// DeliberationFilter is the subject filter of everything in deliberation.
-func DeliberationFilter(deliberation string) string {
-	return SubjectPrefix + deliberation + ".>"
-}
+// DeliberationFilter is wire.DeliberationFilter.
+func DeliberationFilter(deliberation string) string { return wire.DeliberationFilter(deliberation) }
 
-// ValidToken reports whether s is a participant token:
-// [A-Za-z0-9][A-Za-z0-9_-]{0,63}. Reserved engine tokens ('_' first) are
-// not participant tokens.
-func ValidToken(s string) bool {
-	if len(s) == 0 || len(s) > 64 || s[0] == '_' || s[0] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ValidToken is wire.ValidToken.
+func ValidToken(s string) bool { return wire.ValidToken(s) }
 
-// ValidDeliberation reports whether s is a deliberation id: a UUID of any
-// version in its canonical 36-character lowercase form.
-func ValidDeliberation(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
-}
+// ValidDeliberation is wire.ValidDeliberation.
+func ValidDeliberation(s string) bool { return wire.ValidDeliberation(s) }
 
-// DeliberationOf returns the deliberation a subject names (the token after
-// "parley."), or "" for a subject that names none. A runner that spreads
-// deliberations over shards routes by it.
-func DeliberationOf(subject string) string {
-	d, kind, _ := route(subject)
-	if kind == "" {
-		return ""
-	}
-	return d
-}
+// DeliberationOf is wire.DeliberationOf.
+func DeliberationOf(subject string) string { return wire.DeliberationOf(subject) }
 
-// route splits a subject into its deliberation and, for artifacts, its
-// participant. kind is "art", "ctl" or "" for a subject that is neither.
-func route(subject string) (deliberation, kind, participant string) {
-	rest, ok := strings.CutPrefix(subject, SubjectPrefix)
-	if !ok {
-		return "", "", ""
-	}
-	delib, rest, ok := strings.Cut(rest, ".")
-	if !ok {
-		return "", "", ""
-	}
-	if rest == "ctl" {
-		return delib, "ctl", ""
-	}
-	if p, ok := strings.CutPrefix(rest, "art."); ok && p != "" && !strings.Contains(p, ".") {
-		return delib, "art", p
-	}
-	return "", "", ""
-}
+func route(subject string) (deliberation, kind, participant string) { return wire.Parse(subject) }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -18,11 +18,12 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // DefaultPrincipal is the participant token a resolution is published
 // under when the request names none.
-const DefaultPrincipal = "principal"
+const DefaultPrincipal = wire.PrincipalToken
 
 // BindingMoment is a provisional DECISION that asks its principal (seed
 // 002), with where it stands.
@@ -224,10 +225,9 @@ func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, 
 }
 
 // BindingSubject is where the engine announces a new binding moment of a
-// deliberation (core NATS, not stored: GET .../bindings is the record).
-func BindingSubject(deliberation string) string {
-	return projector.SubjectPrefix + deliberation + ".binding"
-}
+// deliberation (core NATS, not stored: GET .../bindings is the record);
+// wire.BindingSubject.
+func BindingSubject(deliberation string) string { return wire.BindingSubject(deliberation) }
 
 // Announcement is what the engine publishes on BindingSubject.
 type Announcement struct {

@@ -9,10 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+
+	"github.com/parley-engine/parley/wire"
 )
 
-// MicroPrefix is the subject prefix of the query service on NATS.
-const MicroPrefix = "parley.api"
+// MicroPrefix is the subject prefix of the query service on NATS
+// (wire.MicroPrefix).
+const MicroPrefix = wire.MicroPrefix
 
 // AddMicro registers the query API as a NATS micro service named "parley"
 // (discoverable with nats micro ls). Every endpoint takes a JSON request

@@ -12,37 +12,9 @@ import (
 	"github.com/parley-engine/parley/projector"
 )
 
-// MessageOutcome is the answer of the outcome query: what the projector did
-// with the message at a stream position (the Sequence of the PubAck its
-// publisher received).
-//
-// Outcome is one of accepted (the artifact is in the DAG at Position),
-// pending (it waits for references not yet known), rejected (ErrorClass,
-// Code and Message say why), late (a valid artifact after the deliberation
-// ended, kept outside the state), applied (a control message that took
-// effect), unprojected (the engine's projection, at Projected, has not
-// reached Position yet: ask again) or unknown (the projection no longer
-// keeps the record: only the most recent 10,000 rejections and late
-// artifacts of a deliberation are kept in detail; Note says so).
-type MessageOutcome struct {
-	Deliberation string            `json:"deliberation"`
-	Position     uint64            `json:"position"`
-	Outcome      projector.Verdict `json:"outcome"`
-	// Projected is the projection's position when it answered.
-	Projected    uint64 `json:"projected"`
-	Participant  string `json:"participant,omitempty"`
-	ArtifactID   string `json:"artifact_id,omitempty"`
-	ArtifactType string `json:"artifact_type,omitempty"`
-	Op           string `json:"op,omitempty"`
-	ErrorClass   string `json:"error_class,omitempty"`
-	Code         string `json:"code,omitempty"`
-	Message      string `json:"message,omitempty"`
-	Note         string `json:"note,omitempty"`
-}
-
-// Took reports whether the message took effect: accepted, pending or
-// applied.
-func (o MessageOutcome) Took() bool { return o.Outcome.Took() }
+// MessageOutcome is the query API's answer about one message
+// (projector.OutcomeReport).
+type MessageOutcome = projector.OutcomeReport
 
 // Outcome says what the projector did with the message of deliberation id
 // at stream position position. artifactID, when not empty, must be the

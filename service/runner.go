@@ -22,13 +22,13 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
-// Headers an import sets on every message it republishes, so that an export
-// of the imported deliberation gives back the original recording.
+// Headers an import sets on every message it republishes (wire's).
 const (
-	OriginalPositionHeader = "Parley-Original-Position"
-	OriginalTimeHeader     = "Parley-Original-Time"
+	OriginalPositionHeader = wire.OriginalPositionHeader
+	OriginalTimeHeader     = wire.OriginalTimeHeader
 )
 
 // DefaultShards is the number of shards the projection is spread over. It
