@@ -94,7 +94,7 @@ type shard struct {
 	// guarded by its own lock in locks.
 	mu    sync.RWMutex
 	proj  *projector.Projection
-	locks map[string]*sync.RWMutex
+	locks map[string]*delibLock
 
 	in chan *item
 	// enq is the last position handed to the shard, processed the last
@@ -111,6 +111,24 @@ type shard struct {
 	snapReq chan chan error
 	snapAt  uint64      // the position of the shard's last snapshot (its goroutine only)
 	running atomic.Bool // its goroutine is running (snapshots go through it)
+}
+
+// delibLock guards one deliberation's state. Its shard takes it with
+// TryLock and never waits for it; while the shard holds messages of the
+// deliberation back, new readers wait for them to be applied (wanted), so
+// that readers who follow one another cannot starve the fold.
+type delibLock struct {
+	sync.RWMutex
+	wanted atomic.Bool
+}
+
+// rlock read-locks l once the shard has applied what it holds back (or
+// after a bound, should a reader hold it for long).
+func (l *delibLock) rlock() {
+	for i := 0; l.wanted.Load() && i < 2000; i++ {
+		time.Sleep(50 * time.Microsecond)
+	}
+	l.RLock()
 }
 
 type item struct {
@@ -145,7 +163,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Str
 	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
-		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*sync.RWMutex{}, in: make(chan *item, 4096),
+		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan *item, 4096),
 			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan error)}
 	}
 	if r.snapPath != "" {
@@ -174,7 +192,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Str
 func (s *shard) install(p *projector.Projection) {
 	s.proj = p
 	s.snapAt = p.Position()
-	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &sync.RWMutex{} })
+	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &delibLock{} })
 }
 
 func (r *Runner) shardPath(i int) string {
@@ -272,7 +290,7 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 	if d == nil || l == nil {
 		return false
 	}
-	l.RLock()
+	l.rlock()
 	defer l.RUnlock()
 	fn(d)
 	return true
@@ -283,7 +301,7 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 	type entry struct {
 		d *projector.Deliberation
-		l *sync.RWMutex
+		l *delibLock
 	}
 	var list []entry
 	for _, s := range r.shards {
@@ -292,7 +310,7 @@ func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 		s.proj.Deliberations(func(d *projector.Deliberation) { list = append(list, entry{d, s.locks[d.ID]}) })
 		s.mu.RUnlock()
 		for _, e := range list {
-			e.l.RLock()
+			e.l.rlock()
 			fn(e.d)
 			e.l.RUnlock()
 		}
@@ -341,7 +359,7 @@ func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projec
 	l := s.locks[id]
 	s.mu.RUnlock()
 	if l != nil {
-		l.RLock()
+		l.rlock()
 		defer l.RUnlock()
 	}
 	s.mu.RLock()
@@ -552,7 +570,7 @@ func (r *Runner) handle(s *shard, it *item) {
 		s.mu.Lock()
 		out := s.proj.Apply(it.m)
 		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
-			s.locks[id] = &sync.RWMutex{}
+			s.locks[id] = &delibLock{}
 		}
 		s.mu.Unlock()
 		r.applied(it, out)
@@ -569,6 +587,7 @@ func (r *Runner) handle(s *shard, it *item) {
 
 func (s *shard) hold(id string, it *item) {
 	s.held[id] = append(s.held[id], it)
+	s.locks[id].wanted.Store(true)
 	s.heldMu.Lock()
 	if s.heldHead[id] == 0 {
 		s.heldHead[id] = it.m.Seq
@@ -590,6 +609,7 @@ func (r *Runner) drain(s *shard) {
 		for i, it := range q {
 			outs[i] = s.proj.Apply(it.m)
 		}
+		l.wanted.Store(false)
 		l.Unlock()
 		delete(s.held, id)
 		s.heldMu.Lock()

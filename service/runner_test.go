@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,5 +218,45 @@ func TestRunner_ShardSnapshots(t *testing.T) {
 	}
 	if got := digests(r3); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("rebuilt %v, want %v", got, want)
+	}
+}
+
+// Readers that follow one another on a deliberation, always one of them
+// holding it, do not starve its fold: while the shard holds its messages
+// back, new readers wait for them to be applied.
+func TestRunner_ReadersDoNotStarveTheFold(t *testing.T) {
+	b := newBed(t)
+	r, cancel, done := b.runner(2)
+	defer func() { cancel(); <-done }()
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	b.open(delibA)
+	if err := r.WaitFor(ctx, b.claims(delibA, 1)); err != nil {
+		t.Fatal(err)
+	}
+	quit := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 8 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				r.ReadDeliberation(delibA, func(*projector.Deliberation) { time.Sleep(5 * time.Millisecond) })
+			}
+		}()
+	}
+	last := b.claims(delibA, 50)
+	wctx, wstop := context.WithTimeout(ctx, 5*time.Second)
+	err := r.WaitForIn(wctx, delibA, last)
+	wstop()
+	close(quit)
+	readers.Wait()
+	if err != nil {
+		t.Fatalf("the readers starved the fold: %v", err)
 	}
 }
