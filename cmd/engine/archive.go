@@ -32,6 +32,28 @@ type natsFlags struct {
 
 	mu         sync.Mutex
 	violations []string
+	violated   chan struct{} // closed at the first violation
+}
+
+// watch returns a context that ends when ctx does or when the server
+// reports a permission violation on the connection: a publish it refused
+// gets no acknowledgement, and waiting for one would only time out.
+func (n *natsFlags) watch(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	n.mu.Lock()
+	if n.violated == nil {
+		n.violated = make(chan struct{})
+	}
+	ch := n.violated
+	n.mu.Unlock()
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 const defaultNATS = "nats://127.0.0.1:4222"
@@ -52,6 +74,14 @@ func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{nats.Name("parley-engine-cli"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		n.mu.Lock()
 		n.violations = append(n.violations, err.Error())
+		if n.violated == nil {
+			n.violated = make(chan struct{})
+		}
+		select {
+		case <-n.violated:
+		default:
+			close(n.violated)
+		}
 		n.mu.Unlock()
 	})}
 	if n.password == "" {

@@ -139,8 +139,14 @@ func connectClient(e *env, name string, l *liveFlags, token string) (*client.Cli
 	return cl, nc.Close, true
 }
 
-// publishFailed reports a publish that got no acknowledgement.
-func publishFailed(e *env, name string, err error) int {
+// publishFailed reports a publish that got no acknowledgement: refused by
+// the server (a permission violation: exit 1, nothing was stored), or
+// unanswered (exit 2: the message may or may not be in the stream).
+func publishFailed(e *env, name string, nf *natsFlags, err error) int {
+	if why := nf.refused(); why != "" {
+		fmt.Fprintf(e.stderr, "engine %s: the server refused the publish, nothing was stored: %s\n", name, why)
+		return 1
+	}
 	fmt.Fprintf(e.stderr, "engine %s: %v (no acknowledgement: the message may or may not be in the stream)\n", name, err)
 	return exitUsage
 }
@@ -272,9 +278,11 @@ included) exits 1 with its reason, and the deliberation is not open.
 		return exitUsage
 	}
 	defer closeConn()
-	ack, err := cl.Control(ctx, id, client.Control{Op: "open", Charter: &ch})
+	pctx, stop := l.nats.watch(ctx)
+	ack, err := cl.Control(pctx, id, client.Control{Op: "open", Charter: &ch})
+	stop()
 	if err != nil {
-		return publishFailed(e, "open", err)
+		return publishFailed(e, "open", &l.nats, err)
 	}
 	return await(ctx, e, &l, cl, id, ack, "", "open", id)
 }
@@ -330,9 +338,11 @@ standard error as engine id prints it, and the command exits 1.
 		return exitUsage
 	}
 	defer closeConn()
-	ack, err := cl.PublishArtifact(ctx, id, a)
+	pctx, stop := l.nats.watch(ctx)
+	ack, err := cl.PublishArtifact(pctx, id, a)
+	stop()
 	if err != nil {
-		return publishFailed(e, "publish", err)
+		return publishFailed(e, "publish", &l.nats, err)
 	}
 	return await(ctx, e, &l, cl, id, ack, a.ID.String(), "", a.ID.String())
 }
@@ -406,9 +416,11 @@ increase, a control message after the deliberation ended…).
 		return exitUsage
 	}
 	defer closeConn()
-	ack, err := cl.Control(ctx, id, ctl)
+	pctx, stop := l.nats.watch(ctx)
+	ack, err := cl.Control(pctx, id, ctl)
+	stop()
 	if err != nil {
-		return publishFailed(e, "control", err)
+		return publishFailed(e, "control", &l.nats, err)
 	}
 	return await(ctx, e, &l, cl, id, ack, "", ctl.Op, "")
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -249,5 +250,30 @@ func TestRun_PublishUsage(t *testing.T) {
 		if code, out, errs := run(t, "{}", args...); code != 2 || out != "" || errs == "" {
 			t.Errorf("%v: exit %d %q %q", args, code, out, errs)
 		}
+	}
+}
+
+// On the embedded default, a participant who publishes as the principal is
+// refused by the server: engine publish says so at once (exit 1), naming
+// the permission violation, rather than waiting out its timeout.
+func TestRun_PublishAsReservedTokenRefused(t *testing.T) {
+	s, nats := liveEngine(t)
+	code, out, errs := run(t, "", append([]string{"open", "--quiet", "--title", "t"}, nats...)...)
+	if code != 0 {
+		t.Fatalf("open: %d %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	before := lastSeq(t, s)
+	start := time.Now()
+	claim := `{"protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"I am the principal."},"references":[]}`
+	code, _, errs = run(t, claim, append(append([]string{"publish", "--deliberation", id, "--as", "principal", "--timeout", "20s"}, nats...), "-")...)
+	if code != 1 || !strings.Contains(errs, "refused the publish") || !strings.Contains(strings.ToLower(errs), "permissions violation") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("took %s: it waited for the timeout", took)
+	}
+	if lastSeq(t, s) != before {
+		t.Fatal("something was stored")
 	}
 }
