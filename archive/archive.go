@@ -44,10 +44,13 @@ type streamMsg struct {
 	Claimed time.Time
 }
 
-// fold applies m to p and returns its recording form, with the time the
-// fold gave it.
-func (m streamMsg) fold(p *projector.Projection) recording.Message {
-	out := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Claimed: m.Claimed})
+// fold applies m to p, re-verified with verify first as the live engine
+// does (nil: none), and returns its recording form, with the time the fold
+// gave it.
+func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) recording.Message {
+	msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Claimed: m.Claimed}
+	p.Prepare(&msg, verify)
+	out := p.Apply(msg)
 	r := m.Message
 	if !out.Time.IsZero() {
 		r.Time = out.Time
@@ -123,9 +126,9 @@ func Export(ctx context.Context, js jetstream.JetStream, id string, f recording.
 func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f recording.Format, w io.Writer, verify provenance.Verifier) (int, error) {
 	rw, _ := recording.NewWriter(w, f, id)
 	if f == recording.Stream {
-		p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
+		p := projector.New(projector.Options{Rules: termination.Rules{}})
 		n, err := messages(ctx, js, id, func(m streamMsg) error {
-			return rw.Write(m.fold(p))
+			return rw.Write(m.fold(p, verify))
 		})
 		if err == nil && n == 0 {
 			err = ErrNoDeliberation
@@ -140,9 +143,9 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	}
 	// The artifact log: fold once to know the DAG, then write its
 	// artifacts in stream order.
-	p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
+	p := projector.New(projector.Options{Rules: termination.Rules{}})
 	n, err := messages(ctx, js, id, func(m streamMsg) error {
-		m.fold(p)
+		m.fold(p, verify)
 		return nil
 	})
 	if err == nil && n == 0 {

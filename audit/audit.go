@@ -115,7 +115,7 @@ func (rep *Report) find(code string, pos uint64, id, format string, a ...any) {
 func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
 	id := r.Header().Deliberation
 	rep := &Report{Format: recording.Stream, Deliberation: id, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{}}
-	p := projector.New(projector.Options{Rules: termination.Rules{}, Verifier: verify})
+	p := projector.New(projector.Options{Rules: termination.Rules{}})
 	var last uint64
 	var lastTime time.Time
 	for {
@@ -141,7 +141,10 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 		// The fold judges every supervisor emission and every TERMINATION
 		// against the supervisor's rules and the record at its position,
 		// as the live engine does; the audit reports what it refused.
-		out := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		// Re-verification, as live, comes before the fold.
+		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}
+		p.Prepare(&msg, verify)
+		out := p.Apply(msg)
 		if r := out.Rejection; r != nil {
 			switch r.Code {
 			case projector.CodeSupervisorUnjustified:

@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/substrate"
 )
 
 // The done-when of substrate provenance, against a live engine that
@@ -49,7 +50,7 @@ func TestProvenance_Live(t *testing.T) {
 	alice, _ := client.New(nc, "alice")
 
 	// The emitter's side: observe the substrates and annotate.
-	obs, err := provenance.NewReverifier(root)
+	obs, err := substrate.NewReverifier(root)
 	if err != nil {
 		t.Fatal(err)
 	}

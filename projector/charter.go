@@ -77,7 +77,7 @@ func (pp *ProvenancePolicy) parse() error {
 		pp.Require = []events.ProvenanceClass{events.TraceVerifiedObservation, events.ExternalEvidence}
 	}
 	for _, c := range pp.Require {
-		if c != events.TraceVerifiedObservation && c != events.ExternalEvidence {
+		if !provenance.Observed(c) {
 			return fmt.Errorf("policy.provenance.require: %q is not TRACE_VERIFIED_OBSERVATION or EXTERNAL_EVIDENCE", c)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // typeIndex numbers the artifact types compactly; typeOf reverses it.
@@ -81,6 +82,9 @@ type pending struct {
 	participant string
 	missing     int
 	time        time.Time // the message's stream time
+	// reverified is the message's Msg.Reverified, for the judgement when
+	// the artifact is admitted.
+	reverified []provenance.Verification
 }
 
 // Deliberation is the projected state of one deliberation.
@@ -295,7 +299,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
 		}
 		a.Canonical = append([]byte(nil), m.Data...) // kept for snapshots
-		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing, time: m.Time}
+		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing, time: m.Time, reverified: m.Reverified}
 		seen := map[canon.Digest]bool{}
 		for _, r := range a.References {
 			if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
@@ -308,14 +312,14 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		return Outcome{Deliberation: d.ID, Pending: true}
 	}
 	out := Outcome{Deliberation: d.ID}
-	d.admit(a, m.Seq, participant, &out)
+	d.admit(a, m, participant, &out)
 	return out
 }
 
 // admit checks relation applicability and puts a (and every pending
 // artifact it completes) in the DAG.
-func (d *Deliberation) admit(a *events.Artifact, seq uint64, participant string, out *Outcome) {
-	first := &pending{art: a, seq: seq, participant: participant, time: d.now}
+func (d *Deliberation) admit(a *events.Artifact, m Msg, participant string, out *Outcome) {
+	first := &pending{art: a, seq: m.Seq, participant: participant, time: d.now, reverified: m.Reverified}
 	if len(d.waiting) == 0 {
 		d.admitOne(first, out) // nothing can be waiting for it
 		return
@@ -417,7 +421,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 		ex.extensions = a.Extensions
 	}
 	if a.Type == events.TypeEvidence && d.policy.Provenance != nil && p.participant != SupervisorToken {
-		ex.provenance = d.judge(a, p.time)
+		ex.provenance = d.judge(a, p.time, p.reverified)
 	}
 	if ex.decision != nil || ex.termination != nil || ex.extensions != nil || ex.provenance != nil {
 		n.extra = int32(len(d.extras))

@@ -32,6 +32,15 @@ type Msg struct {
 	// parallel); both nil: the fold validates.
 	Artifact *events.Artifact
 	Invalid  error
+	// Reverified is, for an EVIDENCE with a parley.provenance extension,
+	// the relying party's re-verification of its annotations against
+	// their substrates (provenance.Reverify, aligned with the set's
+	// annotations), computed before Apply, outside any lock, as the time
+	// is read before it; nil: no annotation was re-queried (the engine
+	// has no roots), and a provenance policy judges it by the discipline
+	// alone. The fold never re-queries a substrate: it reads no file and
+	// runs no process.
+	Reverified []provenance.Verification
 }
 
 // EffectiveTime is the time the fold gives a message: its stream time, or
@@ -139,11 +148,6 @@ type Options struct {
 	Validator *events.Validator
 	// Defaults are the engine-wide charter defaults.
 	Defaults Defaults
-	// Verifier re-verifies provenance annotations of EVIDENCE under a
-	// charter's provenance policy (nil: none is re-verified; at a floor of
-	// 3 nothing is then counted). It is the relying party's: the fold's
-	// judgement depends on it and on the substrates it reads.
-	Verifier provenance.Verifier
 	// Rules are the supervisor's rules (termination.Rules). The fold
 	// admits an artifact from _supervisor only when they call for it, and
 	// a terminator's exhausted or deadlock TERMINATION only when they
@@ -309,6 +313,31 @@ func keep[T any](list []T, r T, max int) []T {
 		list = list[:len(list)-1]
 	}
 	return append(list, r)
+}
+
+// Prepare does for an artifact message what a runner does ahead of the
+// fold: it validates the artifact with the projection's validator
+// (m.Artifact, m.Invalid) unless that is done, and re-verifies an
+// EVIDENCE's provenance annotations with verify (m.Reverified,
+// provenance.Reverify). verify may do IO (a substrate.Reverifier reads
+// files and runs git): call Prepare outside any lock, before Apply. With
+// verify nil, or for a message that is not an artifact's, it does nothing.
+// A fold of a recording that must agree with the live engine (an audit,
+// an export's state digest, an offline closure) prepares each message with
+// the engine's verifier.
+func (p *Projection) Prepare(m *Msg, verify provenance.Verifier) {
+	if verify == nil {
+		return
+	}
+	if _, kind, _ := route(m.Subject); kind != "art" {
+		return
+	}
+	if m.Artifact == nil && m.Invalid == nil {
+		m.Artifact, m.Invalid = p.opts.Validator.ValidateTransient(m.Data)
+	}
+	if m.Invalid == nil {
+		m.Reverified = provenance.Reverify(m.Artifact, verify)
+	}
 }
 
 // Admission is an artifact admitted to the DAG.

@@ -25,9 +25,11 @@ type Admissibility struct {
 	Assertions []provenance.Verdict `json:"assertions"`
 }
 
-// judge applies the deliberation's provenance policy to an EVIDENCE; nil
-// when the policy does not concern it.
-func (d *Deliberation) judge(a *events.Artifact, at time.Time) *Admissibility {
+// judge applies the deliberation's provenance policy to an EVIDENCE, with
+// the re-verification of its annotations made ahead of the fold
+// (Msg.Reverified; nil: none re-queried); nil when the policy does not
+// concern it. It reads no substrate.
+func (d *Deliberation) judge(a *events.Artifact, at time.Time, reverified []provenance.Verification) *Admissibility {
 	pp := d.policy.Provenance
 	ev, ok := a.Payload.(*events.Evidence)
 	if !ok || !pp.Requires(ev.ProvenanceClass) {
@@ -49,7 +51,7 @@ func (d *Deliberation) judge(a *events.Artifact, at time.Time) *Admissibility {
 		adm.Problem = "the " + provenance.Extension + " extension annotates no assertion"
 		return adm
 	}
-	adm.Assertions = provenance.Admit(set, params, d.opts.Verifier)
+	adm.Assertions = provenance.AdmitReverified(set, params, reverified)
 	adm.Admissible = true
 	for _, v := range adm.Assertions {
 		if v.Admitted {

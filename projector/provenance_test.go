@@ -16,23 +16,28 @@ import (
 	"github.com/parley-engine/parley/internal/gittest"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 	supervisor "github.com/parley-engine/parley/termination"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// timedFeed applies messages a second apart from t0.
+// timedFeed applies messages a second apart from t0, each prepared with
+// verify first (Projection.Prepare), as a runner does ahead of the fold.
 type timedFeed struct {
-	t   testing.TB
-	p   *projector.Projection
-	seq uint64
+	t      testing.TB
+	p      *projector.Projection
+	seq    uint64
+	verify provenance.Verifier
 }
 
 func (f *timedFeed) now() time.Time { return t0.Add(time.Duration(f.seq) * time.Second) }
 
 func (f *timedFeed) raw(subject string, data []byte) projector.Outcome {
 	f.seq++
-	return f.p.Apply(projector.Msg{Seq: f.seq, Subject: subject, Data: data, Time: f.now()})
+	m := projector.Msg{Seq: f.seq, Subject: subject, Data: data, Time: f.now()}
+	f.p.Prepare(&m, f.verify)
+	return f.p.Apply(m)
 }
 
 func (f *timedFeed) art(a *events.Artifact) {
@@ -60,7 +65,7 @@ func evidence(class events.ProvenanceClass, supports canon.Digest, content strin
 
 // annotated is the done-when evidence: a file read and a git commit,
 // observed ts before at.
-func annotated(t *testing.T, rv *provenance.Reverifier, head string, at time.Time, readID string) *provenance.Set {
+func annotated(t *testing.T, rv *substrate.Reverifier, head string, at time.Time, readID string) *provenance.Set {
 	t.Helper()
 	ts := at.Add(-time.Minute)
 	read := provenance.Locator{Path: "CHANGELOG.md", Offset: 3, Limit: 2}
@@ -93,12 +98,12 @@ func codesOf(r closure.Result) []string {
 // resting on it through supports does not verify.
 func TestProvenancePolicy(t *testing.T) {
 	dir, head := observedRepo(t)
-	rv, err := provenance.NewReverifier(dir)
+	rv, err := substrate.NewReverifier(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rv.Close()
-	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: rv.Verify}
 	if o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2,"window":"10m"}}}}`)); o.Rejection != nil {
 		t.Fatal(o.Rejection)
 	}
@@ -216,18 +221,18 @@ func TestProvenancePolicy(t *testing.T) {
 // unverifiable evidence: it writes a FAILURE naming the finding.
 func TestProvenancePolicy_Supervisor(t *testing.T) {
 	dir, head := observedRepo(t)
-	rv, _ := provenance.NewReverifier(dir)
+	rv, _ := substrate.NewReverifier(dir)
 	defer rv.Close()
-	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})}
+	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: rv.Verify}
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	c := claim("c")
 	f.art(c)
 	// The file changes after the reading the annotation claims.
 	set := annotated(t, rv, head, f.now(), "")
 	os.WriteFile(filepath.Join(dir, "CHANGELOG.md"), []byte("# Changelog\n\n## 2026-05-25\n- first entry, rewritten\n"), 0o644)
-	fresh, _ := provenance.NewReverifier(dir)
+	fresh, _ := substrate.NewReverifier(dir)
 	defer fresh.Close()
-	g := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: fresh.Verify})}
+	g := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: fresh.Verify}
 	g.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	g.art(c)
 	e := evidence(events.TraceVerifiedObservation, c.ID, "read", set)
@@ -277,6 +282,72 @@ func TestProvenancePolicy_Window(t *testing.T) {
 	}
 }
 
+// The fold judges by the re-verification it is given (Msg.Reverified) and
+// re-queries nothing itself: the same EVIDENCE is admitted by the
+// discipline alone without results, refused when the results contradict a
+// reading, and a pending EVIDENCE keeps its message's results, across a
+// snapshot, until it is admitted.
+func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
+	ts := t0.Add(-time.Minute)
+	set := &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
+		{Assertion: "x", Class: provenance.CodeRead, ObservationID: "sha256:00", TS: &ts, Locator: &provenance.Locator{Path: "nowhere"}},
+		{Assertion: "x", Class: provenance.GitLog, ObservationID: strings.Repeat("a", 40), TS: &ts, Locator: &provenance.Locator{Ref: "main"}}}}
+	contradicted := []provenance.Verification{{Attempted: true, Detail: "the file says otherwise"}, {Attempted: true, Verified: true, Detail: "reachable"}}
+	open := func() *projector.Projection {
+		p := projector.New(projector.Options{Rules: supervisor.Rules{}})
+		p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2}}}}`), Time: t0})
+		return p
+	}
+	art := func(seq uint64, a *events.Artifact, rs []provenance.Verification) projector.Msg {
+		return projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0.Add(time.Duration(seq) * time.Second), Reverified: rs}
+	}
+	judged := func(p *projector.Projection, id canon.Digest) *projector.Admissibility {
+		t.Helper()
+		n, ok := p.Deliberation(delib).Node(id)
+		if !ok || n.Provenance == nil {
+			t.Fatalf("not judged: %+v", n)
+		}
+		return n.Provenance
+	}
+	c := claim("c")
+	e := evidence(events.TraceVerifiedObservation, c.ID, "read", set)
+
+	p := open()
+	p.Apply(art(2, c, nil))
+	p.Apply(art(3, e, nil))
+	if adm := judged(p, e.ID); !adm.Admissible || len(adm.Assertions[0].Reverification) != 0 {
+		t.Fatalf("without results: %+v", adm)
+	}
+	p = open()
+	p.Apply(art(2, c, nil))
+	p.Apply(art(3, e, contradicted))
+	if adm := judged(p, e.ID); adm.Admissible || !strings.Contains(adm.Assertions[0].Reverification[0].Detail, "otherwise") ||
+		!slices.ContainsFunc(adm.Assertions[0].Reasons, func(r provenance.Reason) bool { return r.Code == provenance.CodeReverifyFailed }) {
+		t.Fatalf("with contradicting results: %+v", adm)
+	}
+
+	// Pending: the EVIDENCE comes before its claim, the projection is
+	// snapshotted and restored, then the claim releases it.
+	p = open()
+	if o := p.Apply(art(2, e, contradicted)); !o.Pending {
+		t.Fatalf("%+v", o)
+	}
+	var buf bytes.Buffer
+	if err := p.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := q.Apply(art(3, c, nil)); len(o.Accepted) != 2 {
+		t.Fatalf("%+v", o)
+	}
+	if adm := judged(q, e.ID); adm.Admissible || !adm.JudgedAt.Equal(t0.Add(2*time.Second)) || len(adm.Assertions[0].Reverification) != 2 {
+		t.Fatalf("released from a restored snapshot: %+v", adm)
+	}
+}
+
 // A charter's provenance policy is checked: a misspelt member or a bad
 // value must not silently mean no requirement.
 func TestProvenancePolicy_Invalid(t *testing.T) {
@@ -298,9 +369,13 @@ func TestProvenancePolicy_Invalid(t *testing.T) {
 
 // BenchmarkFoldProvenance: folding CLAIM + EVIDENCE pairs whose EVIDENCE
 // carries a file read (each of a different line) and a git commit, in a
-// deliberation whose charter requires admissible observations, with the
-// engine's re-verifier; beside the same messages under a charter without
-// the policy. Reported per EVIDENCE.
+// deliberation whose charter requires admissible observations; beside the
+// same messages under a charter without the policy. "none" and
+// "provenance" time the fold alone (Apply, which validates): the
+// re-verification was made before, by the engine's re-verifier
+// (Msg.Reverified), as a runner does outside any lock.
+// "provenance+reverify" adds that re-verification (Prepare with a cold
+// cache) to each fold: the work the edge does. Reported per EVIDENCE.
 func BenchmarkFoldProvenance(b *testing.B) {
 	dir := b.TempDir()
 	gittest.Init(b, dir)
@@ -310,13 +385,13 @@ func BenchmarkFoldProvenance(b *testing.B) {
 	}
 	gittest.Write(b, dir, "CHANGELOG.md", text.String())
 	head := gittest.Commit(b, dir, "changelog")
-	rv, err := provenance.NewReverifier(dir)
+	rv, err := substrate.NewReverifier(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rv.Close()
 	ts := t0.Add(-time.Minute)
-	var msgs [][]byte
+	var msgs []projector.Msg
 	for i := range 1000 {
 		c := claim("entry " + strconv.Itoa(i))
 		read := provenance.Locator{Path: "CHANGELOG.md", Offset: i + 1, Limit: 1}
@@ -327,27 +402,40 @@ func BenchmarkFoldProvenance(b *testing.B) {
 		set := &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
 			{Assertion: "x", Class: provenance.CodeRead, ObservationID: id, TS: &ts, Locator: &read},
 			{Assertion: "x", Class: provenance.GitLog, ObservationID: head, TS: &ts, Locator: &provenance.Locator{Ref: "main"}}}}
-		msgs = append(msgs, c.Canonical, evidence(events.TraceVerifiedObservation, c.ID, "read "+strconv.Itoa(i), set).Canonical)
+		e := evidence(events.TraceVerifiedObservation, c.ID, "read "+strconv.Itoa(i), set)
+		for _, a := range []*events.Artifact{c, e} {
+			msgs = append(msgs, projector.Msg{Seq: uint64(len(msgs) + 2), Subject: projector.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0,
+				Reverified: provenance.Reverify(a, rv.Verify)})
+		}
 	}
-	for _, policy := range []string{"none", "provenance"} {
-		b.Run(policy, func(b *testing.B) {
+	for _, mode := range []string{"none", "provenance", "provenance+reverify"} {
+		b.Run(mode, func(b *testing.B) {
 			for b.Loop() {
-				rv, _ := provenance.NewReverifier(dir) // a cold cache every time
-				p := projector.New(projector.Options{Rules: supervisor.Rules{}, Verifier: rv.Verify})
+				p := projector.New(projector.Options{Rules: supervisor.Rules{}})
 				pol := `{}`
-				if policy == "provenance" {
+				if mode != "none" {
 					pol = `{"provenance":{"k":2}}`
 				}
 				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":` + pol + `}}`), Time: t0})
-				for i, m := range msgs {
-					if o := p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(delib, "a"), Data: m, Time: t0}); len(o.Accepted) != 1 {
+				var cold *substrate.Reverifier
+				if mode == "provenance+reverify" {
+					cold, _ = substrate.NewReverifier(dir)
+				}
+				for _, m := range msgs {
+					if cold != nil {
+						m = projector.Msg{Seq: m.Seq, Subject: m.Subject, Data: m.Data, Time: m.Time}
+						p.Prepare(&m, cold.Verify)
+					}
+					if o := p.Apply(m); len(o.Accepted) != 1 {
 						b.Fatal(o)
 					}
 				}
-				if policy == "provenance" && len(p.Deliberation(delib).Inadmissible()) != 0 {
+				if mode != "none" && len(p.Deliberation(delib).Inadmissible()) != 0 {
 					b.Fatal("inadmissible")
 				}
-				rv.Close()
+				if cold != nil {
+					cold.Close()
+				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)/2), "ns/evidence")
 		})

@@ -9,11 +9,12 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/provenance"
 )
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 5
+const snapshotVersion = 6
 
 type snapshot struct {
 	Version       int
@@ -52,6 +53,8 @@ type pendingSnap struct {
 	Seq         uint64
 	Participant string
 	Time        time.Time
+	// Reverified is the message's re-verification, judged on admission.
+	Reverified []provenance.Verification
 }
 
 type delibSnap struct {
@@ -118,7 +121,7 @@ func (p *Projection) WriteSnapshot(w io.Writer) error {
 		// In stream order: the waiting lists are rebuilt from it, and the
 		// order they release artifacts in is part of the state.
 		for _, pe := range d.pend {
-			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time})
+			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time, pe.reverified})
 		}
 		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmpU64(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
@@ -220,7 +223,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			if err != nil {
 				return nil, fmt.Errorf("projector: snapshot pending artifact at %d: %w", ps.Seq, err)
 			}
-			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time}
+			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time, reverified: ps.Reverified}
 			seen := map[canon.Digest]bool{}
 			for _, r := range a.References {
 				if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {

@@ -100,12 +100,39 @@ func (p Params) Requeryable(class string) bool {
 // toward k >= 3 only when it also has an observation id, passes the
 // re-queryability test and was re-verified. An assertion is admitted when
 // the distinct classes counted reach k and no annotation of it is
-// terminal. verify may be nil.
+// terminal. verify may be nil; it is called for the annotations Requery
+// selects that lie within the window.
 func Admit(s *Set, p Params, verify Verifier) []Verdict {
+	if verify == nil {
+		return admit(s, p, nil)
+	}
+	return admit(s, p, func(i int) (Verification, bool) { return verify(s.Annotations[i]), true })
+}
+
+// AdmitReverified is Admit with the re-verifications made ahead of it
+// (Reverify): rs[i] is the result for annotation i. With rs nil no
+// annotation was re-queried, as with a nil Verifier; so is an annotation
+// past the end of rs. It does no IO whatever the substrates: a fold calls
+// it with results a runner computed before, outside any lock.
+func AdmitReverified(s *Set, p Params, rs []Verification) []Verdict {
+	if rs == nil {
+		return admit(s, p, nil)
+	}
+	return admit(s, p, func(i int) (Verification, bool) {
+		if i < len(rs) {
+			return rs[i], true
+		}
+		return Verification{}, false
+	})
+}
+
+// admit is the discipline; reverified gives annotation i's re-verification
+// and whether it was re-queried (nil: none was).
+func admit(s *Set, p Params, reverified func(i int) (Verification, bool)) []Verdict {
 	var order []string
 	by := map[string]*Verdict{}
 	terminal := map[string]bool{}
-	for _, a := range s.Annotations {
+	for i, a := range s.Annotations {
 		v := by[a.Assertion]
 		if v == nil {
 			v = &Verdict{Assertion: a.Assertion, Counted: []string{}, Reasons: []Reason{}}
@@ -132,9 +159,12 @@ func Admit(s *Set, p Params, verify Verifier) []Verdict {
 			why(CodeOutsideWindow, "ts %s is not within %s before %s", a.TS.UTC().Format(time.RFC3339), p.Window, p.At.UTC().Format(time.RFC3339))
 			continue
 		}
-		attempted := false
-		if verify != nil && a.ObservationID != "" {
-			ver := verify(a)
+		var ver Verification
+		attempted, asked := false, false
+		if reverified != nil && a.ObservationID != "" {
+			ver, asked = reverified(i)
+		}
+		if asked {
 			attempted = ver.Attempted
 			c := Check{Class: a.Class, ObservationID: a.ObservationID, Result: ResultUnavailable, Detail: ver.Detail, Cached: ver.Cached}
 			switch {
@@ -157,7 +187,7 @@ func Admit(s *Set, p Params, verify Verifier) []Verdict {
 			case !p.Requeryable(class):
 				why(CodeNotRequeryable, "re-querying the substrate cannot confirm the earlier observation: not counted toward k = %d", p.K)
 				continue
-			case !attempted && verify == nil:
+			case !asked:
 				why(CodeNotReverified, "not independently re-verified (no re-verifier configured): not counted toward k = %d", p.K)
 				continue
 			case !attempted:

@@ -4,9 +4,11 @@
 // per-assertion annotations in their two encodings, and the admissibility
 // discipline a relying party applies before it counts an annotation.
 //
-// The package is pure. Re-verification against a substrate is a function
-// the caller passes in (Verifier): the discipline only says what may be
-// counted.
+// The package is pure: it reads no file and starts no process.
+// Re-verification against a substrate is a function the caller passes in
+// (Verifier; package substrate has the local one), and a fold takes its
+// results as an input computed ahead of it (Reverify, AdmitReverified):
+// the discipline only says what may be counted.
 package provenance
 
 import (

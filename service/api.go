@@ -16,7 +16,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 )
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
@@ -24,7 +24,7 @@ type Queries struct {
 	r      *Runner
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
-	rv     *provenance.Reverifier
+	rv     *substrate.Reverifier
 }
 
 // apiError is an error with an HTTP status and a stable code.
@@ -218,7 +218,7 @@ type ProvenanceReport struct {
 	// Roots are the engine's re-verification roots (none: annotations are
 	// judged by the discipline alone) and Reverifications its counts.
 	Roots           []string            `json:"roots"`
-	Reverifications *provenance.Stats   `json:"reverifications,omitempty"`
+	Reverifications *substrate.Stats    `json:"reverifications,omitempty"`
 	Evidence        []EvidenceJudgement `json:"evidence"`
 	Inadmissible    int                 `json:"inadmissible"`
 }

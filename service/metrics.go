@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 )
 
 // Metrics are the engine's Prometheus metrics, in their own registry.
@@ -77,7 +78,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // watchReverifier exports the re-verifier's counts.
-func (m *Metrics) watchReverifier(rv *provenance.Reverifier) {
+func (m *Metrics) watchReverifier(rv *substrate.Reverifier) {
 	for _, result := range []string{provenance.ResultVerified, provenance.ResultFailed, provenance.ResultUnavailable} {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_provenance_reverifications_total",
 			Help: "Provenance annotations re-verified against the engine's roots, by result (cache hits included).", ConstLabels: prometheus.Labels{"result": result}},

@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -57,6 +58,7 @@ type Runner struct {
 	snapPath  string
 	snapEvery time.Duration
 	opts      projector.Options
+	verify    provenance.Verifier
 	onApply   func(projector.Msg, projector.Outcome)
 
 	shards     []*shard
@@ -76,8 +78,15 @@ type RunnerConfig struct {
 	// another number of shards are not used: the projection is rebuilt.
 	Shards    int
 	Projector projector.Options
-	Logger    *slog.Logger
-	Metrics   *Metrics
+	// Verify re-verifies the provenance annotations of EVIDENCE against
+	// their substrates (substrate.Reverifier.Verify; nil: none is
+	// re-queried). The runner calls it ahead of the fold, on its own
+	// goroutines and outside any lock, and hands the results to the fold
+	// (projector.Msg.Reverified): a slow substrate holds back only the
+	// messages of its EVIDENCE's deliberation.
+	Verify  provenance.Verifier
+	Logger  *slog.Logger
+	Metrics *Metrics
 	// OnApply, when set, is called after each message is applied, outside
 	// any lock, from the goroutine of the message's shard (binding-moment
 	// announcements, their metrics).
@@ -115,8 +124,10 @@ type shard struct {
 
 // delibLock guards one deliberation's state. Its shard takes it with
 // TryLock and never waits for it; while the shard holds messages of the
-// deliberation back, new readers wait for them to be applied (wanted), so
-// that readers who follow one another cannot starve the fold.
+// deliberation back for a reader, new readers wait for them to be applied
+// (wanted), so that readers who follow one another cannot starve the fold.
+// Messages held while their re-verification runs do not make readers wait:
+// the fold could not apply them anyway.
 type delibLock struct {
 	sync.RWMutex
 	wanted atomic.Bool
@@ -137,13 +148,38 @@ type item struct {
 	// ready is closed once the artifact is validated (nil: not an artifact
 	// subject, nothing to wait for).
 	ready chan struct{}
+	// reverified, set before ready is closed, is closed once an EVIDENCE's
+	// provenance annotations are re-verified (nil: nothing to re-verify);
+	// rev holds the results until the shard's goroutine puts them in m.
+	reverified chan struct{}
+	rev        []provenance.Verification
 }
+
+// done reports whether the item is ready for the fold: validated (the
+// shard's goroutine has waited for that) and re-verified.
+func (it *item) done() bool {
+	if it.reverified == nil {
+		return true
+	}
+	select {
+	case <-it.reverified:
+		return true
+	default:
+		return false
+	}
+}
+
+// Reverifiers is the number of goroutines that re-verify provenance
+// annotations: they wait on files and git processes rather than compute,
+// so there are more of them than cores, and a slow substrate does not
+// occupy the validators.
+const Reverifiers = 8
 
 // NewRunner returns a Runner over stream, starting from the snapshots at
 // cfg.SnapshotPath when there are usable ones.
 func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg RunnerConfig) (*Runner, error) {
 	r := &Runner{js: js, stream: stream, log: cfg.Logger, metrics: cfg.Metrics, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
-		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector}
+		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -438,15 +474,37 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Validation is the fold's costliest part and pure: it runs ahead, on
 	// every core, and each shard applies its messages in stream order as
 	// their validation completes.
+	// Re-verification of provenance annotations (files, git) runs after
+	// it, on goroutines of its own and outside any lock: a shard holds
+	// back the messages of an EVIDENCE's deliberation until its
+	// annotations are re-verified, and goes on with the others.
 	validate := make(chan *item, 4096)
-	var validators sync.WaitGroup
+	reverify := make(chan *item, 4096)
+	var validators, reverifiers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		validators.Add(1)
 		go func() {
 			defer validators.Done()
 			for it := range validate {
 				it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
+				re := r.verify != nil && it.m.Invalid == nil && provenance.Annotated(it.m.Artifact)
+				if re {
+					it.reverified = make(chan struct{})
+				}
 				close(it.ready)
+				if re {
+					reverify <- it
+				}
+			}
+		}()
+	}
+	for range Reverifiers {
+		reverifiers.Add(1)
+		go func() {
+			defer reverifiers.Done()
+			for it := range reverify {
+				it.rev = provenance.Reverify(it.m.Artifact, r.verify)
+				close(it.reverified)
 			}
 		}()
 	}
@@ -509,6 +567,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	close(stopped)
 	close(validate)
 	validators.Wait()
+	close(reverify)
+	reverifiers.Wait()
 	wg.Wait()
 	// The shards apply what they were handed, then stop.
 	for _, s := range r.shards {
@@ -553,7 +613,8 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 }
 
 // handle applies one message, or holds it back while a reader holds its
-// deliberation (and while earlier messages of it are held).
+// deliberation, while its re-verification runs, and while earlier messages
+// of its deliberation are held.
 func (r *Runner) handle(s *shard, it *item) {
 	defer s.processed.Store(it.m.Seq)
 	if it.ready != nil {
@@ -566,7 +627,9 @@ func (r *Runner) handle(s *shard, it *item) {
 	}
 	l := s.locks[id] // only this goroutine writes locks
 	if l == nil {
-		// No such deliberation yet: the message may open it.
+		// No such deliberation yet: the message may open it. An artifact
+		// cannot (the fold refuses it before judging it), so it is not
+		// kept waiting for its re-verification, whose results it leaves.
 		s.mu.Lock()
 		out := s.proj.Apply(it.m)
 		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
@@ -576,10 +639,11 @@ func (r *Runner) handle(s *shard, it *item) {
 		r.applied(it, out)
 		return
 	}
-	if !l.TryLock() {
+	if !it.done() || !l.TryLock() {
 		s.hold(id, it)
 		return
 	}
+	it.m.Reverified = it.rev
 	out := s.proj.Apply(it.m)
 	l.Unlock()
 	r.applied(it, out)
@@ -587,7 +651,9 @@ func (r *Runner) handle(s *shard, it *item) {
 
 func (s *shard) hold(id string, it *item) {
 	s.held[id] = append(s.held[id], it)
-	s.locks[id].wanted.Store(true)
+	if s.held[id][0].done() {
+		s.locks[id].wanted.Store(true) // held for a reader
+	}
 	s.heldMu.Lock()
 	if s.heldHead[id] == 0 {
 		s.heldHead[id] = it.m.Seq
@@ -598,24 +664,39 @@ func (s *shard) hold(id string, it *item) {
 	}
 }
 
-// drain applies the held messages of every deliberation no reader holds.
+// drain applies the held messages of every deliberation no reader holds,
+// up to the first whose re-verification is still running.
 func (r *Runner) drain(s *shard) {
 	for id, q := range s.held {
-		l := s.locks[id]
-		if !l.TryLock() {
+		n := 0
+		for n < len(q) && q[n].done() {
+			n++
+		}
+		if n == 0 {
 			continue
 		}
-		outs := make([]projector.Outcome, len(q))
-		for i, it := range q {
+		l := s.locks[id]
+		if !l.TryLock() {
+			l.wanted.Store(true)
+			continue
+		}
+		outs := make([]projector.Outcome, n)
+		for i, it := range q[:n] {
+			it.m.Reverified = it.rev
 			outs[i] = s.proj.Apply(it.m)
 		}
 		l.wanted.Store(false)
 		l.Unlock()
-		delete(s.held, id)
 		s.heldMu.Lock()
-		delete(s.heldHead, id)
+		if n == len(q) {
+			delete(s.held, id)
+			delete(s.heldHead, id)
+		} else {
+			s.held[id] = q[n:]
+			s.heldHead[id] = q[n].m.Seq
+		}
 		s.heldMu.Unlock()
-		for i, it := range q {
+		for i, it := range q[:n] {
 			r.applied(it, outs[i])
 		}
 	}

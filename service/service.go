@@ -28,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
 )
 
@@ -112,8 +113,9 @@ type Service struct {
 	auth       *httpAuth
 	creds      Credentials
 	credsPath  string // written at start, removed at Close
-	// Reverifier re-verifies provenance annotations (nil without roots).
-	Reverifier *provenance.Reverifier
+	// Reverifier re-verifies provenance annotations (nil without roots),
+	// ahead of the fold (RunnerConfig.Verify).
+	Reverifier *substrate.Reverifier
 }
 
 // Start starts the engine. It returns once the stream exists and the API
@@ -164,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Metrics = NewMetrics()
 	var verify provenance.Verifier
 	if len(cfg.ProvenanceRoots) > 0 {
-		s.Reverifier, err = provenance.NewReverifier(cfg.ProvenanceRoots...)
+		s.Reverifier, err = substrate.NewReverifier(cfg.ProvenanceRoots...)
 		if err != nil {
 			return nil, fmt.Errorf("service: --provenance-root: %w", err)
 		}
@@ -177,7 +179,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults, Verifier: verify, Rules: termination.Rules{}},
+			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}},
+		Verify:  verify,
 		Logger:  s.log.With("component", "projector"),
 		Metrics: s.Metrics,
 		OnApply: bw.onApply,

@@ -93,7 +93,7 @@ func readRecording(ctx context.Context, in io.Reader, maxSize int, verify proven
 	v := events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxSize)))
 	skipped := 0
 	if r.Format() == recording.Stream {
-		p := projector.New(projector.Options{Validator: v, Verifier: verify, Rules: termination.Rules{}})
+		p := projector.New(projector.Options{Validator: v, Rules: termination.Rules{}})
 		for {
 			if ctx.Err() != nil {
 				return nil, 0, ctx.Err()
@@ -105,7 +105,9 @@ func readRecording(ctx context.Context, in io.Reader, maxSize int, verify proven
 			if err != nil {
 				return nil, 0, err
 			}
-			if o := p.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}); o.Rejection != nil {
+			msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}
+			p.Prepare(&msg, verify) // re-verification, as live, before the fold
+			if o := p.Apply(msg); o.Rejection != nil {
 				skipped++
 			}
 		}

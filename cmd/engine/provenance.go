@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 )
 
 // roots is a repeatable --root flag.
@@ -18,14 +19,14 @@ func (r *roots) String() string     { return strings.Join(*r, ",") }
 func (r *roots) Set(v string) error { *r = append(*r, v); return nil }
 
 // reverifier is a re-verifier over --root directories, or nil without any.
-type reverifier struct{ *provenance.Reverifier }
+type reverifier struct{ *substrate.Reverifier }
 
 // open opens the roots (a nil re-verifier when there are none).
 func (r roots) open() (*reverifier, error) {
 	if len(r) == 0 {
 		return nil, nil
 	}
-	rv, err := provenance.NewReverifier(r...)
+	rv, err := substrate.NewReverifier(r...)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ type checkReport struct {
 	Window          string               `json:"window"`
 	At              time.Time            `json:"at"`
 	Roots           []string             `json:"roots"`
-	Reverifications *provenance.Stats    `json:"reverifications,omitempty"`
+	Reverifications *substrate.Stats     `json:"reverifications,omitempty"`
 }
 
 func runProvenanceCheck(_ context.Context, e *env, args []string) int {
@@ -271,7 +272,7 @@ extension (add "assertion").`)
 		fmt.Fprintln(e.stderr, "engine provenance observe: --offset and --limit must not be negative")
 		return exitUsage
 	}
-	rv, err := provenance.NewReverifier(rootDirs...)
+	rv, err := substrate.NewReverifier(rootDirs...)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine provenance observe: %v\n", err)
 		return exitUsage

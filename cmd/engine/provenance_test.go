@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/gittest"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 )
 
 // engine provenance observe and check, as a user would run them: a file
@@ -54,7 +55,7 @@ func TestRun_Provenance(t *testing.T) {
 	type report struct {
 		Assertions []provenance.Verdict `json:"assertions"`
 		Roots      []string             `json:"roots"`
-		Reverif    *provenance.Stats    `json:"reverifications"`
+		Reverif    *substrate.Stats     `json:"reverifications"`
 	}
 	check := func(args ...string) (int, report, string) {
 		t.Helper()

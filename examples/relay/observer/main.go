@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/substrate"
 )
 
 type turn struct {
@@ -66,7 +67,7 @@ func main() {
 	if line == "" {
 		fail("%s has no p99 line", file)
 	}
-	rv, err := provenance.NewReverifier(root)
+	rv, err := substrate.NewReverifier(root)
 	if err != nil {
 		fail("%v", err)
 	}
