@@ -84,7 +84,11 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 				if n != 1 {
 					t.Errorf("A has %d artifacts while its EVIDENCE is re-verified, want 1", n)
 				}
-				t.Logf("read of A while its substrate is stuck: %v", time.Since(t0))
+				// The read takes microseconds; a reader made to wait for
+				// held messages waits 100 ms at least.
+				if d := time.Since(t0); d > 80*time.Millisecond {
+					t.Errorf("a read of A took %v while its substrate is stuck", d)
+				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("a read of the deliberation waited for the substrate")
 			}
