@@ -1,5 +1,5 @@
 // Package layering holds no code: its test checks that the pure cores
-// (canon, events, closure, provenance, projector, termination) do no IO
-// and read no clock, and that imports point one way between them
+// (wire, canon, events, closure, provenance, projector, termination) do no
+// IO and read no clock, and that imports point one way between them
 // (docs/ARCHITECTURE.md, "Layers").
 package layering
