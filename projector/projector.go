@@ -315,27 +315,31 @@ func keep[T any](list []T, r T, max int) []T {
 	return append(list, r)
 }
 
-// Prepare does for an artifact message what a runner does ahead of the
-// fold: it validates the artifact with the projection's validator
-// (m.Artifact, m.Invalid) unless that is done, and re-verifies an
-// EVIDENCE's provenance annotations with verify (m.Reverified,
-// provenance.Reverify). verify may do IO (a substrate.Reverifier reads
-// files and runs git): call Prepare outside any lock, before Apply. With
-// verify nil, or for a message that is not an artifact's, it does nothing.
-// A fold of a recording that must agree with the live engine (an audit,
-// an export's state digest, an offline closure) prepares each message with
+// Prepare does for a message what a runner does ahead of the fold: for an
+// artifact of a deliberation whose provenance policy may judge it, it
+// validates the artifact with the projection's validator (m.Artifact,
+// m.Invalid) unless that is done, and, when the policy judges it
+// (Deliberation.Judges), re-verifies its provenance annotations with
+// verify (m.Reverified, provenance.Reverify). It reads the deliberation's
+// policy, so call it just before Apply(m), once the messages before m are
+// applied. verify may do IO (a substrate.Reverifier reads files and runs
+// git): call Prepare outside any lock. With verify nil it does nothing. A
+// fold of a recording that must agree with the live engine (an audit, an
+// export's state digest, an offline closure) prepares each message with
 // the engine's verifier.
 func (p *Projection) Prepare(m *Msg, verify provenance.Verifier) {
 	if verify == nil {
 		return
 	}
-	if _, kind, _ := route(m.Subject); kind != "art" {
+	delib, kind, _ := route(m.Subject)
+	d := p.delibs[delib]
+	if kind != "art" || d == nil || d.policy.Provenance == nil {
 		return
 	}
 	if m.Artifact == nil && m.Invalid == nil {
 		m.Artifact, m.Invalid = p.opts.Validator.ValidateTransient(m.Data)
 	}
-	if m.Invalid == nil {
+	if m.Invalid == nil && d.Judges(m.Artifact) {
 		m.Reverified = provenance.Reverify(m.Artifact, verify)
 	}
 }

@@ -30,11 +30,11 @@ type Admissibility struct {
 // (Msg.Reverified; nil: none re-queried); nil when the policy does not
 // concern it. It reads no substrate.
 func (d *Deliberation) judge(a *events.Artifact, at time.Time, reverified []provenance.Verification) *Admissibility {
-	pp := d.policy.Provenance
-	ev, ok := a.Payload.(*events.Evidence)
-	if !ok || !pp.Requires(ev.ProvenanceClass) {
+	if !d.Judges(a) {
 		return nil
 	}
+	pp := d.policy.Provenance
+	ev := a.Payload.(*events.Evidence)
 	params := pp.Params(at)
 	adm := &Admissibility{Class: ev.ProvenanceClass, JudgedAt: at.UTC(), K: params.K, Window: params.Window.String(), Assertions: []provenance.Verdict{}}
 	raw, ok := a.Extensions[provenance.Extension]
@@ -66,6 +66,17 @@ func (d *Deliberation) judge(a *events.Artifact, at time.Time, reverified []prov
 		break
 	}
 	return adm
+}
+
+// Judges reports whether the deliberation's provenance policy concerns
+// artifact a: an EVIDENCE of a class it requires, which the fold judges
+// when it admits it, with the re-verification its message carries
+// (Msg.Reverified). The policy is fixed when the deliberation opens, so a
+// runner that applied the open may ask before the fold, to re-verify only
+// what will be judged.
+func (d *Deliberation) Judges(a *events.Artifact) bool {
+	ev, ok := a.Payload.(*events.Evidence)
+	return ok && d.policy.Provenance.Requires(ev.ProvenanceClass)
 }
 
 // noteAdmissibility records an EVIDENCE's judgement: an inadmissible one is

@@ -348,6 +348,48 @@ func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
 	}
 }
 
+// Prepare re-verifies, before the fold, exactly what the fold will judge:
+// an annotated EVIDENCE of a class the deliberation's policy requires; not
+// a claim, not the EVIDENCE of a deliberation without the policy or of a
+// class it does not require, nor anything without a verifier.
+func TestPrepare(t *testing.T) {
+	ts := t0.Add(-time.Minute)
+	set := &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
+		{Assertion: "x", Class: provenance.CodeRead, ObservationID: "sha256:00", TS: &ts, Locator: &provenance.Locator{Path: "f"}}}}
+	calls := 0
+	verify := func(provenance.Annotation) provenance.Verification {
+		calls++
+		return provenance.Verification{Attempted: true, Verified: true}
+	}
+	const plain = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}})
+	p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["EXTERNAL_EVIDENCE"]}}}}`), Time: t0})
+	p.Apply(projector.Msg{Seq: 2, Subject: projector.ControlSubject(plain), Data: []byte(`{"op":"open","charter":{"title":"t"}}`), Time: t0})
+	c := claim("c")
+	for _, tc := range []struct {
+		name, delib string
+		a           *events.Artifact
+		verify      provenance.Verifier
+		want        int
+	}{
+		{"required evidence", delib, evidence(events.ExternalEvidence, c.ID, "seen", set), verify, 1},
+		{"no verifier", delib, evidence(events.ExternalEvidence, c.ID, "seen", set), nil, -1},
+		{"a class the policy does not require", delib, evidence(events.TraceVerifiedObservation, c.ID, "seen", set), verify, -1},
+		{"a deliberation without the policy", plain, evidence(events.ExternalEvidence, c.ID, "seen", set), verify, -1},
+		{"a claim", delib, c, verify, -1},
+	} {
+		calls = 0
+		m := projector.Msg{Seq: 3, Subject: projector.ArtifactSubject(tc.delib, "a"), Data: tc.a.Canonical, Time: t0}
+		p.Prepare(&m, tc.verify)
+		if (tc.want < 0) != (m.Reverified == nil) || (tc.want >= 0 && (len(m.Reverified) != tc.want || calls != tc.want)) {
+			t.Errorf("%s: %+v, %d calls", tc.name, m.Reverified, calls)
+		}
+		if tc.want >= 0 && (m.Artifact == nil || m.Artifact.ID != tc.a.ID) {
+			t.Errorf("%s: not validated ahead", tc.name)
+		}
+	}
+}
+
 // A charter's provenance policy is checked: a misspelt member or a bad
 // value must not silently mean no requirement.
 func TestProvenancePolicy_Invalid(t *testing.T) {

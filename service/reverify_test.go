@@ -92,8 +92,15 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("a read of the deliberation waited for the substrate")
 			}
-			// Nor does ingest into another deliberation.
-			lastB := b.claims(delibB, 20)
+			// Nor does ingest into another deliberation, whose charter has
+			// no provenance policy: its EVIDENCE, annotated the same way,
+			// is not re-verified at all.
+			cB := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "B's claim"}})
+			b.publish(projector.ArtifactSubject(delibB, "alice"), cB.Canonical)
+			eB := events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: "read and committed", ProvenanceClass: events.TraceVerifiedObservation},
+				References: []events.Reference{{Target: cB.ID, Relation: events.Supports}}, Extensions: map[string]any{provenance.Extension: set}})
+			b.publish(projector.ArtifactSubject(delibB, "alice"), eB.Canonical)
+			lastB := b.claims(delibB, 18)
 			wctx, wstop := context.WithTimeout(ctx, 5*time.Second)
 			if err := r.WaitForIn(wctx, delibB, lastB); err != nil {
 				t.Fatalf("B waited for A's substrate: %v", err)
@@ -128,7 +135,7 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 				}
 			})
 			if n := calls.Load(); n != 2 {
-				t.Errorf("%d re-verifications, want one per annotation", n)
+				t.Errorf("%d re-verifications, want one per annotation of A's EVIDENCE", n)
 			}
 		})
 	}

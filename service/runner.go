@@ -59,6 +59,7 @@ type Runner struct {
 	snapEvery time.Duration
 	opts      projector.Options
 	verify    provenance.Verifier
+	reverify  chan *item // to the re-verifiers (Run's)
 	onApply   func(projector.Msg, projector.Outcome)
 
 	shards     []*shard
@@ -148,7 +149,7 @@ type item struct {
 	// ready is closed once the artifact is validated (nil: not an artifact
 	// subject, nothing to wait for).
 	ready chan struct{}
-	// reverified, set before ready is closed, is closed once an EVIDENCE's
+	// reverified, set by the shard's goroutine, is closed once an EVIDENCE's
 	// provenance annotations are re-verified (nil: nothing to re-verify);
 	// rev holds the results until the shard's goroutine puts them in m.
 	reverified chan struct{}
@@ -474,12 +475,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Validation is the fold's costliest part and pure: it runs ahead, on
 	// every core, and each shard applies its messages in stream order as
 	// their validation completes.
-	// Re-verification of provenance annotations (files, git) runs after
-	// it, on goroutines of its own and outside any lock: a shard holds
-	// back the messages of an EVIDENCE's deliberation until its
-	// annotations are re-verified, and goes on with the others.
+	// Re-verification of provenance annotations (files, git) runs on
+	// goroutines of its own, outside any lock, for the EVIDENCE a
+	// deliberation's policy judges: its shard hands it over and holds back
+	// that deliberation's messages until it is done, going on with the
+	// others.
 	validate := make(chan *item, 4096)
-	reverify := make(chan *item, 4096)
+	r.reverify = make(chan *item, 4096)
 	var validators, reverifiers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		validators.Add(1)
@@ -487,14 +489,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			defer validators.Done()
 			for it := range validate {
 				it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
-				re := r.verify != nil && it.m.Invalid == nil && provenance.Annotated(it.m.Artifact)
-				if re {
-					it.reverified = make(chan struct{})
-				}
 				close(it.ready)
-				if re {
-					reverify <- it
-				}
 			}
 		}()
 	}
@@ -502,7 +497,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		reverifiers.Add(1)
 		go func() {
 			defer reverifiers.Done()
-			for it := range reverify {
+			for it := range r.reverify {
 				it.rev = provenance.Reverify(it.m.Artifact, r.verify)
 				close(it.reverified)
 			}
@@ -567,14 +562,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	close(stopped)
 	close(validate)
 	validators.Wait()
-	close(reverify)
-	reverifiers.Wait()
 	wg.Wait()
 	// The shards apply what they were handed, then stop.
 	for _, s := range r.shards {
 		close(s.in)
 	}
 	shards.Wait()
+	close(r.reverify)
+	reverifiers.Wait()
 	stopShards()
 	if err := r.Snapshot(); err != nil {
 		r.log.Error("final snapshot", "err", err)
@@ -621,15 +616,21 @@ func (r *Runner) handle(s *shard, it *item) {
 		<-it.ready
 	}
 	id := projector.DeliberationOf(it.m.Subject)
+	l := s.locks[id] // only this goroutine writes locks
+	if l != nil && r.verify != nil && it.m.Invalid == nil && provenance.Annotated(it.m.Artifact) {
+		// The deliberation's policy is fixed by its open, which this
+		// goroutine applied: only what the fold will judge is re-verified.
+		if d := s.proj.Deliberation(id); d != nil && d.Judges(it.m.Artifact) {
+			it.reverified = make(chan struct{})
+			r.reverify <- it
+		}
+	}
 	if q := s.held[id]; len(q) > 0 {
 		s.hold(id, it)
 		return
 	}
-	l := s.locks[id] // only this goroutine writes locks
 	if l == nil {
-		// No such deliberation yet: the message may open it. An artifact
-		// cannot (the fold refuses it before judging it), so it is not
-		// kept waiting for its re-verification, whose results it leaves.
+		// No such deliberation yet: the message may open it.
 		s.mu.Lock()
 		out := s.proj.Apply(it.m)
 		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
