@@ -189,8 +189,8 @@ func evictedNote(kept, total int, what string) string {
 // keeps the record: only the most recent 10,000 rejections and late
 // artifacts of a deliberation are kept in detail; Note says so).
 type OutcomeReport struct {
-	Deliberation string            `json:"deliberation"`
-	Position     uint64            `json:"position"`
+	Deliberation string  `json:"deliberation"`
+	Position     uint64  `json:"position"`
 	Outcome      Verdict `json:"outcome"`
 	// Projected is the projection's position when it answered.
 	Projected    uint64 `json:"projected"`
