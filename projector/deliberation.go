@@ -161,6 +161,9 @@ type Deliberation struct {
 	// references.
 	judgedEv []int32
 	inadm    map[canon.Digest][]int32
+	// bySeq is the nodes in stream order (nil while admission order is
+	// stream order, as it is until a pending artifact is released).
+	bySeq []int32
 	// digest caches StateDigest for the state it was computed in.
 	digest atomic.Pointer[cachedDigest]
 }
@@ -430,6 +433,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	d.index[a.ID] = int32(len(d.nodes))
 	d.nodes = append(d.nodes, n)
 	d.nodeIDs = append(d.nodeIDs, a.ID)
+	d.noteOrder()
 	d.noteAdmissibility(int32(len(d.nodes)-1), ex.provenance)
 	d.tips[a.ID] = struct{}{}
 	d.counts[n.typ]++

@@ -183,6 +183,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			d.nodeIDs = append(d.nodeIDs, ns.ID)
 			d.counts[ns.Typ]++
 		}
+		d.buildOrder()
 		d.refs = make([]ref, len(ds.Refs))
 		for i, r := range ds.Refs {
 			d.refs[i] = ref{r.Target, r.Rel}

@@ -1,0 +1,115 @@
+package projector_test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/projector"
+	supervisor "github.com/parley-engine/parley/termination"
+)
+
+// nodesAfter is what NodesAfter gives from after: positions and admission
+// ordinals.
+func nodesAfter(d *projector.Deliberation, after uint64) (seqs []uint64, ords []int) {
+	d.NodesAfter(after, func(i int, _ canon.Digest, n projector.Node) bool {
+		seqs = append(seqs, n.Seq)
+		ords = append(ords, i)
+		return true
+	})
+	return seqs, ords
+}
+
+func TestDeliberation_NodesAfter(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, seed))
+			f := newFeed(t)
+			f.ctl(`{"op":"open","charter":{"title":"t"}}`)
+			// Objections published before the claim they object to wait as
+			// pending and are admitted later than artifacts after them.
+			held := 0
+			for i := range 200 {
+				c := claim("c" + strconv.Itoa(i))
+				o := objection(c.ID, false)
+				if seed > 1 && rng.IntN(3) == 0 {
+					f.art("bob", o)
+					f.art("alice", c)
+					held++
+				} else {
+					f.art("alice", c)
+					f.art("bob", o)
+				}
+			}
+			d := f.d()
+			if d.Artifacts() != 400 {
+				t.Fatalf("%d artifacts", d.Artifacts())
+			}
+			// The reference: every node's position, sorted.
+			var want []uint64
+			admission := map[uint64]int{}
+			i := 0
+			d.Nodes(func(_ canon.Digest, n projector.Node) {
+				want = append(want, n.Seq)
+				admission[n.Seq] = i
+				i++
+			})
+			if seed > 1 && slices.IsSorted(want) {
+				t.Fatalf("admission order is stream order with %d held: the test does not exercise the index", held)
+			}
+			slices.Sort(want)
+			check := func(d *projector.Deliberation) {
+				t.Helper()
+				for _, after := range []uint64{0, 1, 2, 3, want[10], want[10] + 1, want[399] - 1, want[399], want[399] + 5} {
+					got, ords := nodesAfter(d, after)
+					var w []uint64
+					for _, s := range want {
+						if s > after {
+							w = append(w, s)
+						}
+					}
+					if !slices.Equal(got, w) {
+						t.Fatalf("after %d: %d positions %v…, want %d %v…", after, len(got), got[:min(5, len(got))], len(w), w[:min(5, len(w))])
+					}
+					for k, s := range got {
+						if ords[k] != admission[s] {
+							t.Fatalf("position %d: admitted %d, want %d", s, ords[k], admission[s])
+						}
+					}
+				}
+				// fn stops the walk.
+				n := 0
+				d.NodesAfter(0, func(int, canon.Digest, projector.Node) bool { n++; return n < 7 })
+				if n != 7 {
+					t.Errorf("walk went on to %d after fn returned false", n)
+				}
+			}
+			check(d)
+			// A snapshot gives the same order.
+			var buf bytes.Buffer
+			if err := f.p.WriteSnapshot(&buf); err != nil {
+				t.Fatal(err)
+			}
+			p, err := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(p.Deliberation(delib))
+		})
+	}
+}
+
+func TestDeliberation_Summary(t *testing.T) {
+	f := newFeed(t)
+	f.ctl(`{"op":"open","charter":{"title":"the title"}}`)
+	c := claim("c")
+	f.art("alice", c)
+	f.art("alice", c) // a duplicate: rejected
+	s := f.d().Summary()
+	if s.ID != delib || s.Title != "the title" || s.Status != projector.StatusOpen || s.OpenedAt != 1 || s.Position != 3 || s.Artifacts != 1 || s.Rejections != 1 {
+		t.Errorf("%+v", s)
+	}
+}
