@@ -41,22 +41,11 @@ func notFound(what string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
 }
 
-// Summary is one entry of the deliberation list.
-type Summary struct {
-	ID         string           `json:"id"`
-	Title      string           `json:"title"`
-	Status     projector.Status `json:"status"`
-	Position   uint64           `json:"position"`
-	Artifacts  int              `json:"artifacts"`
-	Rejections int              `json:"rejections"`
-}
-
 // List returns every deliberation, most recently touched first.
 func (q *Queries) List() []Summary {
 	var out []Summary
 	q.r.EachDeliberation(func(d *projector.Deliberation) {
-		_, rej, _ := d.Rejections()
-		out = append(out, Summary{ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, Artifacts: d.Artifacts(), Rejections: rej})
+		out = append(out, d.Summary())
 	})
 	slices.SortFunc(out, func(a, b Summary) int {
 		if a.Position != b.Position {
@@ -81,14 +70,6 @@ func (q *Queries) Get(id string) (projector.View, error) {
 		return v, notFound("deliberation " + id)
 	}
 	return v, nil
-}
-
-// ArtifactEntry is one artifact of a deliberation's DAG.
-type ArtifactEntry struct {
-	ArtifactID  canon.Digest `json:"artifact_id"`
-	Position    uint64       `json:"position"`
-	Participant string       `json:"participant"`
-	Type        string       `json:"artifact_type"`
 }
 
 // ArtifactList returns the artifacts of a deliberation's DAG in stream
@@ -116,15 +97,6 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 		return 0
 	})
 	return out, nil
-}
-
-// RejectionList is the rejections of a deliberation.
-type RejectionList struct {
-	Deliberation string                `json:"deliberation"`
-	Total        int                   `json:"total"`
-	ByCode       map[string]int        `json:"by_code"`
-	Kept         int                   `json:"kept"`
-	Rejections   []projector.Rejection `json:"rejections"`
 }
 
 // Rejections returns the rejections of a deliberation.
@@ -296,17 +268,12 @@ func resolver(r *http.Request) (string, error) {
 // write is refused.
 func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/deliberations", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, q.List())
-	})
+	mux.HandleFunc("GET /api/v1/deliberations", q.serveDeliberations)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}", func(w http.ResponseWriter, r *http.Request) {
 		v, err := q.Get(r.PathValue("id"))
 		reply(w, v, err)
 	})
-	mux.HandleFunc("GET /api/v1/deliberations/{id}/rejections", func(w http.ResponseWriter, r *http.Request) {
-		v, err := q.Rejections(r.PathValue("id"))
-		reply(w, v, err)
-	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/rejections", q.serveRejections)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/messages/{position}", func(w http.ResponseWriter, r *http.Request) {
 		pos, err := strconv.ParseUint(r.PathValue("position"), 10, 64)
 		if err != nil {
@@ -316,31 +283,8 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		v, err := q.Outcome(r.Context(), r.PathValue("id"), pos, r.URL.Query().Get("artifact_id"))
 		reply(w, v, err)
 	})
-	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts", func(w http.ResponseWriter, r *http.Request) {
-		v, err := q.ArtifactList(r.PathValue("id"))
-		reply(w, v, err)
-	})
-	mux.HandleFunc("GET /api/v1/deliberations/{id}/recording", func(w http.ResponseWriter, r *http.Request) {
-		list, err := q.ArtifactList(r.PathValue("id"))
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		// The DAG's artifacts in stream order, one canonical artifact a
-		// line: the recording engine closure reads.
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		for _, a := range list {
-			msg, err := q.stream.GetMsg(r.Context(), a.Position)
-			if err != nil {
-				return // the status is sent; the truncated body shows the failure
-			}
-			b, err := canon.Canonicalize(canon.AMD, msg.Data)
-			if err != nil {
-				return
-			}
-			w.Write(append(b, '\n'))
-		}
-	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts", q.serveArtifacts)
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/recording", q.serveRecording)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/artifacts/{artifact_id}", func(w http.ResponseWriter, r *http.Request) {
 		b, err := q.Artifact(r.Context(), r.PathValue("id"), r.PathValue("artifact_id"))
 		if err != nil {
@@ -392,9 +336,7 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux.HandleFunc("GET /bind", q.webIndex)
 	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { q.webBind(w, r, nil, "", http.StatusOK) })
 	mux.HandleFunc("POST /bind/{id}/{envelope_digest}", q.webResolve)
-	mux.HandleFunc("GET /api/v1/rejections", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, q.Unrouted())
-	})
+	mux.HandleFunc("GET /api/v1/rejections", q.serveUnrouted)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		h := q.Health(r.Context())
 		status := http.StatusOK

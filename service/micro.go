@@ -21,14 +21,20 @@ const MicroPrefix = wire.MicroPrefix
 // (discoverable with nats micro ls). Every endpoint takes a JSON request
 // and answers with the same JSON as the HTTP API:
 //
-//	parley.api.deliberations  {}                                  the list
+//	parley.api.deliberations  {"limit":N,"cursor":C,"status":S}   a page of the list
 //	parley.api.deliberation   {"id":…}                            one deliberation
-//	parley.api.rejections     {"id":…}                            its rejections
+//	parley.api.artifacts      {"id":…,"limit":N,"cursor":C}       a page of its artifacts
+//	parley.api.rejections     {"id":…,"limit":N,"cursor":C}       a page of its rejections
+//	parley.api.unrouted       {"limit":N,"cursor":C}              a page of the unrouted rejections
 //	parley.api.artifact       {"id":…,"artifact_id":…}            canonical bytes
 //	parley.api.closure        {"id":…,"decision":…,"at":N}        closure verification
 //	parley.api.outcome        {"id":…,"position":N,"artifact_id":…} what became of a message
 //	parley.api.provenance     {"id":…}                            provenance report
 //	parley.api.health         {}                                  health
+//
+// A page that is not the last carries the next page's cursor in the
+// wire.NextCursorHeader header (and in next_cursor where the answer is an
+// object), as over HTTP.
 func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
 		Description: "parley query API: deliberation state, artifacts, rejections"})
@@ -42,6 +48,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		Decision   string `json:"decision"`
 		At         uint64 `json:"at"`
 		Position   uint64 `json:"position"`
+		PageRequest
 	}
 	parse := func(r micro.Request) (req, bool) {
 		var v req
@@ -66,11 +73,35 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		}
 		r.RespondJSON(v)
 	}
+	respondPage := func(r micro.Request, v any, next string, err error) {
+		if err != nil || next == "" {
+			respond(r, v, err)
+			return
+		}
+		r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
+	}
 	add := func(name string, h micro.HandlerFunc) error {
 		return g.AddEndpoint(name, h)
 	}
 	errs := []error{
-		add("deliberations", func(r micro.Request) { respond(r, q.List(), nil) }),
+		add("deliberations", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, next, err := q.DeliberationPage(v.PageRequest)
+				respondPage(r, out, next, err)
+			}
+		}),
+		add("artifacts", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, next, err := q.ArtifactPage(v.ID, v.PageRequest)
+				respondPage(r, out, next, err)
+			}
+		}),
+		add("unrouted", func(r micro.Request) {
+			if v, ok := parse(r); ok {
+				out, err := q.UnroutedPage(v.PageRequest)
+				respondPage(r, out, out.NextCursor, err)
+			}
+		}),
 		add("deliberation", func(r micro.Request) {
 			if v, ok := parse(r); ok {
 				out, err := q.Get(v.ID)
@@ -79,8 +110,8 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		}),
 		add("rejections", func(r micro.Request) {
 			if v, ok := parse(r); ok {
-				out, err := q.Rejections(v.ID)
-				respond(r, out, err)
+				out, err := q.RejectionPage(v.ID, v.PageRequest)
+				respondPage(r, out, out.NextCursor, err)
 			}
 		}),
 		add("artifact", func(r micro.Request) {

@@ -105,6 +105,9 @@ type shard struct {
 	mu    sync.RWMutex
 	proj  *projector.Projection
 	locks map[string]*delibLock
+	// opened is the shard's deliberations in order of their open position
+	// (listing.go), guarded by mu.
+	opened []openedDelib
 
 	in chan *item
 	// enq is the last position handed to the shard, processed the last
@@ -230,6 +233,7 @@ func (s *shard) install(p *projector.Projection) {
 	s.proj = p
 	s.snapAt = p.Position()
 	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &delibLock{} })
+	s.indexOpened()
 }
 
 func (r *Runner) shardPath(i int) string {
@@ -635,6 +639,7 @@ func (r *Runner) handle(s *shard, it *item) {
 		out := s.proj.Apply(it.m)
 		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
 			s.locks[id] = &delibLock{}
+			s.noteOpened(d)
 		}
 		s.mu.Unlock()
 		r.applied(it, out)
