@@ -286,6 +286,15 @@ func (e *ServiceError) Error() string {
 // request asks the engine's query service endpoint (parley.api.<endpoint>)
 // and returns the answer's body, or a *ServiceError.
 func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]byte, error) {
+	msg, err := c.requestMsg(ctx, op, endpoint, req)
+	if err != nil {
+		return nil, err
+	}
+	return msg.Data, nil
+}
+
+// requestMsg is request with the answer's headers.
+func (c *Client) requestMsg(ctx context.Context, op, endpoint string, req any) (*nats.Msg, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -304,7 +313,7 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 		}
 		return nil, se
 	}
-	return msg.Data, nil
+	return msg, nil
 }
 
 // Outcome asks the engine what its projector did with the message of
