@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -17,7 +16,7 @@ import (
 func shards(n, maxKept int) *Runner {
 	r := &Runner{shards: make([]*shard, n)}
 	for i := range r.shards {
-		r.shards[i] = &shard{i: i, proj: projector.New(projector.Options{MaxKept: maxKept}), locks: map[string]*sync.RWMutex{}}
+		r.shards[i] = &shard{i: i, proj: projector.New(projector.Options{MaxKept: maxKept}), locks: map[string]*delibLock{}}
 	}
 	return r
 }
@@ -75,7 +74,7 @@ func TestRunner_UnroutedAfter(t *testing.T) {
 // TestShard_NoteOpened: the index stays in open order, and a walk that
 // read it before an entry came out of order keeps what it read.
 func TestShard_NoteOpened(t *testing.T) {
-	s := &shard{locks: map[string]*sync.RWMutex{}}
+	s := &shard{locks: map[string]*delibLock{}}
 	at := func() []uint64 {
 		var out []uint64
 		for _, e := range s.opened {
