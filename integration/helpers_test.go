@@ -23,6 +23,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 var engineBin string
@@ -128,6 +129,33 @@ func getJSON(t testing.TB, url string, v any) int {
 		t.Fatalf("%s: %v: %.200s", url, err, b)
 	}
 	return resp.StatusCode
+}
+
+// getPages reads every page of an HTTP listing (a JSON array a page),
+// following the next page's cursor.
+func getPages[T any](t testing.TB, u string) []T {
+	t.Helper()
+	var all []T
+	for cursor := ""; ; {
+		v := u
+		if cursor != "" {
+			v += "&cursor=" + cursor
+		}
+		resp, err := http.Get(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var page []T
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatalf("%s: %v: %.200s", v, err, b)
+		}
+		all = append(all, page...)
+		if cursor = resp.Header.Get(wire.NextCursorHeader); cursor == "" {
+			return all
+		}
+	}
 }
 
 // replay folds the whole stream into a fresh projection, as an auditor
