@@ -85,14 +85,14 @@ func (d *Deliberation) buildOrder() {
 	slices.SortFunc(d.bySeq, func(a, b int32) int { return cmpU64(d.nodes[a].seq, d.nodes[b].seq) })
 }
 
-// NodesAfter calls fn for the artifacts of the DAG at stream positions
-// after position after, in stream order, until fn returns false. admitted
-// is the artifact's ordinal in order of admission (Nodes' order): an
-// artifact admitted after a moment when Artifacts() was n has admitted >=
-// n, so a caller reading in several steps can keep to what was there at
+// ArtifactsAfter calls fn for the artifacts of the DAG at stream
+// positions after position after, in stream order, until fn returns false.
+// admitted is the artifact's ordinal in order of admission (Nodes' order):
+// an artifact admitted after a moment when Artifacts() was n has admitted
+// >= n, so a caller reading in several steps can keep to what was there at
 // its first (pending artifacts are admitted later than artifacts after
-// them). Finding the first costs O(log n).
-func (d *Deliberation) NodesAfter(after uint64, fn func(admitted int, id canon.Digest, n Node) bool) {
+// them). Finding the first costs O(log n), and the walk allocates nothing.
+func (d *Deliberation) ArtifactsAfter(after uint64, fn func(admitted int, e ArtifactEntry) bool) {
 	at := func(r int) int {
 		if d.bySeq == nil {
 			return r
@@ -102,7 +102,8 @@ func (d *Deliberation) NodesAfter(after uint64, fn func(admitted int, id canon.D
 	n := len(d.nodes)
 	for r := sort.Search(n, func(r int) bool { return d.nodes[at(r)].seq > after }); r < n; r++ {
 		i := at(r)
-		if !fn(i, d.nodeIDs[i], d.view(&d.nodes[i])) {
+		nd := &d.nodes[i]
+		if !fn(i, ArtifactEntry{ArtifactID: d.nodeIDs[i], Position: nd.seq, Participant: d.parts[nd.part], Type: string(typeOf[nd.typ])}) {
 			return
 		}
 	}

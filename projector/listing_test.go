@@ -12,18 +12,22 @@ import (
 	supervisor "github.com/parley-engine/parley/termination"
 )
 
-// nodesAfter is what NodesAfter gives from after: positions and admission
-// ordinals.
-func nodesAfter(d *projector.Deliberation, after uint64) (seqs []uint64, ords []int) {
-	d.NodesAfter(after, func(i int, _ canon.Digest, n projector.Node) bool {
-		seqs = append(seqs, n.Seq)
+// artifactsAfter is what ArtifactsAfter gives from after: positions and
+// admission ordinals, checked against the node at each.
+func artifactsAfter(t *testing.T, d *projector.Deliberation, after uint64) (seqs []uint64, ords []int) {
+	t.Helper()
+	d.ArtifactsAfter(after, func(i int, e projector.ArtifactEntry) bool {
+		if n, ok := d.Node(e.ArtifactID); !ok || n.Seq != e.Position || n.Participant != e.Participant || string(n.Type) != e.Type {
+			t.Fatalf("entry %+v, node %+v", e, n)
+		}
+		seqs = append(seqs, e.Position)
 		ords = append(ords, i)
 		return true
 	})
 	return seqs, ords
 }
 
-func TestDeliberation_NodesAfter(t *testing.T) {
+func TestDeliberation_ArtifactsAfter(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, seed))
@@ -64,7 +68,7 @@ func TestDeliberation_NodesAfter(t *testing.T) {
 			check := func(d *projector.Deliberation) {
 				t.Helper()
 				for _, after := range []uint64{0, 1, 2, 3, want[10], want[10] + 1, want[399] - 1, want[399], want[399] + 5} {
-					got, ords := nodesAfter(d, after)
+					got, ords := artifactsAfter(t, d, after)
 					var w []uint64
 					for _, s := range want {
 						if s > after {
@@ -82,7 +86,7 @@ func TestDeliberation_NodesAfter(t *testing.T) {
 				}
 				// fn stops the walk.
 				n := 0
-				d.NodesAfter(0, func(int, canon.Digest, projector.Node) bool { n++; return n < 7 })
+				d.ArtifactsAfter(0, func(int, projector.ArtifactEntry) bool { n++; return n < 7 })
 				if n != 7 {
 					t.Errorf("walk went on to %d after fn returned false", n)
 				}

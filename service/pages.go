@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
@@ -150,6 +151,11 @@ func (p PageRequest) statusFilter() (map[projector.Status]bool, error) {
 // DeliberationPage returns a page of the deliberations, newest opened
 // first, and the cursor of the next page ("" at the end).
 func (q *Queries) DeliberationPage(p PageRequest) ([]Summary, string, error) {
+	return q.deliberationPage(p, nil)
+}
+
+// deliberationPage is DeliberationPage appending to out.
+func (q *Queries) deliberationPage(p PageRequest, out []Summary) ([]Summary, string, error) {
 	limit, err := p.limit()
 	if err != nil {
 		return nil, "", err
@@ -162,7 +168,6 @@ func (q *Queries) DeliberationPage(p PageRequest) ([]Summary, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]Summary, 0, min(limit+1, 64))
 	q.r.DeliberationsBefore(before, func(d *projector.Deliberation) bool {
 		if want == nil || want[d.Status] {
 			out = append(out, d.Summary())
@@ -171,6 +176,9 @@ func (q *Queries) DeliberationPage(p PageRequest) ([]Summary, string, error) {
 	})
 	if len(out) > limit {
 		return out[:limit], encodeCursor(cursorDeliberations, "", out[limit-1].OpenedAt), nil
+	}
+	if out == nil {
+		out = []Summary{}
 	}
 	return out, "", nil
 }
@@ -206,9 +214,9 @@ func (q *Queries) artifactsAfter(id string, after uint64, n, asOf int) ([]Artifa
 			asOf = d.Artifacts()
 		}
 		out = make([]ArtifactEntry, 0, min(n, d.Artifacts()))
-		d.NodesAfter(after, func(i int, a canon.Digest, nd projector.Node) bool {
+		d.ArtifactsAfter(after, func(i int, e ArtifactEntry) bool {
 			if i < asOf {
-				out = append(out, ArtifactEntry{ArtifactID: a, Position: nd.Seq, Participant: nd.Participant, Type: string(nd.Type)})
+				out = append(out, e)
 			}
 			return len(out) < n
 		})
@@ -388,14 +396,24 @@ func (q *Queries) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	list, next, err := q.DeliberationPage(p)
+	// The page's memory is reused from one request to the next: a walk of
+	// a long list makes no garbage of its pages.
+	buf := summaryPages.Get().(*[]Summary)
+	defer summaryPages.Put(buf)
+	list, next, err := q.deliberationPage(p, (*buf)[:0])
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
+	*buf = list[:0]
 	setNext(w, r, next)
 	writeItems(w, list)
 }
+
+var summaryPages = sync.Pool{New: func() any {
+	b := make([]Summary, 0, wire.MaxPageLimit+1)
+	return &b
+}}
 
 func (q *Queries) serveArtifacts(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)

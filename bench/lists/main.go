@@ -9,8 +9,8 @@
 // (Queries.List, every deliberation in one slice, encoded in one piece),
 // served beside the engine's API on another port.
 //
-// The clients read the answers' bytes and the next cursor and decode
-// nothing, so that what grows is the engine's.
+// The clients run in a child process (this command again, with -walk or
+// -whole-url), so that the memory measured is the engine's alone.
 //
 //	go run ./bench/lists -n 100000 -c 50
 package main
@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -48,7 +49,18 @@ func main() {
 	c := flag.Int("c", 50, "concurrent clients")
 	limit := flag.Int("limit", wire.MaxPageLimit, "page size of the walks")
 	whole := flag.Bool("whole", true, "also measure the whole list in one answer")
+	walkURL := flag.String("walk", "", "(the child) walk the list at this URL page by page")
+	wholeURL := flag.String("whole-url", "", "(the child) get the whole list at this URL")
+	snapshots := flag.Bool("snapshots", false, "snapshot the projection as the engine does by default (every 30 s)")
 	flag.Parse()
+	switch {
+	case *walkURL != "":
+		walkAll(*walkURL, *c, *limit)
+		return
+	case *wholeURL != "":
+		getAll(*wholeURL, *c)
+		return
+	}
 	ctx := context.Background()
 	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
 
@@ -57,7 +69,14 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	// No snapshot during the measures: writing one of 100,000
+	// deliberations takes far more memory than any list (-snapshots to
+	// see it in the pause between them).
+	every := time.Hour
+	if *snapshots {
+		every = 0
+	}
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: every})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,40 +89,24 @@ func main() {
 	}
 	fmt.Printf("opened %d deliberations in %.1f s\n", s.Runner.Deliberations(), time.Since(start).Seconds())
 
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *c, MaxConnsPerHost: *c}}
-	base := "http://" + s.HTTPAddr()
-
 	// Pages.
-	var pages, items atomic.Int64
-	idle, peak, took := measure(*c, func() {
-		url := base + "/api/v1/deliberations?limit=" + strconv.Itoa(*limit)
-		for next := ""; ; {
-			u := url
-			if next != "" {
-				u += "&cursor=" + next
-			}
-			resp, err := hc.Get(u)
-			if err != nil {
-				log.Fatal(err)
-			}
-			k := countItems(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				log.Fatalf("%s: %s", u, resp.Status)
-			}
-			pages.Add(1)
-			items.Add(int64(k))
-			if next = resp.Header.Get(wire.NextCursorHeader); next == "" {
-				return
-			}
-		}
+	var out []byte
+	idle, peak, took := measure(func() {
+		out = child("-walk", "http://"+s.HTTPAddr()+"/api/v1/deliberations", "-c", strconv.Itoa(*c), "-limit", strconv.Itoa(*limit))
 	})
-	if want := int64(*c) * int64(*n); items.Load() != want {
-		log.Fatalf("the walks listed %d deliberations, want %d", items.Load(), want)
+	var items, pages int64
+	fmt.Sscan(string(out), &items, &pages)
+	if want := int64(*c) * int64(*n); items != want {
+		log.Fatalf("the walks listed %d deliberations, want %d", items, want)
 	}
-	fmt.Printf("pages of %d: %d clients each walked all %d deliberations (%d pages in all) in %.1f s\n",
-		*limit, *c, *n, pages.Load(), took.Seconds())
+	fmt.Printf("pages of %d: %d clients at once each walked all %d deliberations (%d pages in all) in %.1f s\n", *limit, *c, *n, pages, took.Seconds())
 	fmt.Printf("  RSS %s before, %s at the peak: %s\n", mib(idle), mib(peak), plus(peak-idle))
+
+	// Nothing asked, as long: what the engine's own work (the
+	// supervisor's ticks) adds meanwhile.
+	walk := took
+	idle, peak, took = measure(func() { time.Sleep(walk) })
+	fmt.Printf("no requests for %.1f s\n  RSS %s before, %s at the peak: %s\n", took.Seconds(), mib(idle), mib(peak), plus(peak-idle))
 
 	if !*whole {
 		return
@@ -121,18 +124,90 @@ func main() {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	var bytesOne atomic.Int64
-	idle, peak, took = measure(*c, func() {
-		resp, err := hc.Get("http://" + ln.Addr().String() + "/")
-		if err != nil {
-			log.Fatal(err)
-		}
-		k, _ := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		bytesOne.Store(k)
+	idle, peak, took = measure(func() {
+		out = child("-whole-url", "http://"+ln.Addr().String()+"/", "-c", strconv.Itoa(*c))
 	})
-	fmt.Printf("whole list in one answer (%.1f MB): %d clients at once in %.1f s\n", float64(bytesOne.Load())/1e6, *c, took.Seconds())
+	var size int64
+	fmt.Sscan(string(out), &size)
+	fmt.Printf("whole list in one answer (%.1f MB): %d clients at once in %.1f s\n", float64(size)/1e6, *c, took.Seconds())
 	fmt.Printf("  RSS %s before, %s at the peak: %s\n", mib(idle), mib(peak), plus(peak-idle))
+}
+
+// child runs this command with args and returns its standard output.
+func child(args ...string) []byte {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("%s %v: %v", exe, args, err)
+	}
+	return out
+}
+
+func httpClient(c int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}}
+}
+
+// walkAll has c clients at once each walk the list at url page by page,
+// and prints the deliberations and the pages they read.
+func walkAll(url string, c, limit int) {
+	hc := httpClient(c)
+	var pages, items atomic.Int64
+	var wg sync.WaitGroup
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next := ""; ; {
+				u := url + "?limit=" + strconv.Itoa(limit)
+				if next != "" {
+					u += "&cursor=" + next
+				}
+				resp, err := hc.Get(u)
+				if err != nil {
+					log.Fatal(err)
+				}
+				k := countItems(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					log.Fatalf("%s: %s", u, resp.Status)
+				}
+				pages.Add(1)
+				items.Add(int64(k))
+				if next = resp.Header.Get(wire.NextCursorHeader); next == "" {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println(items.Load(), pages.Load())
+}
+
+// getAll has c clients at once get url, and prints the answer's size.
+func getAll(url string, c int) {
+	hc := httpClient(c)
+	var size atomic.Int64
+	var wg sync.WaitGroup
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := hc.Get(url)
+			if err != nil {
+				log.Fatal(err)
+			}
+			k, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			size.Store(k)
+		}()
+	}
+	wg.Wait()
+	fmt.Println(size.Load())
 }
 
 // open publishes n open control messages asynchronously and returns the
@@ -150,7 +225,7 @@ func open(ctx context.Context, s *service.Service, n int) uint64 {
 	futs := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
 		body := `{"op":"open","charter":{"title":"deliberation ` + strconv.Itoa(i) + `"}}`
-		f, err := js.PublishAsync(wire.ControlSubject(uuid.Must(uuid.NewV7()).String()), []byte(body))
+		f, err := js.PublishAsync(wire.ControlSubject(uuid.Must(uuid.NewV7()).String()), []byte(body), jetstream.WithStallWait(time.Minute))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -170,13 +245,19 @@ func open(ctx context.Context, s *service.Service, n int) uint64 {
 	return last
 }
 
-// measure runs work in c goroutines at once and returns the resident
-// memory before (after a collection) and at its peak while they run.
-func measure(c int, work func()) (idle, peak int64, took time.Duration) {
+// measure runs work and returns the resident memory before it (after a
+// collection) and at its peak while it runs.
+func measure(work func()) (idle, peak int64, took time.Duration) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	time.Sleep(time.Second)
 	idle = rss()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	defer func() {
+		runtime.ReadMemStats(&m1)
+		fmt.Printf("  the engine allocated %.0f MB, %d collections\n", float64(m1.TotalAlloc-m0.TotalAlloc)/1e6, m1.NumGC-m0.NumGC)
+	}()
 	stop := make(chan struct{})
 	done := make(chan int64)
 	go func() {
@@ -194,15 +275,7 @@ func measure(c int, work func()) (idle, peak int64, took time.Duration) {
 		}
 	}()
 	start := time.Now()
-	var wg sync.WaitGroup
-	for range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	wg.Wait()
+	work()
 	took = time.Since(start)
 	close(stop)
 	return idle, <-done, took
