@@ -41,7 +41,9 @@ func notFound(what string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
 }
 
-// List returns every deliberation, most recently touched first.
+// List returns every deliberation, most recently touched first, in one
+// slice: its memory grows with the deliberations. The API pages instead
+// (DeliberationPage).
 func (q *Queries) List() []Summary {
 	var out []Summary
 	q.r.EachDeliberation(func(d *projector.Deliberation) {
@@ -73,7 +75,7 @@ func (q *Queries) Get(id string) (projector.View, error) {
 }
 
 // ArtifactList returns the artifacts of a deliberation's DAG in stream
-// order.
+// order, all in one slice (the API pages: ArtifactPage).
 func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 	var out []ArtifactEntry
 	found := false
@@ -99,7 +101,8 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 	return out, nil
 }
 
-// Rejections returns the rejections of a deliberation.
+// Rejections returns the rejections of a deliberation, every kept one (the
+// API pages: RejectionPage).
 func (q *Queries) Rejections(id string) (RejectionList, error) {
 	var out RejectionList
 	found := false
@@ -118,7 +121,8 @@ func (q *Queries) Rejections(id string) (RejectionList, error) {
 	return out, nil
 }
 
-// Unrouted returns the rejections that belong to no open deliberation.
+// Unrouted returns the rejections that belong to no open deliberation,
+// every kept one (the API pages: UnroutedPage).
 func (q *Queries) Unrouted() RejectionList {
 	var out RejectionList
 	kept, total := q.r.Unrouted()

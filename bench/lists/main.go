@@ -51,6 +51,7 @@ func main() {
 	whole := flag.Bool("whole", true, "also measure the whole list in one answer")
 	walkURL := flag.String("walk", "", "(the child) walk the list at this URL page by page")
 	wholeURL := flag.String("whole-url", "", "(the child) get the whole list at this URL")
+	supervise := flag.Bool("supervisor", true, "run the termination supervisor, as the engine does by default")
 	snapshots := flag.Bool("snapshots", false, "snapshot the projection as the engine does by default (every 30 s)")
 	flag.Parse()
 	switch {
@@ -76,7 +77,7 @@ func main() {
 	if *snapshots {
 		every = 0
 	}
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: every})
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: every, NoSupervisor: !*supervise})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func main() {
 
 	// Pages.
 	var out []byte
-	idle, peak, took := measure(func() {
+	res := measure(func() {
 		out = child("-walk", "http://"+s.HTTPAddr()+"/api/v1/deliberations", "-c", strconv.Itoa(*c), "-limit", strconv.Itoa(*limit))
 	})
 	var items, pages int64
@@ -99,14 +100,13 @@ func main() {
 	if want := int64(*c) * int64(*n); items != want {
 		log.Fatalf("the walks listed %d deliberations, want %d", items, want)
 	}
-	fmt.Printf("pages of %d: %d clients at once each walked all %d deliberations (%d pages in all) in %.1f s\n", *limit, *c, *n, pages, took.Seconds())
-	fmt.Printf("  RSS %s before, %s at the peak: %s\n", mib(idle), mib(peak), plus(peak-idle))
+	fmt.Printf("pages of %d: %d clients at once each walked all %d deliberations (%d pages in all) in %.1f s\n%v\n", *limit, *c, *n, pages, res.took.Seconds(), res)
 
 	// Nothing asked, as long: what the engine's own work (the
 	// supervisor's ticks) adds meanwhile.
-	walk := took
-	idle, peak, took = measure(func() { time.Sleep(walk) })
-	fmt.Printf("no requests for %.1f s\n  RSS %s before, %s at the peak: %s\n", took.Seconds(), mib(idle), mib(peak), plus(peak-idle))
+	walk := res.took
+	res = measure(func() { time.Sleep(walk) })
+	fmt.Printf("no requests for %.1f s\n%v\n", res.took.Seconds(), res)
 
 	if !*whole {
 		return
@@ -124,13 +124,12 @@ func main() {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	idle, peak, took = measure(func() {
+	res = measure(func() {
 		out = child("-whole-url", "http://"+ln.Addr().String()+"/", "-c", strconv.Itoa(*c))
 	})
 	var size int64
 	fmt.Sscan(string(out), &size)
-	fmt.Printf("whole list in one answer (%.1f MB): %d clients at once in %.1f s\n", float64(size)/1e6, *c, took.Seconds())
-	fmt.Printf("  RSS %s before, %s at the peak: %s\n", mib(idle), mib(peak), plus(peak-idle))
+	fmt.Printf("whole list in one answer (%.1f MB): %d clients at once in %.1f s\n%v\n", float64(size)/1e6, *c, res.took.Seconds(), res)
 }
 
 // child runs this command with args and returns its standard output.
@@ -245,23 +244,31 @@ func open(ctx context.Context, s *service.Service, n int) uint64 {
 	return last
 }
 
-// measure runs work and returns the resident memory before it (after a
-// collection) and at its peak while it runs.
-func measure(work func()) (idle, peak int64, took time.Duration) {
+// result is what a phase cost the engine.
+type result struct {
+	idle, peak int64 // resident memory before (after a collection) and at the peak
+	took       time.Duration
+	alloc      uint64 // bytes the engine allocated
+	gcs        uint32 // collections
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("  RSS %s before, %s at the peak: %s (the engine allocated %.0f MB, %d collections)",
+		mib(r.idle), mib(r.peak), plus(r.peak-r.idle), float64(r.alloc)/1e6, r.gcs)
+}
+
+// measure runs work and says what it cost the engine.
+func measure(work func()) result {
 	runtime.GC()
 	debug.FreeOSMemory()
 	time.Sleep(time.Second)
-	idle = rss()
+	r := result{idle: rss()}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	defer func() {
-		runtime.ReadMemStats(&m1)
-		fmt.Printf("  the engine allocated %.0f MB, %d collections\n", float64(m1.TotalAlloc-m0.TotalAlloc)/1e6, m1.NumGC-m0.NumGC)
-	}()
 	stop := make(chan struct{})
 	done := make(chan int64)
 	go func() {
-		p := idle
+		p := r.idle
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -276,9 +283,12 @@ func measure(work func()) (idle, peak int64, took time.Duration) {
 	}()
 	start := time.Now()
 	work()
-	took = time.Since(start)
+	r.took = time.Since(start)
 	close(stop)
-	return idle, <-done, took
+	r.peak = <-done
+	runtime.ReadMemStats(&m1)
+	r.alloc, r.gcs = m1.TotalAlloc-m0.TotalAlloc, m1.NumGC-m0.NumGC
+	return r
 }
 
 // countItems reads a JSON array of objects and counts its top-level
