@@ -1,6 +1,9 @@
 // Package client is the Go client of parley for participants: open a
 // deliberation with its charter, seal, validate and publish artifacts, send
-// control messages, and read or watch the state the engine projects.
+// control messages, and read or watch the state the engine projects; list
+// the deliberations, a deliberation's artifacts and its rejections page by
+// page (Deliberations, Artifacts, Rejections: iterators that ask for the
+// next page as the loop reaches it).
 //
 // A Client publishes as one participant token. On a deployment with
 // deploy/nats.conf, the NATS user it connects as may only publish on its

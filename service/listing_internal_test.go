@@ -2,6 +2,8 @@ package service
 
 import (
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"testing"
@@ -94,5 +96,50 @@ func TestShard_NoteOpened(t *testing.T) {
 	}
 	if len(read) != 3 || read[0].at != 3 || read[1].at != 5 || read[2].at != 9 {
 		t.Errorf("an earlier read changed: %v", read)
+	}
+}
+
+// opened returns a runner of 8 shards with n deliberations open.
+func opened(tb testing.TB, n int) *Runner {
+	tb.Helper()
+	r := shards(8, 0)
+	for seq := uint64(1); seq <= uint64(n); seq++ {
+		id := uuid.NewString()
+		s := r.shardOf(id)
+		s.proj.Apply(projector.Msg{Seq: seq, Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t"}}`)})
+		d := s.proj.Deliberation(id)
+		if d == nil {
+			tb.Fatal("not opened")
+		}
+		s.locks[id] = &delibLock{}
+		s.noteOpened(d)
+	}
+	return r
+}
+
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// BenchmarkDeliberationPage serves a page of the list from a projection of
+// 100,000 deliberations: what one page costs the handler (not the HTTP
+// server around it).
+func BenchmarkDeliberationPage(b *testing.B) {
+	q := &Queries{r: opened(b, 100000)}
+	for _, limit := range []int{100, 1000} {
+		b.Run(strconv.Itoa(limit), func(b *testing.B) {
+			req := httptest.NewRequest("GET", "/api/v1/deliberations?limit="+strconv.Itoa(limit), nil)
+			w := &discard{h: http.Header{}}
+			q.serveDeliberations(w, req)
+			cursor := w.h.Get(wire.NextCursorHeader)
+			req = httptest.NewRequest("GET", "/api/v1/deliberations?limit="+strconv.Itoa(limit)+"&cursor="+cursor, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				q.serveDeliberations(w, req)
+			}
+		})
 	}
 }

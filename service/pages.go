@@ -341,6 +341,8 @@ func setNext(w http.ResponseWriter, r *http.Request, next string) {
 	w.Header().Set("Link", "<"+u.String()+`>; rel="next"`)
 }
 
+var comma = []byte{','}
+
 // writeItems writes a JSON array item by item, as it encodes them.
 func writeItems[T any](w http.ResponseWriter, items []T) {
 	w.Header().Set("Content-Type", "application/json")
@@ -350,7 +352,7 @@ func writeItems[T any](w http.ResponseWriter, items []T) {
 	w.Write([]byte{'['})
 	for i := range items {
 		if i > 0 {
-			w.Write([]byte{','})
+			w.Write(comma)
 		}
 		if enc.Encode(&items[i]) != nil {
 			return // the status is sent; the truncated body shows the failure
@@ -379,7 +381,7 @@ func writeRejections(w http.ResponseWriter, l RejectionList) {
 	w.Write([]byte{'['})
 	for i := range items {
 		if i > 0 {
-			w.Write([]byte{','})
+			w.Write(comma)
 		}
 		if enc.Encode(&items[i]) != nil {
 			return
