@@ -19,6 +19,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -194,7 +195,7 @@ func TestSupervisor_Race(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := sup.Publish(ctx, jobs[0])
-	if n != 0 || !errors.Is(err, service.ErrSuperseded) {
+	if n != 0 || !errors.Is(err, runner.ErrSuperseded) {
 		t.Fatalf("published %d: %v", n, err)
 	}
 	s.Runner.WaitFor(ctx, ack.Sequence)
@@ -217,7 +218,7 @@ func TestSupervisor_DoubleRunAndCrash(t *testing.T) {
 	alice, _ := client.New(nc, "alice")
 	js, _ := jetstream.New(nc)
 	ojs, _ := jetstream.New(operatorConn(t, s))
-	other := service.NewSupervisor(s.Runner, ojs, nil) // a second supervisor, its own connection
+	other := runner.NewSupervisor(s.Runner, ojs, nil) // a second supervisor, its own connection
 
 	for _, mode := range []string{"double", "crash"} {
 		id, _ := alice.Open(ctx, client.Charter{Title: mode, Limits: map[string]any{"max_artifacts": 2}})

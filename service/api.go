@@ -16,12 +16,13 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
 )
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
 type Queries struct {
-	r      *Runner
+	r      *runner.Runner
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 	rv     *substrate.Reverifier

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -204,6 +205,11 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	return &Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
 }
 
+// msgIDs makes the Nats-Msg-Ids of the API's writes (binding resolutions
+// and the cancel a decline implies): keyed per process, so nobody else can
+// compute them.
+var msgIDs = wire.NewMsgIDs()
+
 // publishDecline publishes a declined resolution's artifact and the cancel
 // control message it implies (binding.DeclineControl) as one atomic batch,
 // on condition that the deliberation's last message is still at last. It
@@ -244,7 +250,7 @@ type Announcement struct {
 // them, and the resolutions, per decider.
 type bindingWatch struct {
 	nc *nats.Conn
-	r  *Runner
+	r  *runner.Runner
 	m  *Metrics
 }
 

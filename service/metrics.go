@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
 )
 
@@ -59,7 +60,7 @@ func (m *Metrics) observe(out projector.Outcome, seq, pending uint64) {
 
 // statusCollector reports deliberations by status at scrape time.
 type statusCollector struct {
-	r    *Runner
+	r    *runner.Runner
 	desc *prometheus.Desc
 }
 
@@ -97,7 +98,7 @@ func (m *Metrics) watchReverifier(rv *substrate.Reverifier) {
 		Help: "Re-verifications answered from the cache."}, func() float64 { return float64(rv.Stats().CacheHits) }))
 }
 
-func (m *Metrics) watch(r *Runner) {
+func (m *Metrics) watch(r *runner.Runner) {
 	m.Registry.MustRegister(&statusCollector{r: r, desc: prometheus.NewDesc("parley_deliberations",
 		"Deliberations by status.", []string{"status"}, nil)})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
 )
@@ -98,10 +99,10 @@ type Service struct {
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	Stream     jetstream.Stream
-	Runner     *Runner
+	Runner     *runner.Runner
 	Queries    *Queries
 	Metrics    *Metrics
-	Supervisor *Supervisor
+	Supervisor *runner.Supervisor
 	micro      micro.Service
 	http       *http.Server
 	httpLn     net.Listener
@@ -175,14 +176,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.Metrics.watchReverifier(s.Reverifier)
 	}
 	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
-	s.Runner, err = NewRunner(ensureCtx, s.js, s.Stream, RunnerConfig{
+	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}},
 		Verify:  verify,
 		Logger:  s.log.With("component", "projector"),
-		Metrics: s.Metrics,
+		Observe: s.Metrics.observe,
 		OnApply: bw.onApply,
 	})
 	if err != nil {
@@ -215,7 +216,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.runErr = s.Runner.Run(runCtx)
 		close(s.runDone)
 	}()
-	s.Supervisor = NewSupervisor(s.Runner, s.js, s.log.With("component", "supervisor"))
+	s.Supervisor = runner.NewSupervisor(s.Runner, s.js, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
 	if !cfg.NoSupervisor {
 		s.superDone = make(chan struct{})

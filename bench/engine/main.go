@@ -38,6 +38,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -250,7 +251,7 @@ func replay(ctx context.Context, m int) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start = time.Now()
-	r, err := service.NewRunner(ctx, js, stream, service.RunnerConfig{})
+	r, err := runner.New(ctx, js, stream, runner.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

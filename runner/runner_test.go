@@ -1,4 +1,4 @@
-package service_test
+package runner_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
 )
 
@@ -48,9 +48,9 @@ func newBed(t *testing.T) *bed {
 	return &bed{t: t, js: js, stream: stream, snap: filepath.Join(t.TempDir(), "projection.snapshot")}
 }
 
-func (b *bed) runner(shards int) (*service.Runner, context.CancelFunc, chan error) {
+func (b *bed) runner(shards int) (*runner.Runner, context.CancelFunc, chan error) {
 	b.t.Helper()
-	r, err := service.NewRunner(context.Background(), b.js, b.stream, service.RunnerConfig{SnapshotPath: b.snap, Shards: shards,
+	r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{SnapshotPath: b.snap, Shards: shards,
 		Projector: projector.Options{Rules: termination.Rules{}}})
 	if err != nil {
 		b.t.Fatal(err)
@@ -84,7 +84,7 @@ func (b *bed) claims(id string, n int) uint64 {
 	return last
 }
 
-func digests(r *service.Runner) map[string]string {
+func digests(r *runner.Runner) map[string]string {
 	out := map[string]string{}
 	r.EachDeliberation(func(d *projector.Deliberation) { out[d.ID] = d.StateDigest().String() })
 	return out
@@ -202,7 +202,7 @@ func TestRunner_ShardSnapshots(t *testing.T) {
 	if files, _ := filepath.Glob(b8.snap + ".*-of-8"); len(files) != 8 {
 		t.Fatalf("snapshot files %v", files)
 	}
-	r8b, err := service.NewRunner(ctx, b8.js, b8.stream, service.RunnerConfig{SnapshotPath: b8.snap, Shards: 8, Projector: projector.Options{Rules: termination.Rules{}}})
+	r8b, err := runner.New(ctx, b8.js, b8.stream, runner.Config{SnapshotPath: b8.snap, Shards: 8, Projector: projector.Options{Rules: termination.Rules{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"bufio"
@@ -54,7 +54,7 @@ type Runner struct {
 	js        jetstream.JetStream
 	stream    jetstream.Stream
 	log       *slog.Logger
-	metrics   *Metrics
+	observe   func(out projector.Outcome, position, pending uint64)
 	snapPath  string
 	snapEvery time.Duration
 	opts      projector.Options
@@ -67,8 +67,8 @@ type Runner struct {
 	start      uint64        // the position the stream is read from (after the snapshots)
 }
 
-// RunnerConfig configures a Runner.
-type RunnerConfig struct {
+// Config configures a Runner.
+type Config struct {
 	// SnapshotPath is where the projection is checkpointed, one file per
 	// shard (SnapshotPath.<i>-of-<n>); empty disables snapshots (every start
 	// replays the whole stream).
@@ -85,9 +85,12 @@ type RunnerConfig struct {
 	// goroutines and outside any lock, and hands the results to the fold
 	// (projector.Msg.Reverified): a slow substrate holds back only the
 	// messages of its EVIDENCE's deliberation.
-	Verify  provenance.Verifier
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Verify provenance.Verifier
+	Logger *slog.Logger
+	// Observe, when set, is called after each message is applied with
+	// what the fold did, the position applied and the messages left in the
+	// stream (the engine's metrics).
+	Observe func(out projector.Outcome, position, pending uint64)
 	// OnApply, when set, is called after each message is applied, outside
 	// any lock, from the goroutine of the message's shard (binding-moment
 	// announcements, their metrics).
@@ -179,16 +182,13 @@ func (it *item) done() bool {
 // occupy the validators.
 const Reverifiers = 8
 
-// NewRunner returns a Runner over stream, starting from the snapshots at
+// New returns a Runner over stream, starting from the snapshots at
 // cfg.SnapshotPath when there are usable ones.
-func NewRunner(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg RunnerConfig) (*Runner, error) {
-	r := &Runner{js: js, stream: stream, log: cfg.Logger, metrics: cfg.Metrics, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
+func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg Config) (*Runner, error) {
+	r := &Runner{js: js, stream: stream, log: cfg.Logger, observe: cfg.Observe, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
 		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
-	}
-	if r.metrics == nil {
-		r.metrics = NewMetrics()
 	}
 	if r.snapEvery <= 0 {
 		r.snapEvery = 30 * time.Second
@@ -716,7 +716,9 @@ func (r *Runner) drain(s *shard) {
 }
 
 func (r *Runner) applied(it *item, out projector.Outcome) {
-	r.metrics.observe(out, r.Position(), it.pending)
+	if r.observe != nil {
+		r.observe(out, r.Position(), it.pending)
+	}
 	if r.onApply != nil {
 		r.onApply(it.m, out)
 	}
@@ -831,4 +833,33 @@ func cmpU64(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// NewInMemory returns a runner of n shards over no stream, whose messages
+// a caller applies with ApplyInMemory: for tests and benchmarks of what
+// reads the runner.
+func NewInMemory(n int, opts projector.Options) *Runner {
+	r := &Runner{opts: opts, shards: make([]*shard, n)}
+	for i := range r.shards {
+		r.shards[i] = &shard{i: i, proj: projector.New(opts), locks: map[string]*delibLock{}, held: map[string][]*item{}, heldHead: map[string]uint64{}}
+	}
+	return r
+}
+
+// ApplyInMemory applies m as the shard's goroutine would (a runner of
+// NewInMemory, which has none).
+func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
+	id := projector.DeliberationOf(m.Subject)
+	s := r.shardOf(id)
+	s.mu.Lock()
+	out := s.proj.Apply(m)
+	if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
+		s.locks[id] = &delibLock{}
+		s.noteOpened(d)
+	}
+	s.mu.Unlock()
+	s.enq.Store(m.Seq)
+	s.processed.Store(m.Seq)
+	r.dispatched.Store(m.Seq)
+	return out
 }

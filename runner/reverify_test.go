@@ -1,4 +1,4 @@
-package service_test
+package runner_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
 )
 
@@ -41,7 +41,7 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 				returned.Add(1)
 				return provenance.Verification{Attempted: true, Verified: true, Detail: "confirmed by the slow substrate"}
 			}
-			r, err := service.NewRunner(context.Background(), b.js, b.stream, service.RunnerConfig{Shards: shards,
+			r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{Shards: shards,
 				Projector: projector.Options{Rules: termination.Rules{}}, Verify: slow})
 			if err != nil {
 				t.Fatal(err)
