@@ -147,6 +147,9 @@ func TestBindings_HTTP(t *testing.T) {
 	// Unknown envelope, malformed resolution, a mismatch between path and body.
 	judge, _ := client.New(nc, "judge")
 	id, _ := judge.Open(ctx, client.Charter{Title: "nothing to resolve"})
+	for _, err := judge.State(ctx, id); err != nil; _, err = judge.State(ctx, id) {
+		time.Sleep(10 * time.Millisecond) // Open does not wait for the engine
+	}
 	other := "sha256:" + string(bytes.Repeat([]byte("0"), 64))
 	if code, m := post(base+id+"/bindings/"+other, `{"envelope_digest":"`+other+`","resolution":"declined"}`); code != http.StatusNotFound || m["code"] != binding.CodeUnknownEnvelope {
 		t.Errorf("unknown: %d %v", code, m)
