@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Supervisor runs the termination supervisor: it judges every deliberation
@@ -110,7 +110,7 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 
 // msgIDs makes the engine's Nats-Msg-Ids (supervisor emissions, binding
 // resolutions): keyed per process, so nobody else can compute them.
-var msgIDs = ledger.NewMsgIDs()
+var msgIDs = wire.NewMsgIDs()
 
 // ErrSuperseded is returned, wrapped, when a publish was refused because
 // the deliberation moved on after the position judged.
@@ -132,7 +132,7 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
 			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
-			jetstream.WithExpectStream(ledger.StreamName),
+			jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
 		if err != nil {
 			var apiErr *jetstream.APIError
