@@ -24,11 +24,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -394,7 +396,8 @@ type result struct {
 	rawLag              *lag
 	pub, proj           time.Duration
 	lag                 *lag
-	reads               []time.Duration
+	reads               []time.Duration // GET /api/v1/deliberations/{id}
+	inProcess, control  []time.Duration // Queries.Get in process; GET of a constant from a bare HTTP server
 	readErrs            int
 }
 
@@ -431,13 +434,22 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 		}
 	}
 	res.lag = sampleLag(ctx, s.Stream, s.Runner.Position, sample, stop, applied)
-	// The readers: GET /api/v1/deliberations/{id} of random deliberations.
+	// The readers: GET /api/v1/deliberations/{id} of random deliberations;
+	// beside them, two controls at the same pace: Queries.Get called in
+	// process (the engine's read without HTTP), and GET of a constant from a
+	// bare HTTP server in this process (HTTP and scheduling without the
+	// engine's read).
+	ctl, err := controlServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ctl.Close()
 	var readersDone sync.WaitGroup
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: readers}, Timeout: 30 * time.Second}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: readers + 1}, Timeout: 30 * time.Second}
 	base := "http://" + s.HTTPAddr() + "/api/v1/deliberations/"
-	lat := make([][]time.Duration, readers)
-	errs := make([]int, readers)
-	for r := range readers {
+	lat := make([][]time.Duration, readers+2)
+	errs := make([]int, readers+2)
+	for r := range readers + 2 {
 		readersDone.Add(1)
 		go func() {
 			defer readersDone.Done()
@@ -450,20 +462,28 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 				}
 				id := w.ids[rng.IntN(len(w.ids))]
 				q0 := time.Now()
-				resp, err := hc.Get(base + id)
+				var err error
+				switch r {
+				case readers: // in process
+					var v projector.View
+					if v, err = s.Queries.Get(id); err == nil && v.ID != id {
+						err = errors.New("another deliberation")
+					}
+				case readers + 1: // the control server
+					err = get(hc, "http://"+ctl.Addr().String()+"/", nil)
+				default:
+					var v projector.View
+					if err = get(hc, base+id, &v); err == nil && v.ID != id {
+						err = errors.New("another deliberation")
+					}
+				}
 				if err != nil {
 					errs[r]++
 					continue
 				}
-				var v projector.View
-				err = json.NewDecoder(resp.Body).Decode(&v)
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != http.StatusOK || v.ID != id {
-					errs[r]++
-					continue
+				if res.lag.t0.Load() != nil {
+					lat[r] = append(lat[r], time.Since(q0))
 				}
-				lat[r] = append(lat[r], time.Since(q0))
 				if readEvery > 0 {
 					time.Sleep(readEvery)
 				}
@@ -490,10 +510,12 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	close(stop)
 	<-res.lag.done
 	readersDone.Wait()
-	for r := range lat {
+	for r := range readers {
 		res.reads = append(res.reads, lat[r]...)
 		res.readErrs += errs[r]
 	}
+	res.inProcess, res.control = lat[readers], lat[readers+1]
+	res.readErrs += errs[readers] + errs[readers+1]
 	for p, id := range w.ids {
 		v, err := s.Queries.Get(id)
 		if err != nil || v.Artifacts != len(w.arts[p]) {
@@ -501,6 +523,38 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 		}
 	}
 	return res
+}
+
+// get GETs url and decodes its JSON body into v (nil: discards it).
+func get(hc *http.Client, url string, v any) error {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			return err
+		}
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// controlServer serves a constant over HTTP on loopback.
+func controlServer() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	return ln, nil
 }
 
 // waitAll waits until the projection has applied the stream's last message.
@@ -540,8 +594,12 @@ func (r result) print(round, total int) {
 	fmt.Printf("  projection has everything after             %9s  = %.2f x the publish time (goal <= 1.2)\n", r.proj.Round(time.Millisecond), r.proj.Seconds()/r.pub.Seconds())
 	fmt.Printf("  peak projector lag                          %9d msgs  at %s (%d samples) = %.2f s of ingest (goal < 1)\n",
 		r.lag.peak, r.lag.peakAt.Round(time.Millisecond), r.lag.samples, float64(r.lag.peak)/pub)
-	fmt.Printf("  GET /deliberations/{id} during the load     p50 %s  p99 %s  max %s  (%d requests, %d errors; goal p99 <= 50 ms)\n\n",
+	fmt.Printf("  GET /deliberations/{id} during the load     p50 %s  p99 %s  max %s  (%d requests, %d errors in all; goal p99 <= 50 ms)\n",
 		ms(pct(r.reads, 0.5)), ms(pct(r.reads, 0.99)), ms(pct(r.reads, 1)), len(r.reads), r.readErrs)
+	fmt.Printf("    Queries.Get in process                    p50 %s  p99 %s  max %s  (%d)\n",
+		ms(pct(r.inProcess, 0.5)), ms(pct(r.inProcess, 0.99)), ms(pct(r.inProcess, 1)), len(r.inProcess))
+	fmt.Printf("    GET of a constant from a bare HTTP server p50 %s  p99 %s  max %s  (%d)\n\n",
+		ms(pct(r.control, 0.5)), ms(pct(r.control, 0.99)), ms(pct(r.control, 1)), len(r.control))
 }
 
 func summary(rs []result, total int) {
@@ -561,6 +619,8 @@ func summary(rs []result, total int) {
 	fmt.Printf("  GET p50, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 0.5)) / 1e6 }))
 	fmt.Printf("  GET p99, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 0.99)) / 1e6 }))
 	fmt.Printf("  GET max, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 1)) / 1e6 }))
+	fmt.Printf("  Queries.Get in process p99, ms              %s\n", med(func(r result) float64 { return float64(pct(r.inProcess, 0.99)) / 1e6 }))
+	fmt.Printf("  bare HTTP server p99, ms                    %s\n", med(func(r result) float64 { return float64(pct(r.control, 0.99)) / 1e6 }))
 	fmt.Printf("  raw publish, thousands of msgs/s            %s\n", med(func(r result) float64 { return rate(total, r.raw) / 1000 }))
 	fmt.Printf("  engine publish, thousands of msgs/s         %s\n", med(func(r result) float64 { return rate(total, r.pub) / 1000 }))
 	fmt.Printf("  bare consumer: read time / publish time     %s\n", med(func(r result) float64 { return r.rawcRead.Seconds() / r.rawc.Seconds() }))
