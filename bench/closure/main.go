@@ -9,18 +9,21 @@
 //     layer and disposes of every objection, so that its verification walks
 //     the whole DAG and finds every objection by the fixpoint (the shape of
 //     the closure package's benchmark);
+//
 //   - the others: -k publishers, each its own connection, client and
 //     deliberation, half of the deliberations on the big one's shard and half
 //     elsewhere, publishing at -rate in all (0: as fast as the projection
 //     takes them, with at most -cap artifacts published and not yet
 //     applied);
+//
 //   - two probes (one deliberation on the big one's shard, one elsewhere)
 //     publish one artifact every -probe-every and wait until the projection
 //     has applied it (Runner.WaitForIn): the latency of ingest;
-//   - windows: "quiet" (nothing else), "verify" (GET
-//     /api/v1/deliberations/{id}/closure/{decision} back to back over
-//     HTTP), and "spin" (a goroutine busy on one core, a control for the CPU
-//     a verification takes from the others), in turn, -cycles times.
+//
+//   - windows: "quiet" (nothing else), "verify" (the big decision's closure
+//     verified through the HTTP API back to back), and "spin" (a goroutine
+//     busy on one core, a control for the CPU a verification takes from the
+//     others), in turn, -cycles times.
 //
 //     go run ./bench/closure -m 1000000 -cycles 4
 package main
@@ -63,6 +66,7 @@ func main() {
 	window := flag.Duration("window", 3*time.Second, "length of a window")
 	cycles := flag.Int("cycles", 4, "rounds of quiet, verify and spin windows")
 	probeEvery := flag.Duration("probe-every", 10*time.Millisecond, "interval between a probe's artifacts")
+	verbose := flag.Bool("v", false, "print every window")
 	short := flag.Bool("short", false, "small sizes for a quick check (-m 50000, -cycles 1, 1 s windows)")
 	flag.Parse()
 	if *short {
@@ -138,7 +142,9 @@ func main() {
 	}
 	var probeMu sync.Mutex
 	kind := "warm-up"
-	probeLat := map[string]*[2][]time.Duration{}
+	// Per kind of window: each probe's latency (publish to applied), and
+	// both probes' publish-to-acknowledgement part.
+	probeLat := map[string]*[3][]time.Duration{}
 	for j, id := range probes {
 		load.Add(1)
 		go func() {
@@ -163,15 +169,17 @@ func main() {
 				if err != nil {
 					log.Fatal(err)
 				}
+				acked := time.Now()
 				if err := s.Runner.WaitForIn(ctx, id, ack.Sequence); err != nil {
 					log.Fatal(err)
 				}
-				lat := time.Since(t)
+				lat, ackLat := time.Since(t), acked.Sub(t)
 				probeMu.Lock()
 				if probeLat[kind] == nil {
-					probeLat[kind] = &[2][]time.Duration{}
+					probeLat[kind] = &[3][]time.Duration{}
 				}
 				probeLat[kind][j] = append(probeLat[kind][j], lat)
+				probeLat[kind][2] = append(probeLat[kind][2], ackLat)
 				probeMu.Unlock()
 			}
 		}()
@@ -189,6 +197,12 @@ func main() {
 		kind     string
 		dur      time.Duration
 		accepted int
+		gcs      uint32
+	}
+	numGC := func() uint32 {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.NumGC
 	}
 	var wins []win
 	var verifications []time.Duration
@@ -197,7 +211,7 @@ func main() {
 			probeMu.Lock()
 			kind = kd
 			probeMu.Unlock()
-			a0, t0 := applied(), time.Now()
+			a0, g0, t0 := applied(), numGC(), time.Now()
 			switch kd {
 			case "quiet":
 				time.Sleep(*window)
@@ -212,7 +226,11 @@ func main() {
 			case "spin":
 				spin(*window)
 			}
-			wins = append(wins, win{kd, time.Since(t0), applied() - a0})
+			w := win{kd, time.Since(t0), applied() - a0, numGC() - g0}
+			wins = append(wins, w)
+			if *verbose {
+				fmt.Printf("    %-7s %6s  %6.0f msgs/s accepted elsewhere  %d GC cycles\n", kd, w.dur.Round(time.Millisecond), float64(w.accepted)/w.dur.Seconds(), w.gcs)
+			}
 		}
 	}
 	probeMu.Lock()
@@ -225,23 +243,26 @@ func main() {
 		*window, *cycles, len(ids), paceOf(*rate, *lagCap), published.Load())
 	fmt.Printf("  verifications of the big decision during the verify windows: %d, median %s (%s-%s)\n\n",
 		len(verifications), med(verifications).Round(time.Millisecond), slices.Min(verifications).Round(time.Millisecond), slices.Max(verifications).Round(time.Millisecond))
-	fmt.Printf("  %-7s %-34s %-30s %-30s\n", "window", "accepted elsewhere, msgs/s", "probe latency, big's shard", "probe latency, other shards")
+	fmt.Printf("  %-7s %-28s %-28s %-28s %-28s %s\n", "window", "accepted elsewhere, msgs/s", "probe, big's shard", "probe, other shards", "of which publish to ack", "GC cycles/s")
 	rates := map[string][]float64{}
+	gcs, durs := map[string]float64{}, map[string]time.Duration{}
 	for _, w := range wins {
 		rates[w.kind] = append(rates[w.kind], float64(w.accepted)/w.dur.Seconds())
+		gcs[w.kind] += float64(w.gcs)
+		durs[w.kind] += w.dur
 	}
 	for _, kd := range []string{"quiet", "verify", "spin"} {
 		rs := rates[kd]
 		slices.Sort(rs)
 		pl := probeLat[kd]
 		if pl == nil {
-			pl = &[2][]time.Duration{}
+			pl = &[3][]time.Duration{}
 		}
-		fmt.Printf("  %-7s %-34s %-30s %-30s\n", kd, fmt.Sprintf("%.0f (%.0f-%.0f)", rs[len(rs)/2], rs[0], rs[len(rs)-1]), lats(pl[0]), lats(pl[1]))
+		fmt.Printf("  %-7s %-28s %-28s %-28s %-28s %.1f\n", kd, fmt.Sprintf("%.0f (%.0f-%.0f)", rs[len(rs)/2], rs[0], rs[len(rs)-1]), lats(pl[0]), lats(pl[1]), lats(pl[2]), gcs[kd]/durs[kd].Seconds())
 	}
 	q, v := rates["quiet"], rates["verify"]
 	fmt.Printf("\n  accepted elsewhere, verify / quiet (medians): %.2f; spin / quiet: %.2f\n", medF(v)/medF(q), medF(rates["spin"])/medF(q))
-	fmt.Println("  (rates: median (range) over the windows; latencies: p50 / p99 / max over every probe artifact of the windows)")
+	fmt.Println("  (rates: median (range) over the windows; latencies in ms: p50 / p99 / max over every probe artifact of the windows)")
 }
 
 func paceOf(rate float64, lagCap int) string {
@@ -260,7 +281,7 @@ func lats(d []time.Duration) string {
 	f := func(q float64) string {
 		return fmt.Sprintf("%.1f", float64(s[min(len(s)-1, int(q*float64(len(s))))])/1e6)
 	}
-	return f(0.5) + " / " + f(0.99) + " / " + f(1) + " ms"
+	return f(0.5) + " / " + f(0.99) + " / " + f(1)
 }
 
 func med(d []time.Duration) time.Duration {
@@ -329,7 +350,7 @@ func publish(ctx context.Context, s *service.Service, id, who string, rate float
 	defer nc.Close()
 	c, _ := client.New(nc, who, jetstream.WithPublishAsyncMaxPending(1024))
 	var prev *events.Artifact
-	t0 := time.Now()
+	t0, i0 := time.Now(), 0
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
@@ -338,8 +359,13 @@ func publish(ctx context.Context, s *service.Service, id, who string, rate float
 		default:
 		}
 		if rate > 0 {
-			if d := time.Until(t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
+			// Paced; a publisher that fell behind does not catch up in a
+			// burst, it goes on at the rate from where it is.
+			due := t0.Add(time.Duration(float64(i-i0) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
 				time.Sleep(d)
+			} else if d < -50*time.Millisecond {
+				t0, i0 = time.Now(), i
 			}
 		} else if i%64 == 0 {
 			for {
@@ -462,4 +488,3 @@ func waitAll(ctx context.Context, s *service.Service) {
 		log.Fatal(err)
 	}
 }
-

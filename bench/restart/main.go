@@ -1,0 +1,254 @@
+// Command restart measures how long the engine takes to be back at the
+// head of a stream of about a million artifacts after a restart, three
+// ways, in turn, in one run:
+//
+//   - rebuild: no snapshot, the projection rebuilt from the whole stream;
+//   - snapshot: a clean restart (the engine wrote its snapshots when it
+//     stopped), so only the snapshots are loaded;
+//   - snapshot + tail: the snapshots taken -tail messages before the end
+//     (as after a crash), loaded, and the tail replayed.
+//
+// Each is timed from service.Start to the moment the runner's position
+// reaches the stream's last sequence, with the part service.Start took
+// (the embedded server recovering its store, the snapshots loaded).
+// Files are in the page cache: this is a warm restart.
+//
+//	go run ./bench/restart -m 1000000 -tail 100000 -runs 3
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+const delibs = 100
+
+func main() {
+	m := flag.Int("m", 1000000, "artifacts before the tail (100 deliberations, each a chain of objections)")
+	tail := flag.Int("tail", 100000, "artifacts published after the snapshot the third kind of restart starts from")
+	runs := flag.Int("runs", 3, "rounds of the three restarts")
+	short := flag.Bool("short", false, "small sizes for a quick check (-m 50000 -tail 5000 -runs 1)")
+	flag.Parse()
+	if *short {
+		*m, *tail, *runs = 50000, 5000, 1
+	}
+	ctx := context.Background()
+	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+
+	dir, err := os.MkdirTemp("", "parley-restart-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	saved := filepath.Join(dir, "saved")
+	if err := os.Mkdir(saved, 0o750); err != nil {
+		log.Fatal(err)
+	}
+
+	// The stream: M artifacts written straight to the engine's store.
+	t0 := time.Now()
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	nc, _ := nats.Connect("", nats.InProcessServer(srv))
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	if _, err := ledger.Ensure(ctx, js, 1); err != nil {
+		log.Fatal(err)
+	}
+	ids := make([]string, delibs)
+	heads := make([]*events.Artifact, delibs)
+	for d := range ids {
+		ids[d] = uuid.Must(uuid.NewV7()).String()
+		if _, err := js.PublishAsync(projector.ControlSubject(ids[d]), []byte(`{"op":"open","charter":{"title":"restart"}}`), jetstream.WithStallWait(time.Minute)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	extend(ids, heads, *m/delibs, 0, func(subject string, data []byte) {
+		if _, err := js.PublishAsync(subject, data, jetstream.WithStallWait(time.Minute)); err != nil {
+			log.Fatal(err)
+		}
+	})
+	<-js.PublishAsyncComplete()
+	nc.Close()
+	embedded.Stop(srv)
+	fmt.Printf("stream: %d deliberations x %d artifacts, written in %s\n", delibs, *m/delibs, time.Since(t0).Round(time.Millisecond))
+
+	cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NoSupervisor: true}
+	snapshots := func() []string {
+		fs, _ := filepath.Glob(filepath.Join(dir, "projection.snapshot.*"))
+		return fs
+	}
+
+	// A first start builds the projection; a snapshot is taken, saved for
+	// the tail restarts, and the tail published through the engine; it
+	// stops, writing its last snapshots.
+	s, d, _ := start(ctx, cfg)
+	fmt.Printf("first start (rebuild): %s\n", d.Round(time.Millisecond))
+	t := time.Now()
+	if err := s.Runner.Snapshot(); err != nil {
+		log.Fatal(err)
+	}
+	var size int64
+	for _, f := range snapshots() {
+		fi, _ := os.Stat(f)
+		size += fi.Size()
+		copyFile(f, filepath.Join(saved, filepath.Base(f)))
+	}
+	fmt.Printf("snapshot of every shard: %s, %d MB in %d files\n", time.Since(t).Round(time.Millisecond), size>>20, len(snapshots()))
+	nc, err = nats.Connect(s.NATSURL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	js, _ = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	extend(ids, heads, *tail/delibs, *m/delibs, func(subject string, data []byte) {
+		if _, err := js.PublishAsync(subject, data, jetstream.WithStallWait(time.Minute)); err != nil {
+			log.Fatal(err)
+		}
+	})
+	<-js.PublishAsyncComplete()
+	nc.Close()
+	info, err := s.Stream.Info(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	last := info.State.LastSeq
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
+	var artifacts int
+	fmt.Printf("then a tail of %d artifacts: the stream holds %d messages (%d MB)\n\n", *tail/delibs*delibs, last, info.State.Bytes>>20)
+
+	kinds := []string{"rebuild", "snapshot", "snapshot + tail"}
+	total := map[string][]time.Duration{}
+	startPart := map[string][]time.Duration{}
+	for r := 0; r < *runs; r++ {
+		for _, kind := range kinds {
+			switch kind {
+			case "rebuild":
+				for _, f := range snapshots() {
+					os.Remove(f)
+				}
+			case "snapshot + tail":
+				for _, f := range snapshots() {
+					os.Remove(f)
+				}
+				fs, _ := filepath.Glob(filepath.Join(saved, "projection.snapshot.*"))
+				for _, f := range fs {
+					copyFile(f, filepath.Join(dir, filepath.Base(f)))
+				}
+			}
+			runtime.GC()
+			s, d, sd := start(ctx, cfg)
+			total[kind] = append(total[kind], d)
+			startPart[kind] = append(startPart[kind], sd)
+			artifacts = 0
+			s.Runner.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
+			if want := delibs * (*m/delibs + *tail/delibs); artifacts != want {
+				log.Fatalf("%s: %d artifacts in the projection, want %d", kind, artifacts, want)
+			}
+			// Close writes the last snapshots: the next start is clean.
+			if err := s.Close(); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Printf("  round %d  %-16s back at the head (%d) after %6s  (service.Start %s)\n", r+1, kind, last, d.Round(time.Millisecond), sd.Round(time.Millisecond))
+		}
+	}
+	fmt.Printf("\nmedian (range) of %d rounds, %d artifacts\n", *runs, artifacts)
+	for _, kind := range kinds {
+		fmt.Printf("  %-16s %s  (service.Start %s)\n", kind, spread(total[kind]), spread(startPart[kind]))
+	}
+	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", med(total["snapshot"]).Seconds()/med(total["rebuild"]).Seconds())
+}
+
+// start starts the engine on cfg's directory and returns it once its
+// position has reached the stream's last sequence, with the time that took
+// and the part of it service.Start took.
+func start(ctx context.Context, cfg service.Config) (*service.Service, time.Duration, time.Duration) {
+	t := time.Now()
+	s, err := service.Start(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	started := time.Since(t)
+	info, err := s.Stream.Info(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := s.Runner.WaitFor(wctx, info.State.LastSeq); err != nil {
+		log.Fatal(err)
+	}
+	return s, time.Since(t), started
+}
+
+// extend seals n more objections in each deliberation's chain (every tenth
+// blocking), from index from, and publishes them with pub (safe for
+// concurrent use), sealing on every core, one deliberation per worker at a
+// time, each in order.
+func extend(ids []string, heads []*events.Artifact, n, from int, pub func(subject string, data []byte)) {
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := w; d < len(ids); d += workers {
+				prev := heads[d]
+				for i := from; i < from+n; i++ {
+					var a *events.Artifact
+					if prev == nil {
+						a = events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + ids[d]}})
+					} else {
+						a = events.MustSeal(events.Draft{Type: events.TypeObjection,
+							Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
+							References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
+					}
+					pub(projector.ArtifactSubject(ids[d], fmt.Sprintf("p%d", i%10)), a.Canonical)
+					prev = a
+				}
+				heads[d] = prev
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func copyFile(from, to string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o640); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func med(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func spread(d []time.Duration) string {
+	return fmt.Sprintf("%6s (%s-%s)", med(d).Round(time.Millisecond), slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond))
+}
