@@ -38,6 +38,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -66,6 +67,7 @@ func main() {
 	window := flag.Duration("window", 3*time.Second, "length of a window")
 	cycles := flag.Int("cycles", 4, "rounds of quiet, verify and spin windows")
 	probeEvery := flag.Duration("probe-every", 10*time.Millisecond, "interval between a probe's artifacts")
+	snapEvery := flag.Duration("snapshot-every", 30*time.Second, "the engine's snapshot interval (its default: 30 s)")
 	verbose := flag.Bool("v", false, "print every window")
 	short := flag.Bool("short", false, "small sizes for a quick check (-m 50000, -cycles 1, 1 s windows)")
 	flag.Parse()
@@ -80,7 +82,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: *snapEvery})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -191,6 +193,7 @@ func main() {
 		}
 		return n
 	}
+	stalls := monitor(s, dir, stop, *verbose)
 	time.Sleep(*window) // warm-up
 
 	type win struct {
@@ -238,6 +241,7 @@ func main() {
 	probeMu.Unlock()
 	close(stop)
 	load.Wait()
+	st := <-stalls
 
 	fmt.Printf("windows of %s, %d cycles; %d publishers into other deliberations (%s), %d published in all\n",
 		*window, *cycles, len(ids), paceOf(*rate, *lagCap), published.Load())
@@ -263,6 +267,82 @@ func main() {
 	q, v := rates["quiet"], rates["verify"]
 	fmt.Printf("\n  accepted elsewhere, verify / quiet (medians): %.2f; spin / quiet: %.2f\n", medF(v)/medF(q), medF(rates["spin"])/medF(q))
 	fmt.Println("  (rates: median (range) over the windows; latencies in ms: p50 / p99 / max over every probe artifact of the windows)")
+	fmt.Printf("\n  the projection stood still (its position unchanged for 250 ms or more, with messages waiting) %d times, %s in all; %d of them while a shard's snapshot was written (%s); shard snapshots seen being written: %d\n",
+		st.n, st.total.Round(time.Millisecond), st.nSnap, st.snapTotal.Round(time.Millisecond), st.snapshots)
+}
+
+type stallStats struct {
+	n, nSnap         int
+	total, snapTotal time.Duration
+	snapshots        int
+}
+
+// monitor samples the runner's position every 10 ms until stop and reports
+// the stalls: the position unchanged for 250 ms or more while the stream
+// holds messages after it. A stall overlaps a snapshot when a shard's
+// snapshot temporary file was present during it (the runner writes each
+// shard's snapshot to a temporary file in the data directory, then renames
+// it).
+func monitor(s *service.Service, dir string, stop <-chan struct{}, verbose bool) <-chan stallStats {
+	out := make(chan stallStats, 1)
+	go func() {
+		var st stallStats
+		var since time.Time
+		var at uint64
+		snapDuring := false
+		seen := map[string]bool{}
+		t0 := time.Now()
+		end := func(now time.Time) {
+			if !since.IsZero() {
+				if d := now.Sub(since); d >= 250*time.Millisecond {
+					st.n++
+					st.total += d
+					if snapDuring {
+						st.nSnap++
+						st.snapTotal += d
+					}
+					if verbose {
+						fmt.Printf("      stall at %s for %s (snapshot being written: %v)\n", since.Sub(t0).Round(time.Millisecond), d.Round(time.Millisecond), snapDuring)
+					}
+				}
+			}
+			since, snapDuring = time.Time{}, false
+		}
+		tk := time.NewTicker(10 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				end(time.Now())
+				out <- st
+				return
+			case <-tk.C:
+			}
+			tmps, _ := filepath.Glob(filepath.Join(dir, ".snapshot-*"))
+			for _, t := range tmps {
+				if !seen[t] {
+					seen[t] = true
+					st.snapshots++
+				}
+			}
+			writing := len(tmps) > 0
+			pos, now := s.Runner.Position(), time.Now()
+			if pos != at {
+				end(now)
+				at = pos
+				continue
+			}
+			if since.IsZero() {
+				info, err := s.Stream.Info(context.Background())
+				if err != nil || info.State.LastSeq <= pos {
+					continue
+				}
+				since = now
+			}
+			snapDuring = snapDuring || writing
+		}
+	}()
+	return out
 }
 
 func paceOf(rate float64, lagCap int) string {
