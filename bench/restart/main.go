@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -46,6 +48,7 @@ func main() {
 	m := flag.Int("m", 1000000, "artifacts before the tail (100 deliberations, each a chain of objections)")
 	tail := flag.Int("tail", 100000, "artifacts published after the snapshot the third kind of restart starts from")
 	runs := flag.Int("runs", 3, "rounds of the three restarts")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the restarts to this file")
 	short := flag.Bool("short", false, "small sizes for a quick check (-m 50000 -tail 5000 -runs 1)")
 	flag.Parse()
 	if *short {
@@ -136,9 +139,19 @@ func main() {
 	var artifacts int
 	fmt.Printf("then a tail of %d artifacts: the stream holds %d messages (%d MB)\n\n", *tail/delibs*delibs, last, info.State.Bytes>>20)
 
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	kinds := []string{"rebuild", "snapshot", "snapshot + tail"}
 	total := map[string][]time.Duration{}
 	startPart := map[string][]time.Duration{}
+	parts := map[string][]time.Duration{}
 	for r := 0; r < *runs; r++ {
 		for _, kind := range kinds {
 			switch kind {
@@ -168,12 +181,29 @@ func main() {
 			closeEngine(s)
 			fmt.Printf("  round %d  %-16s back at the head (%d) after %6s  (service.Start %s)\n", r+1, kind, last, d.Round(time.Millisecond), sd.Round(time.Millisecond))
 		}
+		// The parts of a start from snapshots, each alone: the embedded
+		// server opening its store, and the shards' snapshots read in
+		// parallel as the runner reads them.
+		runtime.GC()
+		t := time.Now()
+		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true})
+		if err != nil {
+			log.Fatal(err)
+		}
+		parts["embedded server start"] = append(parts["embedded server start"], time.Since(t))
+		embedded.Stop(srv)
+		runtime.GC()
+		t = time.Now()
+		readSnapshots(snapshots())
+		parts["snapshots read"] = append(parts["snapshots read"], time.Since(t))
 	}
 	fmt.Printf("\nmedian (range) of %d rounds, %d artifacts\n", *runs, artifacts)
 	for _, kind := range kinds {
 		fmt.Printf("  %-16s %s  (service.Start %s)\n", kind, spread(total[kind]), spread(startPart[kind]))
 	}
 	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", med(total["snapshot"]).Seconds()/med(total["rebuild"]).Seconds())
+	fmt.Printf("  the parts of a start from snapshots, each alone: the embedded server opening its store %s; the %d snapshots read in parallel %s\n",
+		spread(parts["embedded server start"]), len(snapshots()), spread(parts["snapshots read"]))
 }
 
 // start starts the engine on cfg's directory and returns it once its
@@ -224,6 +254,26 @@ func extend(ids []string, heads []*events.Artifact, n, from int, pub func(subjec
 					prev = a
 				}
 				heads[d] = prev
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readSnapshots reads the snapshot files in parallel, as the runner does.
+func readSnapshots(files []string) {
+	var wg sync.WaitGroup
+	for _, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fh, err := os.Open(f)
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer fh.Close()
+			if _, err := projector.ReadSnapshot(bufio.NewReaderSize(fh, 1<<20), projector.DefaultOptions()); err != nil {
+				log.Fatal(err)
 			}
 		}()
 	}
