@@ -54,6 +54,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -387,12 +388,12 @@ func spin(d time.Duration) {
 }
 
 // shardOf is the runner's shard of a deliberation: FNV-1a of its id modulo
-// the number of shards (service.Runner's shardOf, which is not exported;
+// the number of shards (runner.Runner's shardOf, which is not exported;
 // used here only to place the other deliberations).
 func shardOf(id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return h.Sum32() % service.DefaultShards
+	return h.Sum32() % runner.DefaultShards
 }
 
 // idOn returns a new deliberation id on shard (same) or off it.
