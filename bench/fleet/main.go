@@ -592,6 +592,8 @@ func (r result) print(round, total int) {
 	fmt.Printf("  engine: client async publish, acknowledged  %9.0f msgs/s  (%s)\n", pub, r.pub.Round(time.Millisecond))
 	fmt.Printf("  ratio engine/raw publish                    %9.2f\n", pub/raw)
 	fmt.Printf("  projection has everything after             %9s  = %.2f x the publish time (goal <= 1.2)\n", r.proj.Round(time.Millisecond), r.proj.Seconds()/r.pub.Seconds())
+	fmt.Printf("  accepted into the projection                %9.0f msgs/s = %.2f of raw publish (the bare consumer: %.0f msgs/s = %.2f)\n",
+		rate(total, r.proj), rate(total, r.proj)/raw, rate(total, r.rawcRead), rate(total, r.rawcRead)/raw)
 	fmt.Printf("  peak projector lag                          %9d msgs  at %s (%d samples) = %.2f s of ingest (goal < 1)\n",
 		r.lag.peak, r.lag.peakAt.Round(time.Millisecond), r.lag.samples, float64(r.lag.peak)/pub)
 	fmt.Printf("  GET /deliberations/{id} during the load     p50 %s  p99 %s  max %s  (%d requests, %d errors in all; goal p99 <= 50 ms)\n",
@@ -613,6 +615,8 @@ func summary(rs []result, total int) {
 	}
 	fmt.Printf("median (range) of %d rounds\n", len(rs))
 	fmt.Printf("  ratio engine/raw publish                    %s\n", med(func(r result) float64 { return rate(total, r.pub) / rate(total, r.raw) }))
+	fmt.Printf("  accepted into the projection / raw publish  %s\n", med(func(r result) float64 { return rate(total, r.proj) / rate(total, r.raw) }))
+	fmt.Printf("  bare consumer read / raw publish            %s\n", med(func(r result) float64 { return rate(total, r.rawcRead) / rate(total, r.raw) }))
 	fmt.Printf("  projection time / publish time              %s\n", med(func(r result) float64 { return r.proj.Seconds() / r.pub.Seconds() }))
 	fmt.Printf("  peak lag, seconds of ingest                 %s\n", med(func(r result) float64 { return float64(r.lag.peak) / rate(total, r.pub) }))
 	fmt.Printf("  peak lag, thousands of messages             %s\n", med(func(r result) float64 { return float64(r.lag.peak) / 1000 }))
