@@ -8,6 +8,10 @@
 //   - snapshot + tail: the snapshots taken -tail messages before the end
 //     (as after a crash), loaded, and the tail replayed.
 //
+// Beside them, the projection rebuilt by a runner alone on the same store
+// (no snapshots, metrics or announcements; with the default fold options
+// and with the engine's), as a reference for the rebuild.
+//
 // Each is timed from service.Start to the moment the runner's position
 // reaches the stream's last sequence, with the part service.Start took
 // (the embedded server recovering its store, the snapshots loaded).
@@ -39,7 +43,9 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/termination"
 )
 
 const delibs = 100
@@ -181,6 +187,20 @@ func main() {
 			closeEngine(s)
 			fmt.Printf("  round %d  %-16s back at the head (%d) after %6s  (service.Start %s)\n", r+1, kind, last, d.Round(time.Millisecond), sd.Round(time.Millisecond))
 		}
+		// Beside the engine's rebuild, the runner alone (as bench/engine's
+		// replay runs it, with no snapshots, metrics or announcements) on
+		// the same store, with the default fold options and with the
+		// engine's (the supervisor's rules in the fold).
+		for _, kind := range []string{"runner alone", "runner alone + rules"} {
+			runtime.GC()
+			opts := projector.Options{}
+			if kind == "runner alone + rules" {
+				opts = projector.Options{Validator: events.NewValidator(), Rules: termination.Rules{}}
+			}
+			d := bareRebuild(ctx, dir, opts, last)
+			total[kind] = append(total[kind], d)
+			fmt.Printf("  round %d  %-16s back at the head (%d) after %6s\n", r+1, kind, last, d.Round(time.Millisecond))
+		}
 		// The parts of a start from snapshots, each alone: the embedded
 		// server opening its store, and the shards' snapshots read in
 		// parallel as the runner reads them.
@@ -199,11 +219,50 @@ func main() {
 	}
 	fmt.Printf("\nmedian (range) of %d rounds, %d artifacts\n", *runs, artifacts)
 	for _, kind := range kinds {
-		fmt.Printf("  %-16s %s  (service.Start %s)\n", kind, spread(total[kind]), spread(startPart[kind]))
+		fmt.Printf("  %-29s %s  (service.Start %s)\n", kind, spread(total[kind]), spread(startPart[kind]))
+	}
+	for _, kind := range []string{"runner alone", "runner alone + rules"} {
+		fmt.Printf("  %-29s %s\n", "rebuild, "+kind, spread(total[kind]))
 	}
 	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", med(total["snapshot"]).Seconds()/med(total["rebuild"]).Seconds())
 	fmt.Printf("  the parts of a start from snapshots, each alone: the embedded server opening its store %s; the %d snapshots read in parallel %s\n",
 		spread(parts["embedded server start"]), len(snapshots()), spread(parts["snapshots read"]))
+}
+
+// bareRebuild rebuilds the projection of the store in dir with a runner
+// alone (no snapshots) over an in-process connection, and returns the time
+// until its position is last.
+func bareRebuild(ctx context.Context, dir string, opts projector.Options, last uint64) time.Duration {
+	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	stream, err := ledger.Ensure(ctx, js, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := time.Now()
+	r, err := runner.New(ctx, js, stream, runner.Config{Projector: opts})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.Run(rctx); close(done) }()
+	if err := r.WaitFor(ctx, last); err != nil {
+		log.Fatal(err)
+	}
+	d := time.Since(t)
+	cancel()
+	<-done
+	return d
 }
 
 // start starts the engine on cfg's directory and returns it once its
