@@ -470,6 +470,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	cons, err := r.js.OrderedConsumer(ctx, ledger.StreamName, cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it began: nothing was applied
+		}
 		return fmt.Errorf("service: ordered consumer: %w", err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
