@@ -9,7 +9,7 @@ import (
 	"github.com/parley-engine/parley/events"
 )
 
-// Extension names on artifacts (DESIGN: parley's own extensions are
+// Extension names on artifacts (parley's own extensions are
 // parley.*).
 const (
 	// ExtEnvelope on a provisional DECISION carries the envelope of the

@@ -260,7 +260,7 @@ func isSafeIntegerText(s string) bool {
 
 // json-canon's JSONL: canonical outputs where inside our bounds, rejections
 // everywhere except the two documented decisions (-0 and noncharacters are
-// accepted, DESIGN §2 and §3).
+// accepted, docs/ERRORS.md).
 func TestJSONCanon(t *testing.T) {
 	dir := filepath.Join(upstream, "jcs-upstream", "json-canon")
 	type row struct {
@@ -357,7 +357,7 @@ func TestJSONTestSuite(t *testing.T) {
 		f := strings.Split(line, "\t")
 		file, verdict, reason := f[0], f[2], f[3]
 		in := readFile(t, filepath.Join(dir, "test_parsing", file))
-		// DESIGN decides the open rows: -0 is accepted as 0, and 500
+		// parley decides the open rows (docs/ERRORS.md): -0 is accepted as 0, and 500
 		// nested arrays are refused by the depth limit (64).
 		switch {
 		case strings.HasPrefix(verdict, "DECIDE"):

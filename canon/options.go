@@ -25,7 +25,7 @@ func (p Profile) String() string {
 	return "unknown"
 }
 
-// Defaults of the limits. DESIGN §2 and seed 002 §6.3.
+// Defaults of the limits (docs/ERRORS.md; seed 002 §6.3 for JCS).
 const (
 	DefaultMaxDepth         = 64
 	DefaultMaxSize          = 1 << 20 // 1 MiB, the NATS default max_payload

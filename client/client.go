@@ -51,7 +51,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 // Participant returns the client's token.
 func (c *Client) Participant() string { return c.participant }
 
-// Charter is the charter of a new deliberation (DESIGN §8). Limits and
+// Charter is the charter of a new deliberation (the open control message, README). Limits and
 // Policy are passed through as JSON objects.
 type Charter struct {
 	Title        string         `json:"title"`

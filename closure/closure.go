@@ -1,5 +1,5 @@
 // Package closure verifies that a DECISION is closed over its public
-// record (DESIGN §5), as a pure function over a graph of artifacts.
+// record (docs/ARCHITECTURE.md, closure), as a pure function over a graph of artifacts.
 //
 //   - C(D), the closure, is every artifact reachable from the decision D
 //     through references, D included. An unavailable reference fails the
@@ -115,7 +115,7 @@ type Finding struct {
 	Severity   string `json:"severity"`
 }
 
-// Result of a verification (DESIGN §8).
+// Result of a verification (the shape of engine closure and the closure API, README).
 type Result struct {
 	OK          bool      `json:"ok"`
 	Decision    string    `json:"decision"`

@@ -24,7 +24,7 @@ type rnode struct {
 	refs []events.Reference
 }
 
-// naive is a slow, obviously correct reading of DESIGN §5 over a list of
+// naive is a slow, obviously correct reading of the closure rules (docs/ARCHITECTURE.md) over a list of
 // nodes: repeated passes to a fixpoint, no cleverness.
 func naive(nodes []rnode, byID map[canon.Digest]*rnode, d canon.Digest) (ok bool, size int, findings []string, missing []canon.Digest) {
 	dn := byID[d]

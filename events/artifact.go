@@ -104,7 +104,7 @@ const (
 )
 
 // Public reports whether the disposition disposes of the objection publicly
-// (DESIGN §4): every kind but deferred.
+// (docs/ERRORS.md, artifact semantics): every kind but deferred.
 func (d DispositionKind) Public() bool {
 	switch d {
 	case Sustained, Overruled, Addressed, Withdrawn:

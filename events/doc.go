@@ -16,7 +16,7 @@
 // relation applicability: CheckRelation applies it once a target is known,
 // and the projector calls it.
 //
-// Rules where the draft is silent (DESIGN §4): strings that must be
+// Rules where the draft is silent (docs/ERRORS.md): strings that must be
 // non-empty need a non-space character; EVIDENCE needs a supports
 // reference; dispositions are {objection, disposition, rationale, by?} with
 // sustained, overruled, addressed and withdrawn public and deferred not;

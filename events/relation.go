@@ -18,7 +18,7 @@ func TargetOf(a *Artifact) Target {
 	return t
 }
 
-// CheckRelation applies DESIGN §4's relation applicability to one reference
+// CheckRelation applies the relation applicability rules (docs/ERRORS.md) to one reference
 // of src whose target is now known. sameDeliberation reports whether the
 // target belongs to src's deliberation. It returns nil or an *Error.
 func CheckRelation(src *Artifact, rel Relation, target Target, sameDeliberation bool) error {

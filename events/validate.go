@@ -83,7 +83,7 @@ func (v *Validator) validate(raw []byte, keep bool) (*Artifact, error) {
 	return a, nil
 }
 
-// semantics reads a.Canonical into a, checking DESIGN §4.
+// semantics reads a.Canonical into a, checking the artifact rules (docs/ERRORS.md).
 func (v *Validator) semantics(a *Artifact) error {
 	var version, typ, payload, refs, exts []byte
 	err := members(a.Canonical, func(name, val []byte) error {
@@ -185,7 +185,7 @@ func kindName(k byte) string {
 	return "a " + string(k)
 }
 
-// checkVersion applies DESIGN §4: 0.1, or a registered compatible minor.
+// checkVersion applies the version rule (docs/ERRORS.md): 0.1, or a registered compatible minor.
 func (v *Validator) checkVersion(s string) error {
 	major, minor, ok := strings.Cut(s, ".")
 	if !ok || !digits(major) || !digits(minor) {

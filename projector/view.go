@@ -16,7 +16,7 @@ func mustJSON(v any) []byte {
 }
 
 // View is the JSON summary of a deliberation served by the query API
-// (DESIGN §8).
+// (the HTTP API in the README).
 type View struct {
 	ID                     string              `json:"id"`
 	Title                  string              `json:"title"`

@@ -1,5 +1,5 @@
 // Package termination is the termination supervisor's decision function
-// (DESIGN §7): given a deliberation's projection and the time, the
+// (docs/AUTHORITY.md, docs/ARCHITECTURE.md): given a deliberation's projection and the time, the
 // FAILURE and TERMINATION artifacts the engine must publish, as participant
 // _supervisor.
 //

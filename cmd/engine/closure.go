@@ -21,7 +21,7 @@ func runClosure(ctx context.Context, e *env, args []string) int {
 	var lim closure.Limits
 	var maxSize int
 	var rootDirs roots
-	fs := newFlags(e, "closure", "--decision ID [--at SEQ] [--root DIR]... FILE.jsonl|-", `Verifies a decision's closure (DESIGN §5) over a recording: an artifact log (one
+	fs := newFlags(e, "closure", "--decision ID [--at SEQ] [--root DIR]... FILE.jsonl|-", `Verifies a decision's closure (docs/ARCHITECTURE.md) over a recording: an artifact log (one
 artifact per line, in stream order; the line number is the position) or a
 stream recording (positions are the stream's, as live). Messages that are
 not valid artifacts are skipped and counted on standard error (they never
