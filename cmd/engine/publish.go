@@ -139,6 +139,27 @@ func connectClient(e *env, name string, l *liveFlags, token string) (*client.Cli
 	return cl, nc.Close, true
 }
 
+// publishOne connects as token, publishes one message with publish
+// (bounded by --timeout, and cut short by a permission violation), and
+// waits for the engine's verdict on it (await).
+func publishOne(ctx context.Context, e *env, l *liveFlags, name, token, id, artifactID, op, quiet string,
+	publish func(context.Context, *client.Client) (*jetstream.PubAck, error)) int {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	cl, closeConn, ok := connectClient(e, name, l, token)
+	if !ok {
+		return exitUsage
+	}
+	defer closeConn()
+	pctx, stop := l.nats.watch(ctx)
+	ack, err := publish(pctx, cl)
+	stop()
+	if err != nil {
+		return publishFailed(e, name, &l.nats, err)
+	}
+	return await(ctx, e, l, cl, id, ack, artifactID, op, quiet)
+}
+
 // publishFailed reports a publish that got no acknowledgement: refused by
 // the server (a permission violation: exit 1, nothing was stored), or
 // unanswered (exit 2: the message may or may not be in the stream).
@@ -271,20 +292,9 @@ included) exits 1 with its reason, and the deliberation is not open.
 		fmt.Fprintf(e.stderr, "engine open: --id %q is not a UUID in canonical lowercase form\n", id)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	cl, closeConn, ok := connectClient(e, "open", &l, cliToken)
-	if !ok {
-		return exitUsage
-	}
-	defer closeConn()
-	pctx, stop := l.nats.watch(ctx)
-	ack, err := cl.Control(pctx, id, client.Control{Op: "open", Charter: &ch})
-	stop()
-	if err != nil {
-		return publishFailed(e, "open", &l.nats, err)
-	}
-	return await(ctx, e, &l, cl, id, ack, "", "open", id)
+	return publishOne(ctx, e, &l, "open", cliToken, id, "", "open", id, func(ctx context.Context, cl *client.Client) (*jetstream.PubAck, error) {
+		return cl.Control(ctx, id, client.Control{Op: "open", Charter: &ch})
+	})
 }
 
 func runPublish(ctx context.Context, e *env, args []string) int {
@@ -331,20 +341,9 @@ standard error as engine id prints it, and the command exits 1.
 		e.stderr.Write(append(appendError(nil, err), '\n'))
 		return exitRejected
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	cl, closeConn, ok := connectClient(e, "publish", &l, as)
-	if !ok {
-		return exitUsage
-	}
-	defer closeConn()
-	pctx, stop := l.nats.watch(ctx)
-	ack, err := cl.PublishArtifact(pctx, id, a)
-	stop()
-	if err != nil {
-		return publishFailed(e, "publish", &l.nats, err)
-	}
-	return await(ctx, e, &l, cl, id, ack, a.ID.String(), "", a.ID.String())
+	return publishOne(ctx, e, &l, "publish", as, id, a.ID.String(), "", a.ID.String(), func(ctx context.Context, cl *client.Client) (*jetstream.PubAck, error) {
+		return cl.PublishArtifact(ctx, id, a)
+	})
 }
 
 // prepare seals an artifact without an artifact_id, as engine seal does,
@@ -409,20 +408,9 @@ increase, a control message after the deliberation ended…).
 		}
 		ctl.Reason = reason
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	cl, closeConn, ok := connectClient(e, "control", &l, cliToken)
-	if !ok {
-		return exitUsage
-	}
-	defer closeConn()
-	pctx, stop := l.nats.watch(ctx)
-	ack, err := cl.Control(pctx, id, ctl)
-	stop()
-	if err != nil {
-		return publishFailed(e, "control", &l.nats, err)
-	}
-	return await(ctx, e, &l, cl, id, ack, "", ctl.Op, "")
+	return publishOne(ctx, e, &l, "control", cliToken, id, "", ctl.Op, "", func(ctx context.Context, cl *client.Client) (*jetstream.PubAck, error) {
+		return cl.Control(ctx, id, ctl)
+	})
 }
 
 // parseInterspersed parses flags that may come before, between or after
