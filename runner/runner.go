@@ -60,7 +60,7 @@ type Runner struct {
 	opts      projector.Options
 	verify    provenance.Verifier
 	reverify  chan *item // to the re-verifiers (Run's)
-	onApply   func(projector.Msg, projector.Outcome)
+	onApply   func(*Runner, projector.Msg, projector.Outcome)
 
 	shards     []*shard
 	dispatched atomic.Uint64 // the last position handed to a shard
@@ -93,8 +93,9 @@ type Config struct {
 	Observe func(out projector.Outcome, position, pending uint64)
 	// OnApply, when set, is called after each message is applied, outside
 	// any lock, from the goroutine of the message's shard (binding-moment
-	// announcements, their metrics).
-	OnApply func(m projector.Msg, out projector.Outcome)
+	// announcements, their metrics). It is handed the runner: the first
+	// calls may come before New has returned.
+	OnApply func(r *Runner, m projector.Msg, out projector.Outcome)
 }
 
 // shard is one part of the projection: the deliberations whose id hashes to
@@ -723,7 +724,7 @@ func (r *Runner) applied(it *item, out projector.Outcome) {
 		r.observe(out, r.Position(), it.pending)
 	}
 	if r.onApply != nil {
-		r.onApply(it.m, out)
+		r.onApply(r, it.m, out)
 	}
 }
 

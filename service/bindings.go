@@ -250,25 +250,26 @@ type Announcement struct {
 // them, and the resolutions, per decider.
 type bindingWatch struct {
 	nc *nats.Conn
-	r  *runner.Runner
 	m  *Metrics
 }
 
-func (b *bindingWatch) onApply(_ projector.Msg, out projector.Outcome) {
+// onApply is the runner's hook; it is handed the runner, which may call
+// it before runner.New has returned.
+func (b *bindingWatch) onApply(r *runner.Runner, _ projector.Msg, out projector.Outcome) {
 	// The fold says what it admitted, pending artifacts it released
 	// included: nothing is parsed again here but the extensions.
 	for _, adm := range out.Admitted {
-		b.admitted(out.Deliberation, adm)
+		b.admitted(r, out.Deliberation, adm)
 	}
 }
 
-func (b *bindingWatch) admitted(id string, adm projector.Admission) {
+func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admission) {
 	a := adm.Artifact
 	if _, ok := a.Extensions[binding.ExtResolution]; ok {
 		rr, _ := binding.ResolutionOf(a)
 		decider := ""
 		for _, ref := range a.References {
-			b.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+			r.ReadDeliberation(id, func(d *projector.Deliberation) {
 				if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
 					decider = n.Participant
 				}

@@ -189,7 +189,6 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	bw.r = s.Runner
 	s.Metrics.watch(s.Runner)
 	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js, rv: s.Reverifier}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
