@@ -4,6 +4,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -93,35 +94,81 @@ type delibSnap struct {
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
 // projection with the same state and digests.
-func (p *Projection) WriteSnapshot(w io.Writer) error {
-	s := snapshot{Version: snapshotVersion, Position: p.position, Unrouted: p.unrouted, UnroutedTotal: p.unroutedTotal}
+func (p *Projection) WriteSnapshot(w io.Writer) error { return p.Freeze().WriteTo(w) }
+
+// Frozen is a projection's state at one position, captured by Freeze
+// without copying what the fold only appends to (nodes, references,
+// extras, ids, positions): those are shared, cut at their length, and
+// what the fold changes in place (bounded lists, maps, counters) is
+// copied. Writing it costs the whole serialization and may run while the
+// fold goes on: nothing the fold does afterwards changes what it holds.
+type Frozen struct {
+	s      snapshot
+	delibs []frozenDelib
+}
+
+type frozenDelib struct {
+	ds         delibSnap // all but Nodes, Refs, Extras, Tips, Open
+	nodes      []node
+	ids        []canon.Digest
+	refs       []ref
+	extras     []extra
+	tips, open map[canon.Digest]struct{}
+}
+
+// cut returns s shared up to its length, with no room to append into.
+func cut[T any](s []T) []T { return s[:len(s):len(s)] }
+
+// Freeze captures the projection's state for WriteTo. Its cost is the
+// number of deliberations and of what the fold changes in place (tips,
+// open objections, pending artifacts, bounded lists), not the size of the
+// DAGs. The caller holds whatever keeps the fold from running meanwhile.
+func (p *Projection) Freeze() *Frozen {
+	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.position, Unrouted: slices.Clone(p.unrouted), UnroutedTotal: p.unroutedTotal},
+		delibs: make([]frozenDelib, 0, len(p.delibs))}
 	for _, d := range p.delibs {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
-			Position: d.Position, Round: d.Round, Tips: sortedKeys(d.tips), Open: sortedKeys(d.open),
-			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
-			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
+			Position: d.Position, Round: d.Round,
+			Decs: cut(d.decs), Terms: cut(d.terms), Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects),
+			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime, Breaches: d.breaches, Now: d.now}
+			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
+			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
-		}
-		ids := d.ids()
-		ds.Nodes = make([]nodeSnap, len(d.nodes))
-		for i, n := range d.nodes {
-			ds.Nodes[i] = nodeSnap{ID: ids[i], Seq: n.seq, Depth: n.depth, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
-				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
-		}
-		ds.Refs = make([]refSnap, len(d.refs))
-		for i, r := range d.refs {
-			ds.Refs[i] = refSnap{r.target, r.rel}
-		}
-		for _, e := range d.extras {
-			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
 		// In stream order: the waiting lists are rebuilt from it, and the
 		// order they release artifacts in is part of the state.
 		for _, pe := range d.pend {
 			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time, pe.reverified})
+		}
+		f.delibs = append(f.delibs, frozenDelib{ds: ds, nodes: cut(d.nodes), ids: cut(d.ids()), refs: cut(d.refs), extras: cut(d.extras),
+			tips: maps.Clone(d.tips), open: maps.Clone(d.open)})
+	}
+	return f
+}
+
+// Position is the position the frozen state is at.
+func (f *Frozen) Position() uint64 { return f.s.Position }
+
+// WriteTo writes the frozen state as WriteSnapshot does.
+func (f *Frozen) WriteTo(w io.Writer) error {
+	s := f.s
+	s.Delibs = make([]delibSnap, 0, len(f.delibs))
+	for _, fd := range f.delibs {
+		ds := fd.ds
+		ds.Tips, ds.Open = sortedKeys(fd.tips), sortedKeys(fd.open)
+		ds.Nodes = make([]nodeSnap, len(fd.nodes))
+		for i, n := range fd.nodes {
+			ds.Nodes[i] = nodeSnap{ID: fd.ids[i], Seq: n.seq, Depth: n.depth, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
+				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
+		}
+		ds.Refs = make([]refSnap, len(fd.refs))
+		for i, r := range fd.refs {
+			ds.Refs[i] = refSnap{r.target, r.rel}
+		}
+		for _, e := range fd.extras {
+			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
 		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmpU64(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
