@@ -293,7 +293,7 @@ func TestFreeze_WriteWhileFolding(t *testing.T) {
 			}
 		}()
 		var got bytes.Buffer
-		err := f.WriteTo(&got)
+		err := f.Write(&got)
 		<-done
 		if err != nil {
 			t.Fatal(err)

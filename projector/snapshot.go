@@ -15,7 +15,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 type snapshot struct {
 	Version       int
@@ -25,21 +25,22 @@ type snapshot struct {
 	Delibs        []delibSnap
 }
 
-type nodeSnap struct {
-	ID       canon.Digest
-	Seq      uint64
-	Depth    uint32
-	RefStart uint32
-	RefLen   uint32
-	Part     int32
-	Extra    int32
-	Typ      uint8
-	Blocking bool
-}
-
-type refSnap struct {
-	Target canon.Digest
-	Rel    uint8
+// nodeCols are a deliberation's nodes and references by column: gob
+// encodes a slice of a basic type, and a []byte of concatenated digests,
+// in one piece, where a slice of structs or of arrays costs a reflective
+// call per field or per byte.
+type nodeCols struct {
+	IDs      []byte // 32 bytes a node
+	Seq      []uint64
+	Depth    []uint32
+	RefStart []uint32
+	RefLen   []uint32
+	Part     []int32
+	Extra    []int32
+	Typ      []byte
+	Blocking []bool
+	Targets  []byte // 32 bytes a reference
+	Rels     []byte
 }
 
 type extraSnap struct {
@@ -64,12 +65,11 @@ type delibSnap struct {
 	Charter            *Charter
 	OpenedAt, Position uint64
 	Round              int
-	Nodes              []nodeSnap
-	Refs               []refSnap
+	Nodes              nodeCols
 	Extras             []extraSnap
 	Pending            []pendingSnap
-	Tips, Open         []canon.Digest
-	Decs, Terms        []canon.Digest
+	Tips, Open         []byte // 32 bytes a digest
+	Decs, Terms        []byte
 	Parts              []string
 	PerPart            []int
 	Allowed            []string
@@ -94,7 +94,7 @@ type delibSnap struct {
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
 // projection with the same state and digests.
-func (p *Projection) WriteSnapshot(w io.Writer) error { return p.Freeze().WriteTo(w) }
+func (p *Projection) WriteSnapshot(w io.Writer) error { return p.Freeze().Write(w) }
 
 // Frozen is a projection's state at one position, captured by Freeze
 // without copying what the fold only appends to (nodes, references,
@@ -108,8 +108,9 @@ type Frozen struct {
 }
 
 type frozenDelib struct {
-	ds         delibSnap // all but Nodes, Refs, Extras, Tips, Open
-	nodes      []node
+	ds          delibSnap // all but Nodes, Extras, Tips, Open, Decs, Terms
+	decs, terms []canon.Digest
+	nodes       []node
 	ids        []canon.Digest
 	refs       []ref
 	extras     []extra
@@ -119,7 +120,7 @@ type frozenDelib struct {
 // cut returns s shared up to its length, with no room to append into.
 func cut[T any](s []T) []T { return s[:len(s):len(s)] }
 
-// Freeze captures the projection's state for WriteTo. Its cost is the
+// Freeze captures the projection's state for Write. Its cost is the
 // number of deliberations and of what the fold changes in place (tips,
 // open objections, pending artifacts, bounded lists), not the size of the
 // DAGs. The caller holds whatever keeps the fold from running meanwhile.
@@ -129,7 +130,7 @@ func (p *Projection) Freeze() *Frozen {
 	for _, d := range p.delibs {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
 			Position: d.Position, Round: d.Round,
-			Decs: cut(d.decs), Terms: cut(d.terms), Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects),
+			Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects),
 			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
@@ -142,7 +143,7 @@ func (p *Projection) Freeze() *Frozen {
 		for _, pe := range d.pend {
 			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time, pe.reverified})
 		}
-		f.delibs = append(f.delibs, frozenDelib{ds: ds, nodes: cut(d.nodes), ids: cut(d.ids()), refs: cut(d.refs), extras: cut(d.extras),
+		f.delibs = append(f.delibs, frozenDelib{ds: ds, decs: cut(d.decs), terms: cut(d.terms), nodes: cut(d.nodes), ids: cut(d.ids()), refs: cut(d.refs), extras: cut(d.extras),
 			tips: maps.Clone(d.tips), open: maps.Clone(d.open)})
 	}
 	return f
@@ -151,22 +152,27 @@ func (p *Projection) Freeze() *Frozen {
 // Position is the position the frozen state is at.
 func (f *Frozen) Position() uint64 { return f.s.Position }
 
-// WriteTo writes the frozen state as WriteSnapshot does.
-func (f *Frozen) WriteTo(w io.Writer) error {
+// Write writes the frozen state as WriteSnapshot does.
+func (f *Frozen) Write(w io.Writer) error {
 	s := f.s
 	s.Delibs = make([]delibSnap, 0, len(f.delibs))
 	for _, fd := range f.delibs {
 		ds := fd.ds
-		ds.Tips, ds.Open = sortedKeys(fd.tips), sortedKeys(fd.open)
-		ds.Nodes = make([]nodeSnap, len(fd.nodes))
-		for i, n := range fd.nodes {
-			ds.Nodes[i] = nodeSnap{ID: fd.ids[i], Seq: n.seq, Depth: n.depth, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
-				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
+		ds.Tips, ds.Open = digestBytes(sortedKeys(fd.tips)), digestBytes(sortedKeys(fd.open))
+		ds.Decs, ds.Terms = digestBytes(fd.decs), digestBytes(fd.terms)
+		n := len(fd.nodes)
+		c := nodeCols{IDs: digestBytes(fd.ids), Seq: make([]uint64, n), Depth: make([]uint32, n), RefStart: make([]uint32, n), RefLen: make([]uint32, n),
+			Part: make([]int32, n), Extra: make([]int32, n), Typ: make([]byte, n), Blocking: make([]bool, n),
+			Targets: make([]byte, 0, 32*len(fd.refs)), Rels: make([]byte, len(fd.refs))}
+		for i, nd := range fd.nodes {
+			c.Seq[i], c.Depth[i], c.RefStart[i], c.RefLen[i] = nd.seq, nd.depth, nd.refStart, nd.refLen
+			c.Part[i], c.Extra[i], c.Typ[i], c.Blocking[i] = nd.part, nd.extra, nd.typ, nd.blocking
 		}
-		ds.Refs = make([]refSnap, len(fd.refs))
 		for i, r := range fd.refs {
-			ds.Refs[i] = refSnap{r.target, r.rel}
+			c.Targets = append(c.Targets, r.target[:]...)
+			c.Rels[i] = r.rel
 		}
+		ds.Nodes = c
 		for _, e := range fd.extras {
 			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
@@ -193,7 +199,14 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 	for _, ds := range s.Delibs {
 		d := newDeliberation(ds.ID, p.opts)
 		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
-		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
+		d.parts, d.perPart = ds.Parts, ds.PerPart
+		var err error
+		if d.decs, err = bytesDigests(ds.Decs); err == nil {
+			d.terms, err = bytesDigests(ds.Terms)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
@@ -220,20 +233,34 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 				d.allowed[t] = true
 			}
 		}
-		d.nodes = make([]node, len(ds.Nodes))
-		for i, ns := range ds.Nodes {
-			d.nodes[i] = node{seq: ns.Seq, depth: ns.Depth, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
-			d.index[ns.ID] = int32(i)
-			if ds.Parts[ns.Part] == SupervisorToken {
+		c := &ds.Nodes
+		n, nr := len(c.Seq), len(c.Rels)
+		if len(c.IDs) != 32*n || len(c.Depth) != n || len(c.RefStart) != n || len(c.RefLen) != n || len(c.Part) != n ||
+			len(c.Extra) != n || len(c.Typ) != n || len(c.Blocking) != n || len(c.Targets) != 32*nr {
+			return nil, fmt.Errorf("projector: snapshot of %s: node columns of different lengths", ds.ID)
+		}
+		d.nodes = make([]node, n)
+		d.nodeIDs = make([]canon.Digest, n)
+		d.index = make(map[canon.Digest]int32, n)
+		for i := range n {
+			nd := node{seq: c.Seq[i], depth: c.Depth[i], refStart: c.RefStart[i], refLen: c.RefLen[i], part: c.Part[i], extra: c.Extra[i], typ: c.Typ[i], blocking: c.Blocking[i]}
+			if int(nd.part) < 0 || int(nd.part) >= len(d.parts) || int(nd.typ) >= len(d.counts) || uint64(nd.refStart)+uint64(nd.refLen) > uint64(nr) ||
+				int(nd.extra) >= len(ds.Extras) {
+				return nil, fmt.Errorf("projector: snapshot of %s: node %d out of range", ds.ID, i)
+			}
+			d.nodes[i] = nd
+			id := canon.Digest(c.IDs[32*i : 32*i+32])
+			d.index[id] = int32(i)
+			if d.parts[nd.part] == SupervisorToken {
 				d.superN++
 			}
-			d.nodeIDs = append(d.nodeIDs, ns.ID)
-			d.counts[ns.Typ]++
+			d.nodeIDs[i] = id
+			d.counts[nd.typ]++
 		}
 		d.buildOrder()
-		d.refs = make([]ref, len(ds.Refs))
-		for i, r := range ds.Refs {
-			d.refs[i] = ref{r.Target, r.Rel}
+		d.refs = make([]ref, nr)
+		for i := range nr {
+			d.refs[i] = ref{canon.Digest(c.Targets[32*i : 32*i+32]), c.Rels[i]}
 		}
 		for _, e := range ds.Extras {
 			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions, e.Provenance})
@@ -260,10 +287,18 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 				}
 			}
 		}
-		for _, id := range ds.Tips {
+		tips, err := bytesDigests(ds.Tips)
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
+		for _, id := range tips {
 			d.tips[id] = struct{}{}
 		}
-		for _, id := range ds.Open {
+		open, err := bytesDigests(ds.Open)
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
+		for _, id := range open {
 			d.open[id] = struct{}{}
 		}
 		for _, ps := range ds.Pending {
@@ -285,4 +320,26 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		p.delibs[d.ID] = d
 	}
 	return p, nil
+}
+
+func digestBytes(ds []canon.Digest) []byte {
+	b := make([]byte, 0, 32*len(ds))
+	for _, d := range ds {
+		b = append(b, d[:]...)
+	}
+	return b
+}
+
+func bytesDigests(b []byte) ([]canon.Digest, error) {
+	if len(b)%32 != 0 {
+		return nil, fmt.Errorf("digests of %d bytes", len(b))
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	ds := make([]canon.Digest, len(b)/32)
+	for i := range ds {
+		ds[i] = canon.Digest(b[32*i : 32*i+32])
+	}
+	return ds, nil
 }

@@ -57,6 +57,7 @@ type Runner struct {
 	observe   func(out projector.Outcome, position, pending uint64)
 	snapPath  string
 	snapMu    sync.Mutex // one Snapshot at a time
+	writeHook func(shard int) // tests: called as a shard's snapshot starts being written
 	snapEvery time.Duration
 	opts      projector.Options
 	verify    provenance.Verifier
@@ -823,6 +824,9 @@ func (r *Runner) freezeShard(s *shard) frozen {
 }
 
 func (r *Runner) writeShard(s *shard, f *projector.Frozen) error {
+	if r.writeHook != nil {
+		r.writeHook(s.i)
+	}
 	dir := filepath.Dir(r.snapPath)
 	tmp, err := os.CreateTemp(dir, ".snapshot-*")
 	if err != nil {
@@ -830,7 +834,7 @@ func (r *Runner) writeShard(s *shard, f *projector.Frozen) error {
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	err = f.WriteTo(w)
+	err = f.Write(w)
 	if err == nil {
 		err = w.Flush()
 	}
