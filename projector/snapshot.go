@@ -111,10 +111,10 @@ type frozenDelib struct {
 	ds          delibSnap // all but Nodes, Extras, Tips, Open, Decs, Terms
 	decs, terms []canon.Digest
 	nodes       []node
-	ids        []canon.Digest
-	refs       []ref
-	extras     []extra
-	tips, open map[canon.Digest]struct{}
+	ids         []canon.Digest
+	refs        []ref
+	extras      []extra
+	tips, open  map[canon.Digest]struct{}
 }
 
 // cut returns s shared up to its length, with no room to append into.

@@ -56,7 +56,7 @@ type Runner struct {
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
 	snapPath  string
-	snapMu    sync.Mutex // one Snapshot at a time
+	snapMu    sync.Mutex      // one Snapshot at a time
 	writeHook func(shard int) // tests: called as a shard's snapshot starts being written
 	snapEvery time.Duration
 	opts      projector.Options
