@@ -11,7 +11,7 @@ var _ closure.Graph = (*Deliberation)(nil)
 
 // Lookup implements closure.Graph.
 func (d *Deliberation) Lookup(id canon.Digest) (closure.Info, bool) {
-	i, ok := d.index[id]
+	i, ok := d.index.get(d.nodeIDs, id)
 	if !ok {
 		return closure.Info{}, false
 	}
@@ -25,7 +25,7 @@ func (d *Deliberation) Lookup(id canon.Digest) (closure.Info, bool) {
 
 // References implements closure.Graph.
 func (d *Deliberation) References(id canon.Digest, fn func(canon.Digest, events.Relation)) {
-	i, ok := d.index[id]
+	i, ok := d.index.get(d.nodeIDs, id)
 	if !ok {
 		return
 	}

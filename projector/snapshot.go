@@ -241,7 +241,6 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		}
 		d.nodes = make([]node, n)
 		d.nodeIDs = make([]canon.Digest, n)
-		d.index = make(map[canon.Digest]int32, n)
 		for i := range n {
 			nd := node{seq: c.Seq[i], depth: c.Depth[i], refStart: c.RefStart[i], refLen: c.RefLen[i], part: c.Part[i], extra: c.Extra[i], typ: c.Typ[i], blocking: c.Blocking[i]}
 			if int(nd.part) < 0 || int(nd.part) >= len(d.parts) || int(nd.typ) >= len(d.counts) || uint64(nd.refStart)+uint64(nd.refLen) > uint64(nr) ||
@@ -250,13 +249,13 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			}
 			d.nodes[i] = nd
 			id := canon.Digest(c.IDs[32*i : 32*i+32])
-			d.index[id] = int32(i)
 			if d.parts[nd.part] == SupervisorToken {
 				d.superN++
 			}
 			d.nodeIDs[i] = id
 			d.counts[nd.typ]++
 		}
+		d.index.build(d.nodeIDs)
 		d.buildOrder()
 		d.refs = make([]ref, nr)
 		for i := range nr {
@@ -309,7 +308,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time, reverified: ps.Reverified}
 			seen := map[canon.Digest]bool{}
 			for _, r := range a.References {
-				if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
+				if !d.index.has(d.nodeIDs, r.Target) && !seen[r.Target] {
 					seen[r.Target] = true
 					d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
 				}
