@@ -3,6 +3,7 @@ package projector_test
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/parley-engine/parley/events"
@@ -98,4 +99,20 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/artifact")
 	})
+}
+
+// BenchmarkProjectionMemory reports the heap a projection of 200,000
+// artifacts holds (the chain of BenchmarkSnapshot), per artifact.
+func BenchmarkProjectionMemory(b *testing.B) {
+	const n = 200000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p := snapshotBench(b, n)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "heap-bytes/artifact")
+		runtime.KeepAlive(p)
+	}
 }
