@@ -124,14 +124,15 @@ type Deliberation struct {
 	now      time.Time // the time of the message being applied
 	lastTime time.Time // the time the fold gave the deliberation's last message
 
-	index   idIndex                  // artifact id -> nodes (keys in nodeIDs)
-	objTo   map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
-	nodes   []node
-	refs    []ref
-	extras  []extra
-	nodeIDs []canon.Digest // node -> id
-	seqs    []uint64       // the positions of the deliberation's messages, in order
-	superN  int            // nodes published by the supervisor
+	index    idIndex                  // artifact id -> nodes (keys in nodeIDs)
+	closures closureCache             // verifications at the current state (graph.go)
+	objTo    map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
+	nodes    []node
+	refs     []ref
+	extras   []extra
+	nodeIDs  []canon.Digest // node -> id
+	seqs     []uint64       // the positions of the deliberation's messages, in order
+	superN   int            // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
 	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
 	judged   map[canon.Digest]bool

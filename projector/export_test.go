@@ -46,7 +46,7 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		for i := 0; i < v.NumField(); i++ {
 			name := v.Type().Field(i).Name
 			switch {
-			case name == "opts" || name == "digest": // options, and a cache
+			case name == "opts" || name == "digest" || name == "closures": // options, and caches
 			case name == "index" && v.Type() == reflect.TypeOf(Deliberation{}):
 				// The table's layout depends on its history and its seed:
 				// its state is what it maps each id to.
