@@ -35,7 +35,7 @@ func lockDataDir(dir string) (*dataLock, error) {
 			if b, rerr := os.ReadFile(path); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
 				holder = strings.TrimSpace(string(b))
 			}
-			return nil, fmt.Errorf("service: data directory %s is in use by another engine (%s holds %s): stop it, or give this one another --data", dir, holder, path)
+			return nil, fmt.Errorf("service: data directory %s is in use by another engine: %s is held by %s; stop that engine, or give this one another --data", dir, path, holder)
 		}
 		return nil, fmt.Errorf("service: lock %s: %w", path, err)
 	}
