@@ -171,7 +171,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
-	if s.Stream, err = ledger.Ensure(ensureCtx, s.js, cfg.Replicas); err != nil {
+	if s.Stream, err = s.ensureStream(ensureCtx); err != nil {
 		return nil, err
 	}
 	maxBytes := cfg.MaxArtifactBytes
@@ -262,6 +262,35 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.credsPath = filepath.Join(cfg.DataDir, CredentialsFile)
 	return s, nil
+}
+
+// ensureStream creates or checks the stream (ledger.Ensure), each attempt
+// with a short deadline of its own: a cluster that is still electing its
+// JetStream leader drops the requests it gets meanwhile, and a request
+// that waited for the whole of ctx would miss the leader elected a moment
+// later. An unsafe stream or a refusal ends it at once; ctx ends the wait.
+func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := ledger.Ensure(actx, s.js, s.cfg.Replicas)
+		cancel()
+		var apiErr *jetstream.APIError
+		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.ErrorCode == 10008))
+		if !retry {
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("%w (the stream did not answer: is JetStream up, with a leader?)", err)
+			}
+			return st, err
+		}
+		if attempt%5 == 1 {
+			s.log.Info("waiting for JetStream", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // connect starts the embedded server (unless cfg.NATS names a cluster) and
