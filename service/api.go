@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +25,7 @@ type Queries struct {
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 	rv     *substrate.Reverifier
+	watch  *streamWatch // the stream watch (health.go); nil: none
 }
 
 // apiError is an error with an HTTP status and a stable code.
@@ -223,32 +223,6 @@ func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 		out.Reverifications = &st
 	}
 	return out, nil
-}
-
-// Health is the health report.
-type Health struct {
-	OK         bool   `json:"ok"`
-	Position   uint64 `json:"position"`
-	StreamLast uint64 `json:"stream_last"`
-	Lag        uint64 `json:"lag"`
-	Error      string `json:"error,omitempty"`
-}
-
-// Health reports whether the stream answers, and the projector's lag.
-func (q *Queries) Health(ctx context.Context) Health {
-	h := Health{Position: q.r.Position()}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	info, err := q.stream.Info(ctx)
-	if err != nil {
-		h.Error = err.Error()
-		return h
-	}
-	h.OK, h.StreamLast = true, info.State.LastSeq
-	if h.StreamLast > h.Position {
-		h.Lag = h.StreamLast - h.Position
-	}
-	return h
 }
 
 // resolver returns the participant a principal's resolution is published

@@ -81,7 +81,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
 	}
 	add := func(name string, h micro.HandlerFunc) error {
-		return g.AddEndpoint(name, h)
+		return g.AddEndpoint(name, q.guardMicro(name, h))
 	}
 	errs := []error{
 		add("deliberations", func(r micro.Request) {

@@ -94,7 +94,9 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>"}},
+		// The stream's advisories and the API audit: the engine watches
+		// its stream (health.go).
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
 	}
 	operator := &server.Permissions{
