@@ -87,8 +87,12 @@ type Config struct {
 	// NoSupervisor turns the termination supervisor off (another engine
 	// supervises, or an auditor only reads).
 	NoSupervisor bool
-	Version      string
-	Logger       *slog.Logger
+	// MinPositionWait is how long a read with a min_position waits for
+	// the projection to reach it before answering projection.behind (0:
+	// DefaultMinPositionWait).
+	MinPositionWait time.Duration
+	Version         string
+	Logger          *slog.Logger
 }
 
 // Service is a running engine.
@@ -190,7 +194,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Metrics.watch(s.Runner)
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js, rv: s.Reverifier}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js, rv: s.Reverifier, minWait: cfg.MinPositionWait}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
