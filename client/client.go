@@ -197,7 +197,7 @@ func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retr
 	if err != nil {
 		return nil, err
 	}
-	c.saw(ack.Sequence)
+	c.Saw(ack.Sequence)
 	return ack, nil
 }
 

@@ -151,9 +151,11 @@ func (c *Client) retry(ctx context.Context, op string, retryable func(error) boo
 	}
 }
 
-// saw records the stream position of an acknowledged publish: the reads
-// that follow ask for a projection at least there.
-func (c *Client) saw(seq uint64) {
+// Saw raises the stream position the client's reads carry as
+// min_position to seq (when higher): the position of an acknowledged
+// publish, which the client records itself, or one the caller learned
+// elsewhere (another client's publish, a PubAck of an async publish).
+func (c *Client) Saw(seq uint64) {
 	for {
 		cur := c.seen.Load()
 		if seq <= cur || c.seen.CompareAndSwap(cur, seq) {
