@@ -92,8 +92,12 @@ type Config struct {
 	// stream's configuration and state (0: DefaultStreamCheckEvery);
 	// advisories ask for one at once in between (health.go).
 	StreamCheckEvery time.Duration
-	Version          string
-	Logger           *slog.Logger
+	// MinPositionWait is how long a read with a min_position waits for
+	// the projection to reach it before answering projection.behind (0:
+	// DefaultMinPositionWait).
+	MinPositionWait time.Duration
+	Version         string
+	Logger          *slog.Logger
 }
 
 // Service is a running engine.
@@ -219,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	ejs := watchedJS{JetStream: s.js, w: w}
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w, minWait: cfg.MinPositionWait}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
