@@ -20,6 +20,7 @@ function h(tag, attrs, ...kids) {
   for (const k of kids.flat()) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
   return e;
 }
+function put(e, ...kids) { e.replaceChildren(...kids.flat(Infinity).filter(k => k != null && k !== false)); }
 function s(tag, attrs) {
   const e = document.createElementNS(SVGNS, tag);
   for (const [k, v] of Object.entries(attrs || {})) if (v != null) e.setAttribute(k, v);
@@ -53,15 +54,15 @@ const STATUSES = ["open", "suspended", "completed", "cancelled", "deadlock", "ex
 async function listPage() {
   document.title = "parley: deliberations";
   const params = new URLSearchParams(location.search);
-  const q = h("input", { type: "search", id: "q", placeholder: "Search titles (or an id's start)", value: params.get("q") || "" });
-  const st = h("select", { id: "status" }, h("option", { value: "" }, "any status"), STATUSES.map(x => h("option", { value: x }, x)));
+  const q = h("input", { type: "search", id: "q", name: "q", placeholder: "Search titles (or an id's start)", value: params.get("q") || "" });
+  const st = h("select", { id: "status", name: "status" }, h("option", { value: "" }, "any status"), STATUSES.map(x => h("option", { value: x }, x)));
   st.value = params.get("status") || "";
   const form = h("form", { class: "controls", id: "filters", onsubmit: ev => { ev.preventDefault(); go(""); } },
     q, st, h("button", { type: "submit" }, "Search"));
   st.addEventListener("change", () => go(""));
   const body = h("tbody", { id: "rows" });
   const pager = h("div", { class: "pager" });
-  app.replaceChildren(h("h1", {}, "Deliberations"), form,
+  put(app, h("h1", {}, "Deliberations"), form,
     h("table", { id: "list" }, h("thead", {}, h("tr", {}, ["Title", "Status", "Artifacts", "Participants", "Rejections", "Last activity"].map(t => h("th", {}, t)))), body), pager);
   function go(before) {
     const p = new URLSearchParams();
@@ -74,8 +75,8 @@ async function listPage() {
   async function load(p) {
     let page;
     try { page = await getJSON("/api/v1/explorer/deliberations?" + p); }
-    catch (err) { body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "bad" }, "The list could not be read: " + err.message))); return; }
-    body.replaceChildren(...page.deliberations.map(d => h("tr", { class: "row", "data-id": d.id },
+    catch (err) { put(body, h("tr", {}, h("td", { colspan: 6, class: "bad" }, "The list could not be read: " + err.message))); return; }
+    put(body, ...page.deliberations.map(d => h("tr", { class: "row", "data-id": d.id },
       h("td", {}, h("a", { href: "/deliberations/" + encodeURIComponent(d.id) }, d.title || "(untitled)"), h("div", { class: "muted mono" }, d.id)),
       h("td", {}, h("span", { class: "badge st-" + d.status }, d.status), d.open_blocking_objections ? h("div", { class: "bad" }, d.open_blocking_objections + " open blocking") : null),
       h("td", {}, h("div", {}, d.artifacts + " artifact" + (d.artifacts === 1 ? "" : "s")),
@@ -83,8 +84,8 @@ async function listPage() {
       h("td", {}, d.participants.slice(0, 6).map(x => h("span", { class: "pill" }, x.id + " " + x.artifacts)), d.participants.length > 6 ? "+" + (d.participants.length - 6) : null),
       h("td", {}, String(d.rejections)),
       h("td", { title: fmtTime(d.last_activity) }, ago(d.last_activity), h("div", { class: "muted" }, "position " + d.position)))));
-    if (!page.deliberations.length) body.replaceChildren(h("tr", {}, h("td", { colspan: 6, class: "muted", id: "none" }, "No deliberation matches.")));
-    pager.replaceChildren(
+    if (!page.deliberations.length) put(body, h("tr", {}, h("td", { colspan: 6, class: "muted", id: "none" }, "No deliberation matches.")));
+    put(pager, 
       p.has("before") ? h("button", { onclick: () => go("") }, "First page") : null,
       page.next_before ? h("button", { id: "next", onclick: () => go(String(page.next_before)) }, "Next page") : null);
     document.body.dataset.rendered = "list";
@@ -101,7 +102,7 @@ function deliberationPage(id) {
   };
   window.parleyExplorer = M; // for the console and the tests
   const el = {};
-  app.replaceChildren(
+  put(app, 
     el.head = h("div", { id: "head" }, h("h1", {}, "Deliberation"), h("div", { class: "muted mono" }, id)),
     el.banner = h("div", { class: "banner", id: "outcome" }, "Reading the record…"),
     h("div", { class: "layout" },
@@ -154,6 +155,7 @@ function deliberationPage(id) {
 
   function add(a) {
     if (M.arts.has(a.artifact_id)) return false; // a resend around a pending release
+    a.type = a.artifact_type;
     a.canonical = a.canonical || "";
     try { a.body = a.canonical ? JSON.parse(a.canonical) : null; } catch { a.body = null; }
     M.arts.set(a.artifact_id, a);
@@ -237,7 +239,7 @@ function deliberationPage(id) {
     crumb.textContent = "› " + clip(title, 60);
     const parts = Object.entries((v && v.participants) || {}).sort((a, b) => b[1] - a[1]);
     const charter = v && v.charter;
-    el.head.replaceChildren(
+    put(el.head, 
       h("div", { class: "head" }, h("h1", { id: "title" }, title), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
       h("div", { class: "facts" },
         h("span", {}, h("span", { id: "count" }, String(M.arts.size)), " artifacts"),
@@ -281,7 +283,7 @@ function deliberationPage(id) {
     if (fails.length) kids.push(h("div", { class: "bad", id: "failures" }, fails.length + " FAILURE" + (fails.length === 1 ? "" : "s") + ": ",
       fails.slice(-5).map(f => h("div", {}, refLink(f.artifact_id), " by ", f.participant)), fails.length > 5 ? h("div", { class: "muted" }, "… and " + (fails.length - 5) + " earlier") : null));
     el.banner.className = "banner " + cls;
-    el.banner.replaceChildren(...kids);
+    put(el.banner, ...kids);
   }
 
   function more(key, n, render) {
@@ -291,7 +293,7 @@ function deliberationPage(id) {
     const decs = M.order.filter(a => a.type === "DECISION");
     if (!decs.length) return;
     const shown = decs.slice(-M.lists.dec);
-    el.decisions.replaceChildren(
+    put(el.decisions, 
       decs.length > shown.length ? more("dec", decs.length - shown.length, renderDecisions) : null,
       ...shown.map(a => {
         const p = a.body ? a.body.payload : {};
@@ -320,7 +322,7 @@ function deliberationPage(id) {
     const objs = M.order.filter(a => a.type === "OBJECTION");
     if (!objs.length) return;
     const shown = objs.slice(-M.lists.obj);
-    el.objections.replaceChildren(
+    put(el.objections, 
       objs.length > shown.length ? more("obj", objs.length - shown.length, renderObjections) : null,
       h("table", {}, h("thead", {}, h("tr", {}, ["", "Objection", "Against", "What became of it"].map(t => h("th", {}, t)))),
         h("tbody", {}, shown.map(a => {
@@ -337,7 +339,7 @@ function deliberationPage(id) {
   function renderTimeline() {
     const n = M.order.length;
     const shown = M.order.slice(Math.max(0, n - M.timelineShown));
-    el.timeline.replaceChildren(
+    put(el.timeline, 
       n > shown.length ? h("button", { id: "earlier", onclick: () => { M.timelineShown += TIMELINE_PAGE; renderTimeline(); } }, "Show " + Math.min(TIMELINE_PAGE, n - shown.length) + " earlier (of " + n + ")") : null,
       h("ol", { class: "timeline" }, shown.map(a => h("li", { "data-id": a.artifact_id, class: (a.fresh ? "fresh " : "") + (M.selected === a.artifact_id ? "sel" : ""), onclick: () => select(a.artifact_id) },
         h("span", { class: "mono" }, label(a)),
@@ -350,7 +352,7 @@ function deliberationPage(id) {
     if (!M.rejections.length) return;
     const shown = M.rejections.slice(-M.lists.rej);
     const st = M.state || {};
-    el.rejections.replaceChildren(
+    put(el.rejections, 
       h("p", { class: "muted" }, (st.rejections || M.rejections.length) + " message(s) refused" + (st.rejections > M.rejections.length ? " (the most recent are kept in detail)" : "") + "."),
       M.rejections.length > shown.length ? more("rej", M.rejections.length - shown.length, renderRejections) : null,
       h("table", {}, h("thead", {}, h("tr", {}, ["Where", "Participant", "Code", "Why"].map(t => h("th", {}, t)))),
@@ -361,9 +363,9 @@ function deliberationPage(id) {
           h("td", {}, r.message, r.artifact_id ? h("div", { class: "muted mono" }, r.artifact_id) : null))))));
   }
   function renderBindings() {
-    if (M.bindingsError) { el.bindings.replaceChildren(h("p", { class: "bad" }, "Binding moments could not be read: " + M.bindingsError)); return; }
+    if (M.bindingsError) { put(el.bindings, h("p", { class: "bad" }, "Binding moments could not be read: " + M.bindingsError)); return; }
     if (!M.bindings.length) return;
-    el.bindings.replaceChildren(h("ul", { class: "reflist" }, M.bindings.map(b => h("li", { "data-status": b.status },
+    put(el.bindings, h("ul", { class: "reflist" }, M.bindings.map(b => h("li", { "data-status": b.status },
       h("span", { class: "badge " + (b.status === "open" ? "warn" : b.status === "resolved" ? "ok" : "bad") }, b.status), " ",
       refLink(b.decision), " asked by ", b.decider,
       b.resolution ? h("div", { class: "muted" }, "resolved by " + (b.resolved_by || "") + ": " + resolutionText(b)) : null,
@@ -420,7 +422,7 @@ function deliberationPage(id) {
       h("h3", {}, "Canonical bytes (" + new TextEncoder().encode(a.canonical).length + ")"),
       a.error ? h("p", { class: "bad" }, a.error) : h("pre", { class: "mono", id: "insp-bytes" }, a.canonical),
       h("p", {}, h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(aid) }, "as served by the API")));
-    el.inspector.replaceChildren(...kids);
+    put(el.inspector, ...kids);
   }
   function payloadView(a, p) {
     const rows = [];
@@ -520,9 +522,14 @@ function makeGraph(el, M, select) {
     if (!laid) return;
     const r = svg.getBoundingClientRect();
     const k = Math.min(r.width / (laid.w + 20), r.height / (laid.h + 20), 1.2);
-    if (k >= 0.45) { view = { k, x: (r.width - laid.w * k) / 2, y: (r.height - laid.h * k) / 2 }; }
-    else { const kk = 0.45; view = { k: kk, x: (r.width - laid.w * kk) / 2, y: r.height - laid.h * kk - 10 }; } // the newest, at the bottom
-    if (view.x > 10 && laid.w * view.k > r.width) view.x = 10;
+    if (k >= 0.45) { view = { k, x: (r.width - laid.w * k) / 2, y: (r.height - laid.h * k) / 2 }; apply(); return; }
+    // Too large to read whole: readable, around the newest artifact.
+    const last = vp.querySelector(".nodes .node:last-child");
+    view.k = 0.7;
+    if (last) {
+      const m = last.transform.baseVal.consolidate().matrix, b = last.getBBox();
+      view.x = r.width / 2 - (m.e + b.width / 2) * view.k; view.y = r.height * 0.7 - (m.f + b.height / 2) * view.k;
+    }
     apply();
   }
   function wrap(t, lines) {
@@ -586,7 +593,7 @@ function makeGraph(el, M, select) {
       grp.addEventListener("click", () => select(a.artifact_id));
       nodesG.append(grp);
     }
-    vp.replaceChildren(edges, nodesG);
+    put(vp, edges, nodesG);
     note.textContent = (n > nodes.length ? `showing ${M.label(nodes[0])}–${M.label(nodes[nodes.length - 1])}, ${nodes.length} of ${n} artifacts` : `${n} artifacts`) +
       (outside ? ` · ${outside} references lead outside this window` : "") + ` · layout ${M.layoutMs} ms`;
     svg.dataset.nodes = String(nodes.length);
