@@ -45,10 +45,10 @@ type ArtifactEvent struct {
 	Position uint64 `json:"position"`
 	// Ordinal is the artifact's rank among its deliberation's messages
 	// (1 for the first), whatever else the stream holds.
-	Ordinal     uint64          `json:"ordinal"`
-	ArtifactID  canon.Digest    `json:"artifact_id"`
-	Participant string          `json:"participant"`
-	Type        string          `json:"artifact_type"`
+	Ordinal     uint64       `json:"ordinal"`
+	ArtifactID  canon.Digest `json:"artifact_id"`
+	Participant string       `json:"participant"`
+	Type        string       `json:"artifact_type"`
 	// Canonical is the artifact's canonical JSON, as a string so that the
 	// bytes arrive as they are.
 	Canonical string `json:"canonical,omitempty"`

@@ -41,7 +41,7 @@ func start(t *testing.T, http string) *service.Service {
 // decision that disposes of the objection (the supervisor completes it),
 // and one message the engine refuses.
 type record struct {
-	id                                            string
+	id                                             string
 	claim, evidence, objection, revision, decision *events.Artifact
 }
 
@@ -218,8 +218,8 @@ func TestExplorer(t *testing.T) {
 	}
 	type pageFacts struct {
 		Title, Status, Banner, Objection, ObjState, Decision, Closure, Rejection, Live string
-		Nodes, Edges, Relations                                                       int
-		TypesOnNodes                                                                  []string
+		Nodes, Edges, Relations                                                        int
+		TypesOnNodes                                                                   []string
 	}
 	f := eval[pageFacts](t, bctx, `(() => {
 		const q = s => document.querySelector(s);
