@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/web"
 )
 
 // HTTPToken is a secret of the HTTP API and the participant it stands for:
@@ -216,12 +217,12 @@ func loopbackHost(hostport string) bool {
 }
 
 // refuse answers a refused request: JSON for the API, a page for a
-// browser's /bind.
+// browser's /bind and explorer pages.
 func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 	}
-	if strings.HasPrefix(r.URL.Path, "/bind") {
+	if strings.HasPrefix(r.URL.Path, "/bind") || web.IsPage(r.URL.Path) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(e.Status)
 		refusedPage.Execute(w, e)

@@ -32,6 +32,7 @@ import (
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/web"
 )
 
 // Config of the engine service.
@@ -235,7 +236,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, fmt.Errorf("service: --http: %w", err)
 	}
 	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
-	s.http = &http.Server{Handler: s.auth.wrap(w.guard(s.Queries.Handler(s.Metrics))), ReadHeaderTimeout: 10 * time.Second}
+	// The explorer's pages and live feed beside the query API, behind the
+	// same authentication and the same halt (a halted engine serves no
+	// state as if it were sound).
+	root := http.NewServeMux()
+	root.Handle("/", s.Queries.Handler(s.Metrics))
+	web.New(s.Runner, s.Stream).Register(root)
+	s.http = &http.Server{Handler: s.auth.wrap(w.guard(root)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)

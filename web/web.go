@@ -1,0 +1,141 @@
+// Package web is the engine's deliberation explorer: the pages served at
+// / (the list of deliberations) and /deliberations/{id} (one
+// deliberation: its DAG laid out by dagre, an inspector for every
+// artifact, its decisions with their closure, its rejections and binding
+// moments), their assets, embedded in the binary, and the two endpoints
+// only they need: a list of deliberations with their counts and
+// participants, searchable by title, and a live feed of a deliberation as
+// server-sent events, resumable from a position. The pages read the rest
+// from the query API (/api/v1), and obey the same authentication: they
+// are mounted behind it.
+package web
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/runner"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Explorer serves the explorer's pages, assets and endpoints.
+type Explorer struct {
+	r      *runner.Runner
+	stream jetstream.Stream
+	// streams bounds the live feeds open at once.
+	streams chan struct{}
+	// Poll is how often a live feed looks for new messages, Heartbeat how
+	// often an idle one writes a comment (proxies close idle connections),
+	// MaxLife how long one lasts before the browser reconnects with its
+	// Last-Event-ID (every request has a deadline).
+	Poll, Heartbeat, MaxLife time.Duration
+	etags                    map[string]string
+}
+
+// MaxStreams is the number of live feeds an engine serves at once; the
+// next is refused with 503.
+const MaxStreams = 256
+
+// New returns the explorer over the engine's runner (the projection) and
+// stream (the artifacts' bodies).
+func New(r *runner.Runner, stream jetstream.Stream) *Explorer {
+	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams),
+		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{}}
+	fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := assets.ReadFile(p)
+			sum := sha256.Sum256(b)
+			e.etags[strings.TrimPrefix(p, "assets/")] = `"` + hex.EncodeToString(sum[:8]) + `"`
+		}
+		return nil
+	})
+	return e
+}
+
+// Register adds the explorer's routes to mux.
+func (e *Explorer) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", e.page)
+	mux.HandleFunc("GET /deliberations/{id}", e.page)
+	mux.HandleFunc("GET /assets/{name}", e.asset)
+	mux.HandleFunc("GET /api/v1/explorer/deliberations", e.serveList)
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/events", e.serveEvents)
+}
+
+// IsPage reports whether path is one of the explorer's pages (a refusal
+// there is a page too, not JSON).
+func IsPage(p string) bool {
+	return p == "/" || strings.HasPrefix(p, "/deliberations/")
+}
+
+// page serves the one HTML page; its script reads the address.
+func (e *Explorer) page(w http.ResponseWriter, r *http.Request) {
+	b, err := assets.ReadFile("assets/index.html")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.Write(b)
+}
+
+var contentTypes = map[string]string{
+	".js":  "text/javascript; charset=utf-8",
+	".css": "text/css; charset=utf-8",
+	".txt": "text/plain; charset=utf-8",
+	".svg": "image/svg+xml",
+}
+
+// asset serves an embedded asset, revalidated by its ETag.
+func (e *Explorer) asset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ct, ok := contentTypes[path.Ext(name)]
+	tag, known := e.etags[name]
+	if !ok || !known {
+		writeError(w, http.StatusNotFound, "not_found", "no such asset: "+name)
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", tag)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if r.Header.Get("If-None-Match") == tag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	b, _ := assets.ReadFile("assets/" + name)
+	h.Set("Content-Type", ct)
+	w.Write(b)
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{code, msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
