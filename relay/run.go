@@ -55,11 +55,17 @@ type Options struct {
 	Record, Replay string
 
 	// Fork, when set, is a stream recording whose participants' artifacts
-	// up to position ForkAt open the deliberation: the run continues a
+	// up to message ForkAt open the deliberation: the run continues a
 	// recorded deliberation with this config's participants, with no model
-	// call for the prefix (a counterfactual run).
-	Fork   *recording.Reader
-	ForkAt uint64
+	// call for the prefix (a counterfactual run). ForkAt is an ordinal
+	// within the recorded deliberation (1 for its first message, as the
+	// supervisor and the query API's "ordinal" count), so that the same
+	// number names the same message whatever else the recording's stream
+	// held; ForkAtPosition, instead, is a stream position of the
+	// recording. Exactly one of them is set.
+	Fork           *recording.Reader
+	ForkAt         uint64
+	ForkAtPosition uint64
 
 	// Client configures the deadlines and retries of the relay's requests
 	// to the engine (zero: client's defaults, 5 s an attempt, retried for
@@ -218,7 +224,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 	var pre []recording.Message
 	if opts.Fork != nil {
 		var preParts []string
-		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt); err != nil {
+		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt, opts.ForkAtPosition); err != nil {
 			return nil, err
 		}
 		for _, t := range preParts {
@@ -249,7 +255,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 		if err := r.seed(ctx, seedNC, orch, pre, refused); err != nil {
 			return nil, err
 		}
-		r.progress("forked: %d artifacts of the recording up to position %d", len(r.record), opts.ForkAt)
+		r.progress("forked: %d artifacts of the recording up to %s", len(r.record), forkPoint(opts))
 	}
 
 	failed := ""

@@ -182,7 +182,7 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 		found = true
 		out = make([]ArtifactEntry, 0, d.Artifacts())
 		d.Nodes(func(a canon.Digest, n projector.Node) {
-			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: n.Participant, Type: string(n.Type)})
+			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Ordinal: d.Ordinal(n.Seq), Participant: n.Participant, Type: string(n.Type)})
 		})
 	})
 	if !found {
@@ -210,6 +210,9 @@ func (q *Queries) Rejections(id string) (RejectionList, error) {
 		kept, total, codes := d.Rejections()
 		out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
 			Rejections: append([]projector.Rejection{}, kept...)}
+		for i := range out.Rejections {
+			out.Rejections[i].Ordinal = d.Ordinal(out.Rejections[i].Position)
+		}
 		for k, v := range codes {
 			out.ByCode[k] = v
 		}
