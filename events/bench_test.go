@@ -16,7 +16,7 @@ func BenchmarkValidate(b *testing.B) {
 	var raws [][]byte
 	for i := range 64 {
 		a := events.MustSeal(events.Draft{Type: events.TypeObjection,
-			Payload: events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
+			Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
 			References: []events.Reference{{Target: root.ID, Relation: events.ObjectsTo}, {Target: other.ID, Relation: events.ObjectsTo}}})
 		raws = append(raws, a.Canonical)
 	}
