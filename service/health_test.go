@@ -290,3 +290,26 @@ func TestWatch_StorageFull(t *testing.T) {
 		t.Errorf("GET %d", code)
 	}
 }
+
+// A server whose JetStream goes off (as on a full disk): /healthz says
+// stream.unavailable with the server's error, without halting.
+func TestWatch_JetStreamOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, _ := bareServer(t, embedded.Config{})
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), HTTP: "127.0.0.1:0", StreamCheckEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitHealth(t, s, "healthy at start", func(code int, h service.Health) bool { return code == 200 && !h.Checked.IsZero() })
+	if err := srv.ShutdownJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	h := waitHealth(t, s, "JetStream off", func(code int, h service.Health) bool {
+		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, service.ProblemStreamUnavailable)
+	})
+	if h.Halted || !strings.Contains(h.Error, "stream info") {
+		t.Errorf("%+v", h)
+	}
+}
