@@ -463,9 +463,9 @@ func (w *streamWatch) raise(code, message, by string) {
 	if halt {
 		w.halted = true
 	}
+	w.m.setHealthy(false) // under the lock: in the order of the changes
 	w.mu.Unlock()
 	w.m.problems.WithLabelValues(code).Inc()
-	w.m.setHealthy(false)
 	if halts {
 		w.log.Error("the engine's stream could drop or erase messages", "problem", code, "reason", message, "noticed_by", by)
 	} else {
@@ -486,12 +486,11 @@ func (w *streamWatch) clear(code string) {
 		return
 	}
 	delete(w.problems, code)
-	healthy := len(w.problems) == 0
-	w.mu.Unlock()
-	w.log.Info("engine problem cleared", "problem", code)
-	if healthy {
+	if len(w.problems) == 0 {
 		w.m.setHealthy(true)
 	}
+	w.mu.Unlock()
+	w.log.Info("engine problem cleared", "problem", code)
 }
 
 // haltedErr is the API's answer once the engine halted, or nil.

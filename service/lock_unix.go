@@ -41,11 +41,12 @@ func lockDataDir(dir string) (*dataLock, error) {
 	}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("pid %d on %s, since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(holder), 0)
-		if err == nil {
-			err = f.Sync()
-		}
+	}
+	if err == nil {
+		err = f.Sync()
 	}
 	if err != nil {
 		f.Close()
