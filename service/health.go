@@ -403,6 +403,12 @@ func full(r StorageReport) bool { return free(r) <= min(1<<20, r.Limit/20) }
 // resources exceeded, insufficient storage, insufficient memory.
 var storageCodes = []jetstream.ErrorCode{10023, 10002, 10047, 10028}
 
+// racedCodes are the refusals of an expected lost race, not of a fault:
+// wrong last sequence (the deliberation moved on after the position
+// judged, 10071 and 10164), and a duplicate of a message being stored
+// (10158).
+var racedCodes = []jetstream.ErrorCode{10071, 10164, 10158}
+
 // wrote records the result of one of the engine's publishes.
 func (w *streamWatch) wrote(err error) {
 	if w == nil {
@@ -412,7 +418,7 @@ func (w *streamWatch) wrote(err error) {
 	result := "stored"
 	switch {
 	case err == nil:
-	case errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164):
+	case errors.As(err, &apiErr) && slices.Contains(racedCodes, apiErr.ErrorCode):
 		result = "superseded"
 	case errors.As(err, &apiErr) && slices.Contains(storageCodes, apiErr.ErrorCode):
 		result = "refused_storage"
