@@ -313,3 +313,49 @@ func TestWatch_JetStreamOff(t *testing.T) {
 		t.Errorf("%+v", h)
 	}
 }
+
+// On a cluster the engine sees its account's storage limit: filled, it is
+// storage.exhausted with scope "account".
+func TestWatch_AccountStorage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	os.WriteFile(conf, []byte(`
+accounts { A { jetstream: {max_file: 256KB}, users: [{user: admin, password: admin}, {user: engine, password: engine}] } }
+`), 0o600)
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), ConfigFile: conf, Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), User: "engine", Password: "engine",
+		HTTP: "127.0.0.1:0", StreamCheckEvery: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := waitHealth(t, s, "the account's limit seen", func(code int, h service.Health) bool { return code == 200 && h.Storage != nil })
+	if h.Storage.Scope != "account" || h.Storage.Limit != 256<<10 {
+		t.Fatalf("%+v", h.Storage)
+	}
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", "admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	junk := []byte(`{"op":"round","round":1,"pad":"` + strings.Repeat("x", 4000) + `"}`)
+	var refused error
+	for i := 0; i < 1000 && refused == nil; i++ {
+		_, refused = js.Publish(ctx, projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
+	}
+	if refused == nil {
+		t.Fatal("the account's storage never filled")
+	}
+	h = waitHealth(t, s, "storage exhausted", func(code int, h service.Health) bool {
+		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, service.ProblemStorageExhausted)
+	})
+	if h.Halted || !strings.Contains(h.Error, "account storage is at its limit") {
+		t.Errorf("%+v (the last publish: %v)", h, refused)
+	}
+}
