@@ -87,14 +87,18 @@ func (e *UnavailableError) Unwrap() error { return e.Last }
 // min_position its projection has not reached (status 503): retry.
 const CodeBehind = "projection.behind"
 
+// CodeHalted is the code of a halted engine's answer (its stream could
+// drop or erase messages: docs/OPERATIONS.md): no retry will change it.
+const CodeHalted = "engine.halted"
+
 // retryableRead says whether a read that failed with err may be asked
 // again: it was not answered (timeout, no responders, a reconnect), or
 // the engine answered 503 (its projection is behind, or its stream read
-// failed).
+// failed), but not that it halted.
 func retryableRead(err error) bool {
 	var se *ServiceError
 	if errors.As(err, &se) {
-		return se.Status == "503"
+		return se.Status == "503" && se.Code != CodeHalted
 	}
 	return unanswered(err)
 }

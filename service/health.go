@@ -499,6 +499,10 @@ func (w *streamWatch) clear(code string) {
 	w.log.Info("engine problem cleared", "problem", code)
 }
 
+// CodeHalted is the code of every answer of a halted engine's query API
+// (client.CodeHalted: not retried).
+const CodeHalted = "engine.halted"
+
 // haltedErr is the API's answer once the engine halted, or nil.
 func (w *streamWatch) haltedErr() error {
 	if w == nil {
@@ -515,7 +519,7 @@ func (w *streamWatch) haltedErr() error {
 			reasons = append(reasons, p.Message)
 		}
 	}
-	return &apiError{Status: http.StatusServiceUnavailable, Code: "engine.halted",
+	return &apiError{Status: http.StatusServiceUnavailable, Code: CodeHalted,
 		Message: "the engine stopped judging and serving its projection: " + strings.Join(reasons, "; ") +
 			" (the record may have lost messages; see /healthz, and restart the engine once the stream is safe)"}
 }

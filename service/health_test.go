@@ -131,6 +131,22 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 		t.Fatal("the supervisor did not record a cancel on a sound stream")
 	}
 
+	// A purge the stream refuses (deny_purge) is seen in the API audit,
+	// checked, and found harmless.
+	st, _ := admin.Stream(ctx, ledger.StreamName)
+	if err := st.Purge(ctx); err == nil {
+		t.Fatal("the stream was purged")
+	}
+	for metric(t, s, `parley_stream_advisories_total{kind="API.PURGE"}`) != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the refused purge's audit was not seen")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, h := health(t, s); code != 200 || h.Halted {
+		t.Fatalf("after a refused purge: %d %+v", code, h)
+	}
+
 	cfg := ledger.StreamConfig(1)
 	cfg.MaxAge = 3 * time.Minute
 	if _, err := admin.UpdateStream(ctx, cfg); err != nil {
@@ -145,7 +161,9 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	if code := get(t, s, "/api/v1/deliberations", &apiErr); code != http.StatusServiceUnavailable || apiErr.Code != "engine.halted" || !strings.Contains(apiErr.Error, "max_age") {
 		t.Errorf("the API after the halt: %d %+v", code, apiErr)
 	}
-	if _, err := alice.State(ctx, before); err == nil || !strings.Contains(err.Error(), "max_age") {
+	// The client does not retry a halted engine's answer.
+	var se *client.ServiceError
+	if _, err := alice.State(ctx, before); !errors.As(err, &se) || se.Code != "engine.halted" || !strings.Contains(err.Error(), "max_age") || errors.Is(err, client.ErrUnavailable) {
 		t.Errorf("the micro API after the halt: %v", err)
 	}
 	if v := metric(t, s, `parley_health_problems_total{code="stream.unsafe"}`); v != 1 {
