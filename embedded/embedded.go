@@ -131,13 +131,24 @@ func StartContext(ctx context.Context, cfg Config) (*server.Server, error) {
 	// here.
 	lg := &logger{l: l, generated: len(cfg.Users) > 0, fatal: make(chan string, 1)}
 	s.SetLoggerV2(lg, false, false, false)
-	go s.Start()
+	started := make(chan struct{})
+	go func() {
+		s.Start()
+		close(started)
+	}()
 	timeout := cfg.ReadyTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
 	deadline := time.Now().Add(timeout)
 	fail := func(err error) (*server.Server, error) {
+		// Start returns once its listeners run (or at its fatal error); a
+		// Shutdown before that races it inside the server. A store that
+		// takes long to recover is not waited for past 10 s.
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+		}
 		s.Shutdown()
 		s.WaitForShutdown()
 		return nil, err
