@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -316,12 +317,56 @@ func clusterFleet(t *testing.T, engines, relays int) {
 			}
 		}
 	}
+	// Every engine served the relays' reads.
+	if served := microRequests(t, nc); len(served) != engines {
+		t.Errorf("%d engines answered the query API's stats (%v), want %d", len(served), served, engines)
+	} else {
+		for id, n := range served {
+			if n == 0 {
+				t.Errorf("engine %s served no request", id)
+			}
+		}
+	}
 	for k, l := range logs {
 		for _, e := range l.errors() {
 			t.Logf("engine %d: ERROR %s", k+1, e)
 			if strings.Contains(e, "supervisor") {
 				t.Errorf("engine %d logged an error for its supervisor: %s", k+1, e)
 			}
+		}
+	}
+}
+
+// microRequests asks every instance of the parley micro service for its
+// stats and returns the requests each has served, by instance id.
+func microRequests(t testing.TB, nc *nats.Conn) map[string]int {
+	t.Helper()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$SRV.STATS.parley", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for {
+		m, err := sub.NextMsg(time.Second)
+		if err != nil {
+			return out
+		}
+		var st struct {
+			ID        string `json:"id"`
+			Endpoints []struct {
+				Requests int `json:"num_requests"`
+			} `json:"endpoints"`
+		}
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Endpoints {
+			out[st.ID] += e.Requests
 		}
 	}
 }
