@@ -459,9 +459,13 @@ func (c *cluster) streamLeader(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("stream leader %q is none of the nodes", info.Cluster.Leader)
 }
 
-// newLeader waits until another node than old leads the stream and
-// answers its info, and returns the time since the kill.
+// newLeader waits until the stream has a leader again (the stream's info
+// is the leader's answer: the first one after the kill comes from a new
+// leader, or from the old node once restarted and re-elected), and
+// returns the time since the kill (0: none within a minute).
 func (c *cluster) newLeader(ctx context.Context, old int, since time.Time) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	nc, err := nats.Connect(c.urls(old+1), nats.MaxReconnects(-1))
 	if err != nil {
 		return 0
@@ -473,7 +477,7 @@ func (c *cluster) newLeader(ctx context.Context, old int, since time.Time) time.
 		s, err := js.Stream(actx, ledger.StreamName)
 		if err == nil {
 			var info *jetstream.StreamInfo
-			if info, err = s.Info(actx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" && info.Cluster.Leader != c.name(old) {
+			if info, err = s.Info(actx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
 				cancel()
 				return time.Since(since)
 			}
