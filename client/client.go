@@ -189,7 +189,7 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 // what retryable accepts, and records the position acknowledged.
 func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
-	err := c.retry(ctx, op, retryable, func(ctx context.Context) error {
+	err := c.retry(ctx, op, c.opts.PublishTimeout, retryable, func(ctx context.Context) error {
 		var err error
 		ack, err = c.js.Publish(ctx, subject, b, opts...)
 		return err
@@ -347,7 +347,7 @@ func (c *Client) requestMsg(ctx context.Context, op, endpoint string, req any) (
 		return nil, err
 	}
 	var msg *nats.Msg
-	err = c.retry(ctx, op, retryableRead, func(ctx context.Context) error {
+	err = c.retry(ctx, op, c.opts.Timeout, retryableRead, func(ctx context.Context) error {
 		var err error
 		msg, err = c.requestOnce(ctx, op, endpoint, b)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -284,4 +285,69 @@ func clientGoroutines() int {
 		}
 	}
 	return n
+}
+
+// A request under way when the connection reconnects (its server
+// restarted) is sent again at once, not after its attempt's deadline: its
+// answer was lost with the old connection.
+func TestClient_RetriesAtAReconnect(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	start := func() *server.Server {
+		s, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := start()
+	url := s.ClientURL()
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	engine, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	var n atomic.Int32
+	first := make(chan struct{})
+	if _, err := engine.Subscribe(wire.MicroPrefix+".deliberation", func(m *nats.Msg) {
+		if n.Add(1) == 1 {
+			close(first) // this answer is lost: the server goes down
+			return
+		}
+		m.Respond([]byte(`{"id":"` + delib + `","position":3}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	engine.Flush()
+	go func() {
+		<-first
+		embedded.Stop(s)
+		s = start()
+	}()
+	// An attempt's deadline far longer than the test's: only the
+	// reconnect can end the first attempt in time.
+	c, _ := client.NewWithOptions(nc, "alice", client.Options{Timeout: time.Minute, RetryFor: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := c.State(ctx, delib)
+	if err != nil || v.Position != 3 {
+		t.Fatalf("state: %+v %v after %d requests", v, err, n.Load())
+	}
+	defer embedded.Stop(s)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
