@@ -293,14 +293,13 @@ func clientGoroutines() int {
 func TestClient_RetriesAtAReconnect(t *testing.T) {
 	port := freePort(t)
 	dir := t.TempDir()
-	start := func() *server.Server {
-		s, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: port})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	start := func() (*server.Server, error) {
+		return embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: port})
 	}
-	s := start()
+	s, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
 	url := s.ClientURL()
 	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}
 	nc, err := nats.Connect(url, opts...)
@@ -325,10 +324,15 @@ func TestClient_RetriesAtAReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine.Flush()
+	restarted := make(chan *server.Server, 1)
 	go func() {
 		<-first
 		embedded.Stop(s)
-		s = start()
+		s2, err := start()
+		if err != nil {
+			t.Error(err)
+		}
+		restarted <- s2
 	}()
 	// An attempt's deadline far longer than the test's: only the
 	// reconnect can end the first attempt in time.
@@ -339,7 +343,9 @@ func TestClient_RetriesAtAReconnect(t *testing.T) {
 	if err != nil || v.Position != 3 {
 		t.Fatalf("state: %+v %v after %d requests", v, err, n.Load())
 	}
-	defer embedded.Stop(s)
+	if s2 := <-restarted; s2 != nil {
+		embedded.Stop(s2)
+	}
 }
 
 func freePort(t *testing.T) int {
