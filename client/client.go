@@ -267,7 +267,8 @@ func (c *Client) state(ctx context.Context, id string, at uint64) (projector.Vie
 // the decision's own position).
 func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (closure.Result, error) {
 	var r closure.Result
-	b, err := c.request(ctx, "closure of "+decision, "closure", c.fresh(map[string]any{"id": id, "decision": decision, "at": at}, 0))
+	b, err := c.requestWithin(ctx, "closure of "+decision, "closure", c.opts.VerifyTimeout,
+		c.fresh(map[string]any{"id": id, "decision": decision, "at": at}, 0))
 	if err != nil {
 		return r, err
 	}
@@ -340,14 +341,27 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 	return msg.Data, nil
 }
 
+// requestWithin is request with another deadline an attempt.
+func (c *Client) requestWithin(ctx context.Context, op, endpoint string, timeout time.Duration, req any) ([]byte, error) {
+	msg, err := c.requestMsgWithin(ctx, op, endpoint, timeout, req)
+	if err != nil {
+		return nil, err
+	}
+	return msg.Data, nil
+}
+
 // requestMsg is request with the answer's headers.
 func (c *Client) requestMsg(ctx context.Context, op, endpoint string, req any) (*nats.Msg, error) {
+	return c.requestMsgWithin(ctx, op, endpoint, c.opts.Timeout, req)
+}
+
+func (c *Client) requestMsgWithin(ctx context.Context, op, endpoint string, timeout time.Duration, req any) (*nats.Msg, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
 	var msg *nats.Msg
-	err = c.retry(ctx, op, c.opts.Timeout, retryableRead, func(ctx context.Context) error {
+	err = c.retry(ctx, op, timeout, retryableRead, func(ctx context.Context) error {
 		var err error
 		msg, err = c.requestOnce(ctx, op, endpoint, b)
 		return err

@@ -14,9 +14,15 @@ import (
 // Options configure a client's deadlines and retries (NewWithOptions).
 // The zero value of each field is its default.
 type Options struct {
-	// Timeout bounds each attempt of a read (default 5 s: a closure
-	// verification over a million artifacts takes more than a second).
+	// Timeout bounds each attempt of a read (default 2 s; the engine
+	// answers a read in milliseconds, and one waiting for its
+	// min_position within a second). A read lost on its way (the engine's
+	// or the client's node went away) is sent again after it.
 	Timeout time.Duration
+	// VerifyTimeout bounds each attempt of a closure verification
+	// (default 30 s: over a million artifacts one takes more than a
+	// second).
+	VerifyTimeout time.Duration
 	// PublishTimeout bounds each attempt of a publish, the stream's
 	// acknowledgement (default 2 s). A publish in flight when the stream's
 	// leader is lost gets no answer: this is how long it waits before it is
@@ -43,7 +49,8 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultTimeout        = 5 * time.Second
+	DefaultTimeout        = 2 * time.Second
+	DefaultVerifyTimeout  = 30 * time.Second
 	DefaultPublishTimeout = 2 * time.Second
 	DefaultRetryFor       = 30 * time.Second
 	DefaultBackoff        = 50 * time.Millisecond
@@ -53,6 +60,9 @@ const (
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.VerifyTimeout <= 0 {
+		o.VerifyTimeout = max(o.Timeout, DefaultVerifyTimeout)
 	}
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = DefaultPublishTimeout

@@ -30,6 +30,7 @@ type Queries struct {
 	rv     *substrate.Reverifier
 
 	waiting atomic.Int64  // reads waiting for their min_position
+	offLoop atomic.Int64  // micro reads served off their endpoint's goroutine
 	minWait time.Duration // how long they wait (0: DefaultMinPositionWait)
 }
 

@@ -76,7 +76,7 @@ func main() {
 		mode = "nats-server processes, leader SIGKILLed"
 	}
 	fmt.Printf("%d relays of %s a fleet; 3 nodes (%s), stream on 3 replicas\n\n", *relays, *config, mode)
-	var base []time.Duration
+	var base *result
 	for _, sc := range scenarios {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), sc.name) {
 			continue
@@ -86,7 +86,7 @@ func main() {
 			log.Fatalf("%s: %v", sc.name, err)
 		}
 		if sc.name == "baseline" {
-			base = r.totals
+			base = r
 		}
 		r.print(sc.name, sc.engines, base)
 	}
@@ -102,12 +102,13 @@ type result struct {
 	totals                 []time.Duration
 	delays                 []time.Duration // kill -> next acknowledged artifact
 	gaps                   []time.Duration // each relay's median gap between artifacts
+	stalls                 []time.Duration // each relay's longest gap between artifacts
 	killed                 string
 	elected                time.Duration // kill -> the stream's new leader answers
 	wall                   time.Duration
 }
 
-func (r *result) print(name string, engines int, base []time.Duration) {
+func (r *result) print(name string, engines int, base *result) {
 	fmt.Printf("== %s (%d engine%s)%s\n", name, engines, map[bool]string{true: "s"}[engines > 1], r.killed)
 	fmt.Printf("   completed and verified %d/%d; FAILUREs %d; TERMINATIONs %d over %d deliberations; supervisor ERROR lines %d; wall %.1f s\n",
 		r.completed, r.relays, r.failures, r.terminations, r.delibs, r.supervisorErrors, r.wall.Seconds())
@@ -115,9 +116,14 @@ func (r *result) print(name string, engines int, base []time.Duration) {
 		fmt.Printf("   error: %s\n", e)
 	}
 	fmt.Printf("   relay total: median %s, p90 %s, max %s", q(r.totals, 0.5), q(r.totals, 0.9), q(r.totals, 1))
-	if len(base) > 0 && name != "baseline" {
-		fmt.Printf("   (baseline: median %s, p90 %s, max %s; median ratio %.2f)", q(base, 0.5), q(base, 0.9), q(base, 1),
-			float64(q(r.totals, 0.5))/float64(q(base, 0.5)))
+	if base != nil && name != "baseline" {
+		fmt.Printf("   (baseline: median %s, p90 %s, max %s; median ratio %.2f)", q(base.totals, 0.5), q(base.totals, 0.9), q(base.totals, 1),
+			float64(q(r.totals, 0.5))/float64(q(base.totals, 0.5)))
+	}
+	fmt.Println()
+	fmt.Printf("   a relay's longest gap between two acknowledged artifacts: median %s, p90 %s, max %s", q(r.stalls, 0.5), q(r.stalls, 0.9), q(r.stalls, 1))
+	if base != nil && name != "baseline" {
+		fmt.Printf("   (baseline: median %s, max %s)", q(base.stalls, 0.5), q(base.stalls, 1))
 	}
 	fmt.Println()
 	if len(r.delays) > 0 {
@@ -246,6 +252,7 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 		}
 		if len(gaps) > 0 {
 			res.gaps = append(res.gaps, q(gaps, 0.5))
+			res.stalls = append(res.stalls, slices.Max(gaps))
 		}
 		if kill {
 			if k, ok := slices.BinarySearchFunc(at, killedAt, func(a, b time.Time) int { return a.Compare(b) }); ok || k < len(at) {
