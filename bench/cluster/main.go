@@ -180,8 +180,17 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 	defer cancel()
 	var supErrs atomic.Int64
 	for i := range engines {
-		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, fmt.Sprintf("engine-%d", i)), NATS: c.urls(i), HTTP: "127.0.0.1:0",
-			Replicas: 3, Logger: slog.New(&errorCounter{n: &supErrs})})
+		var s *service.Service
+		// A cluster just formed may still refuse the stream's creation
+		// (no responders while its meta group settles): try for 30 s.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			s, err = service.Start(ctx, service.Config{DataDir: filepath.Join(dir, fmt.Sprintf("engine-%d", i)), NATS: c.urls(i), HTTP: "127.0.0.1:0",
+				Replicas: 3, Logger: slog.New(&errorCounter{n: &supErrs})})
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
 			return nil, err
 		}
