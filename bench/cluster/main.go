@@ -192,7 +192,7 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 			time.Sleep(200 * time.Millisecond)
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("engine %d: %w", i+1, err)
 		}
 		defer s.Close()
 	}
@@ -221,9 +221,15 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 		for turns.Load() < total/3 {
 			time.Sleep(5 * time.Millisecond)
 		}
-		leader, err := c.streamLeader(ctx)
+		var leader int
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if leader, err = c.streamLeader(ctx); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("which node leads the stream: %w", err)
 		}
 		killedAt = time.Now()
 		if err := c.kill(leader); err != nil {
