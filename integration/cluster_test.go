@@ -157,12 +157,18 @@ func (w *turns) Write(p []byte) (int, error) {
 func TestCluster_LeaderLossDuringFleet(t *testing.T) {
 	for _, engines := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d engines", engines), func(t *testing.T) {
-			clusterFleet(t, engines, 6)
+			clusterFleet(t, engines, 6, true)
 		})
 	}
 }
 
-func clusterFleet(t *testing.T, engines, relays int) {
+// The same with a node that does not lead the stream shut down (the
+// relays and the engine connected to it reconnect elsewhere).
+func TestCluster_FollowerLossDuringFleet(t *testing.T) {
+	clusterFleet(t, 1, 6, false)
+}
+
+func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -204,14 +210,21 @@ func clusterFleet(t *testing.T, engines, relays int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	leader := c.streamLeader()
-	if leader < 0 {
+	victim := c.streamLeader()
+	if victim < 0 {
 		t.Fatal("no stream leader")
 	}
-	c.kill(leader)
-	t.Logf("stream leader n%d shut down after %d of %d turns", leader+1, w.n.Load(), total)
+	what := "stream leader"
+	if !leader {
+		// The node after the leader: a follower, which some relays (and
+		// with two engines, an engine) connect to first.
+		victim = (victim + 1) % 3
+		what = "follower"
+	}
+	c.kill(victim)
+	t.Logf("%s n%d shut down after %d of %d turns", what, victim+1, w.n.Load(), total)
 	time.Sleep(2 * time.Second)
-	c.start(leader)
+	c.start(victim)
 	wg.Wait()
 
 	ids := map[string]int{}
