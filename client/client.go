@@ -47,7 +47,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 
 // NewWithOptions returns a client publishing as participant over nc.
 //
-// Every request has a deadline (o.Timeout a attempt). Reads are
+// Every request has a deadline (o.Timeout for each attempt of a read, o.PublishTimeout of a publish). Reads are
 // idempotent: one that gets no answer (a reply lost in a reconnect, no
 // engine serving, no stream leader during an election) or a 503 is asked
 // again, with backoff, for up to o.RetryFor, and then fails with
@@ -185,7 +185,7 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 	return ack, nil
 }
 
-// publish publishes to the stream with a deadline a attempt, retrying
+// publish publishes to the stream with a deadline for each attempt, retrying
 // what retryable accepts, and records the position acknowledged.
 func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
@@ -294,10 +294,21 @@ func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte,
 // WaitPosition waits until the engine's projection of deliberation id has
 // reached stream position seq (for example the Sequence of a PubAck), and
 // returns the state then. Each attempt has a deadline and the retries
-// are bounded (Options): past them the error is ErrUnavailable; ctx may
+// are bounded (Options): when no engine answers within them, or the
+// answering engine's projection has not moved on for as long, the error
+// is ErrUnavailable; an engine that is catching up is waited for; ctx may
 // end it sooner.
 func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (projector.View, error) {
-	return c.state(ctx, id, seq)
+	var last uint64
+	for {
+		v, err := c.state(ctx, id, seq)
+		var se *ServiceError
+		if err != nil && ctx.Err() == nil && errors.As(err, &se) && se.Code == CodeBehind && se.Projected > last {
+			last = se.Projected // moving on: another round of retries
+			continue
+		}
+		return v, err
+	}
 }
 
 // fresh adds to a read request the position the answer must reflect: the
@@ -320,6 +331,9 @@ type ServiceError struct {
 	Status  string
 	Code    string
 	Message string
+	// Projected is, in a projection.behind answer (CodeBehind), the
+	// position the engine's projection had reached.
+	Projected uint64
 }
 
 func (e *ServiceError) Error() string {
@@ -341,7 +355,7 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 	return msg.Data, nil
 }
 
-// requestWithin is request with another deadline an attempt.
+// requestWithin is request with another deadline for each attempt.
 func (c *Client) requestWithin(ctx context.Context, op, endpoint string, timeout time.Duration, req any) ([]byte, error) {
 	msg, err := c.requestMsgWithin(ctx, op, endpoint, timeout, req)
 	if err != nil {
@@ -377,10 +391,11 @@ func (c *Client) requestOnce(ctx context.Context, op, endpoint string, b []byte)
 	if status := msg.Header.Get("Nats-Service-Error-Code"); status != "" {
 		se := &ServiceError{Op: op, Status: status, Message: msg.Header.Get("Nats-Service-Error")}
 		var body struct {
-			Code string `json:"code"`
+			Code      string `json:"code"`
+			Projected uint64 `json:"projected"`
 		}
 		if json.Unmarshal(msg.Data, &body) == nil {
-			se.Code = body.Code
+			se.Code, se.Projected = body.Code, body.Projected
 		}
 		return nil, se
 	}
@@ -426,7 +441,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 		switch {
 		case err == nil && o.Outcome != projector.VerdictUnprojected:
 			return o, nil
-		case errors.As(err, &se):
+		case errors.As(err, &se) && se.Code != CodeBehind:
 			return o, err
 		}
 		select {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,4 +357,54 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// An engine that answers projection.behind while its projection moves on
+// is waited for past the retries' time; one that stays at one position
+// is given up after it; WaitOutcome waits for behind as for unprojected,
+// until its context ends.
+func TestClient_WaitPositionWaitsForAnEngineCatchingUp(t *testing.T) {
+	_, nc := bare(t)
+	var n atomic.Int32
+	stuck := atomic.Bool{}
+	behind := func(m *nats.Msg, projected int32) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Nats-Service-Error-Code", "503")
+		r.Header.Set("Nats-Service-Error", "behind")
+		r.Data = []byte(`{"code":"projection.behind","error":"behind","projected":` + strconv.Itoa(int(projected)) + `}`)
+		m.RespondMsg(r)
+	}
+	sub, _ := nc.Subscribe(wire.MicroPrefix+".deliberation", func(m *nats.Msg) {
+		k := n.Add(1)
+		switch {
+		case stuck.Load():
+			behind(m, 5)
+		case k < 40:
+			behind(m, k) // catching up, one position an answer
+		default:
+			m.Respond([]byte(`{"id":"` + delib + `","position":50}`))
+		}
+	})
+	defer sub.Unsubscribe()
+	opts := client.Options{Timeout: 100 * time.Millisecond, RetryFor: 100 * time.Millisecond, Backoff: 5 * time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	c, _ := client.NewWithOptions(nc, "alice", opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := c.WaitPosition(ctx, delib, 50)
+	if err != nil || v.Position != 50 {
+		t.Fatalf("catching up: %+v %v after %d requests", v, err, n.Load())
+	}
+	stuck.Store(true)
+	if _, err := c.WaitPosition(ctx, delib, 50); !errors.Is(err, client.ErrUnavailable) || ctx.Err() != nil {
+		t.Fatalf("stuck: %v, want ErrUnavailable", err)
+	}
+
+	var asked atomic.Int32
+	sub2, _ := nc.Subscribe(wire.MicroPrefix+".outcome", func(m *nats.Msg) { asked.Add(1); behind(m, 1) })
+	defer sub2.Unsubscribe()
+	octx, ocancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer ocancel()
+	if _, err := c.WaitOutcome(octx, delib, 50, ""); !errors.Is(err, context.DeadlineExceeded) || asked.Load() < 2 {
+		t.Fatalf("WaitOutcome: %v after %d requests, want the context's end after several", err, asked.Load())
+	}
 }
