@@ -47,7 +47,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 
 // NewWithOptions returns a client publishing as participant over nc.
 //
-// Every request has a deadline (o.Timeout a attempt). Reads are
+// Every request has a deadline (o.Timeout for each attempt of a read, o.PublishTimeout of a publish). Reads are
 // idempotent: one that gets no answer (a reply lost in a reconnect, no
 // engine serving, no stream leader during an election) or a 503 is asked
 // again, with backoff, for up to o.RetryFor, and then fails with
@@ -185,11 +185,11 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 	return ack, nil
 }
 
-// publish publishes to the stream with a deadline a attempt, retrying
+// publish publishes to the stream with a deadline for each attempt, retrying
 // what retryable accepts, and records the position acknowledged.
 func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
-	err := c.retry(ctx, op, retryable, func(ctx context.Context) error {
+	err := c.retry(ctx, op, c.opts.PublishTimeout, retryable, func(ctx context.Context) error {
 		var err error
 		ack, err = c.js.Publish(ctx, subject, b, opts...)
 		return err
@@ -267,7 +267,8 @@ func (c *Client) state(ctx context.Context, id string, at uint64) (projector.Vie
 // the decision's own position).
 func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (closure.Result, error) {
 	var r closure.Result
-	b, err := c.request(ctx, "closure of "+decision, "closure", c.fresh(map[string]any{"id": id, "decision": decision, "at": at}, 0))
+	b, err := c.requestWithin(ctx, "closure of "+decision, "closure", c.opts.VerifyTimeout,
+		c.fresh(map[string]any{"id": id, "decision": decision, "at": at}, 0))
 	if err != nil {
 		return r, err
 	}
@@ -293,10 +294,21 @@ func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte,
 // WaitPosition waits until the engine's projection of deliberation id has
 // reached stream position seq (for example the Sequence of a PubAck), and
 // returns the state then. Each attempt has a deadline and the retries
-// are bounded (Options): past them the error is ErrUnavailable; ctx may
+// are bounded (Options): when no engine answers within them, or the
+// answering engine's projection has not moved on for as long, the error
+// is ErrUnavailable; an engine that is catching up is waited for; ctx may
 // end it sooner.
 func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (projector.View, error) {
-	return c.state(ctx, id, seq)
+	var last uint64
+	for {
+		v, err := c.state(ctx, id, seq)
+		var se *ServiceError
+		if err != nil && ctx.Err() == nil && errors.As(err, &se) && se.Code == CodeBehind && se.Projected > last {
+			last = se.Projected // moving on: another round of retries
+			continue
+		}
+		return v, err
+	}
 }
 
 // fresh adds to a read request the position the answer must reflect: the
@@ -319,6 +331,9 @@ type ServiceError struct {
 	Status  string
 	Code    string
 	Message string
+	// Projected is, in a projection.behind answer (CodeBehind), the
+	// position the engine's projection had reached.
+	Projected uint64
 }
 
 func (e *ServiceError) Error() string {
@@ -340,14 +355,27 @@ func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]b
 	return msg.Data, nil
 }
 
+// requestWithin is request with another deadline for each attempt.
+func (c *Client) requestWithin(ctx context.Context, op, endpoint string, timeout time.Duration, req any) ([]byte, error) {
+	msg, err := c.requestMsgWithin(ctx, op, endpoint, timeout, req)
+	if err != nil {
+		return nil, err
+	}
+	return msg.Data, nil
+}
+
 // requestMsg is request with the answer's headers.
 func (c *Client) requestMsg(ctx context.Context, op, endpoint string, req any) (*nats.Msg, error) {
+	return c.requestMsgWithin(ctx, op, endpoint, c.opts.Timeout, req)
+}
+
+func (c *Client) requestMsgWithin(ctx context.Context, op, endpoint string, timeout time.Duration, req any) (*nats.Msg, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
 	var msg *nats.Msg
-	err = c.retry(ctx, op, retryableRead, func(ctx context.Context) error {
+	err = c.retry(ctx, op, timeout, retryableRead, func(ctx context.Context) error {
 		var err error
 		msg, err = c.requestOnce(ctx, op, endpoint, b)
 		return err
@@ -363,10 +391,11 @@ func (c *Client) requestOnce(ctx context.Context, op, endpoint string, b []byte)
 	if status := msg.Header.Get("Nats-Service-Error-Code"); status != "" {
 		se := &ServiceError{Op: op, Status: status, Message: msg.Header.Get("Nats-Service-Error")}
 		var body struct {
-			Code string `json:"code"`
+			Code      string `json:"code"`
+			Projected uint64 `json:"projected"`
 		}
 		if json.Unmarshal(msg.Data, &body) == nil {
-			se.Code = body.Code
+			se.Code, se.Projected = body.Code, body.Projected
 		}
 		return nil, se
 	}
@@ -412,7 +441,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 		switch {
 		case err == nil && o.Outcome != projector.VerdictUnprojected:
 			return o, nil
-		case errors.As(err, &se):
+		case errors.As(err, &se) && se.Code != CodeBehind:
 			return o, err
 		}
 		select {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,4 +286,125 @@ func clientGoroutines() int {
 		}
 	}
 	return n
+}
+
+// A request under way when the connection reconnects (its server
+// restarted) is sent again at once, not after its attempt's deadline: its
+// answer was lost with the old connection.
+func TestClient_RetriesAtAReconnect(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	start := func() (*server.Server, error) {
+		return embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: port})
+	}
+	s, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := s.ClientURL()
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(20 * time.Millisecond)}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	engine, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	var n atomic.Int32
+	first := make(chan struct{})
+	if _, err := engine.Subscribe(wire.MicroPrefix+".deliberation", func(m *nats.Msg) {
+		if n.Add(1) == 1 {
+			close(first) // this answer is lost: the server goes down
+			return
+		}
+		m.Respond([]byte(`{"id":"` + delib + `","position":3}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	engine.Flush()
+	restarted := make(chan *server.Server, 1)
+	go func() {
+		<-first
+		embedded.Stop(s)
+		s2, err := start()
+		if err != nil {
+			t.Error(err)
+		}
+		restarted <- s2
+	}()
+	// An attempt's deadline far longer than the test's: only the
+	// reconnect can end the first attempt in time.
+	c, _ := client.NewWithOptions(nc, "alice", client.Options{Timeout: time.Minute, RetryFor: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := c.State(ctx, delib)
+	if err != nil || v.Position != 3 {
+		t.Fatalf("state: %+v %v after %d requests", v, err, n.Load())
+	}
+	if s2 := <-restarted; s2 != nil {
+		embedded.Stop(s2)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// An engine that answers projection.behind while its projection moves on
+// is waited for past the retries' time; one that stays at one position
+// is given up after it; WaitOutcome waits for behind as for unprojected,
+// until its context ends.
+func TestClient_WaitPositionWaitsForAnEngineCatchingUp(t *testing.T) {
+	_, nc := bare(t)
+	var n atomic.Int32
+	stuck := atomic.Bool{}
+	behind := func(m *nats.Msg, projected int32) {
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set("Nats-Service-Error-Code", "503")
+		r.Header.Set("Nats-Service-Error", "behind")
+		r.Data = []byte(`{"code":"projection.behind","error":"behind","projected":` + strconv.Itoa(int(projected)) + `}`)
+		m.RespondMsg(r)
+	}
+	sub, _ := nc.Subscribe(wire.MicroPrefix+".deliberation", func(m *nats.Msg) {
+		k := n.Add(1)
+		switch {
+		case stuck.Load():
+			behind(m, 5)
+		case k < 40:
+			behind(m, k) // catching up, one position an answer
+		default:
+			m.Respond([]byte(`{"id":"` + delib + `","position":50}`))
+		}
+	})
+	defer sub.Unsubscribe()
+	opts := client.Options{Timeout: 100 * time.Millisecond, RetryFor: 100 * time.Millisecond, Backoff: 5 * time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	c, _ := client.NewWithOptions(nc, "alice", opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := c.WaitPosition(ctx, delib, 50)
+	if err != nil || v.Position != 50 {
+		t.Fatalf("catching up: %+v %v after %d requests", v, err, n.Load())
+	}
+	stuck.Store(true)
+	if _, err := c.WaitPosition(ctx, delib, 50); !errors.Is(err, client.ErrUnavailable) || ctx.Err() != nil {
+		t.Fatalf("stuck: %v, want ErrUnavailable", err)
+	}
+
+	var asked atomic.Int32
+	sub2, _ := nc.Subscribe(wire.MicroPrefix+".outcome", func(m *nats.Msg) { asked.Add(1); behind(m, 1) })
+	defer sub2.Unsubscribe()
+	octx, ocancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer ocancel()
+	if _, err := c.WaitOutcome(octx, delib, 50, ""); !errors.Is(err, context.DeadlineExceeded) || asked.Load() < 2 {
+		t.Fatalf("WaitOutcome: %v after %d requests, want the context's end after several", err, asked.Load())
+	}
 }

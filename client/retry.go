@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,8 +14,20 @@ import (
 // Options configure a client's deadlines and retries (NewWithOptions).
 // The zero value of each field is its default.
 type Options struct {
-	// Timeout bounds each attempt of a request or a publish (default 5 s).
+	// Timeout bounds each attempt of a read (default 2 s; the engine
+	// answers a read in milliseconds, and one waiting for its
+	// min_position within a second). A read lost on its way (the engine's
+	// or the client's node went away) is sent again after it.
 	Timeout time.Duration
+	// VerifyTimeout bounds each attempt of a closure verification
+	// (default 30 s: over a million artifacts one takes more than a
+	// second).
+	VerifyTimeout time.Duration
+	// PublishTimeout bounds each attempt of a publish, the stream's
+	// acknowledgement (default 2 s). A publish in flight when the stream's
+	// leader is lost gets no answer: this is how long it waits before it is
+	// sent again to the new leader.
+	PublishTimeout time.Duration
 	// RetryFor bounds how long an idempotent read, or a publish the
 	// stream deduplicates, is retried after a timeout, a request nobody
 	// answered (no engine, no stream leader), a reconnect, or an engine
@@ -36,15 +49,23 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultTimeout    = 5 * time.Second
-	DefaultRetryFor   = 30 * time.Second
-	DefaultBackoff    = 50 * time.Millisecond
-	DefaultMaxBackoff = time.Second
+	DefaultTimeout        = 2 * time.Second
+	DefaultVerifyTimeout  = 30 * time.Second
+	DefaultPublishTimeout = 2 * time.Second
+	DefaultRetryFor       = 30 * time.Second
+	DefaultBackoff        = 50 * time.Millisecond
+	DefaultMaxBackoff     = time.Second
 )
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.VerifyTimeout <= 0 {
+		o.VerifyTimeout = max(o.Timeout, DefaultVerifyTimeout)
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
 	}
 	if o.RetryFor == 0 {
 		o.RetryFor = DefaultRetryFor
@@ -122,15 +143,25 @@ func retryablePublish(err error) bool {
 	return unanswered(err)
 }
 
-// retry calls attempt, each call with its own deadline (Options.Timeout),
-// until it succeeds, fails with an error retryable does not accept, ctx
-// ends, or Options.RetryFor has passed (an *UnavailableError).
-func (c *Client) retry(ctx context.Context, op string, retryable func(error) bool, attempt func(ctx context.Context) error) error {
+// retry calls attempt, each call with its own deadline (timeout), until
+// it succeeds, fails with an error retryable does not accept, ctx ends, or
+// Options.RetryFor has passed (an *UnavailableError). An attempt under way
+// when the connection reconnects is given up at once and sent again: its
+// answer, if any, was lost with the old connection.
+func (c *Client) retry(ctx context.Context, op string, timeout time.Duration, retryable func(error) bool, attempt func(ctx context.Context) error) error {
 	start := time.Now()
 	wait := c.opts.Backoff
 	for n := 1; ; n++ {
-		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		// Only an attempt that may be sent twice (one whose timeout is
+		// retried) is given up at a reconnect.
+		idempotent := retryable(context.DeadlineExceeded)
+		stop := func() bool { return false }
+		if idempotent {
+			stop = c.onReconnect(cancel)
+		}
 		err := attempt(actx)
+		reconnected := stop()
 		cancel()
 		if err == nil {
 			return nil
@@ -138,7 +169,7 @@ func (c *Client) retry(ctx context.Context, op string, retryable func(error) boo
 		if ctx.Err() != nil {
 			return fmt.Errorf("client: %s: %w", op, errors.Join(ctx.Err(), err))
 		}
-		if !retryable(err) {
+		if !reconnected && !retryable(err) {
 			return err
 		}
 		if c.opts.RetryFor < 0 || time.Since(start)+wait > c.opts.RetryFor {
@@ -152,6 +183,45 @@ func (c *Client) retry(ctx context.Context, op string, retryable func(error) boo
 		case <-t.C:
 		}
 		wait = min(2*wait, c.opts.MaxBackoff)
+	}
+}
+
+// reconnectPoll is how often an attempt under way checks whether the
+// connection has reconnected (not before the first poll: a quick answer
+// costs nothing).
+const reconnectPoll = 100 * time.Millisecond
+
+// onReconnect calls cancel if the connection reconnects before the
+// returned stop is called; stop says whether it did.
+func (c *Client) onReconnect(cancel func()) (stop func() bool) {
+	from := c.nc.Stats().Reconnects
+	var (
+		mu       sync.Mutex
+		stopped  bool
+		canceled bool
+		t        *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(reconnectPoll, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if c.nc.Stats().Reconnects != from {
+			canceled = true
+			cancel()
+			return
+		}
+		t.Reset(reconnectPoll)
+	})
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+		return canceled
 	}
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -156,12 +157,18 @@ func (w *turns) Write(p []byte) (int, error) {
 func TestCluster_LeaderLossDuringFleet(t *testing.T) {
 	for _, engines := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d engines", engines), func(t *testing.T) {
-			clusterFleet(t, engines, 6)
+			clusterFleet(t, engines, 6, true)
 		})
 	}
 }
 
-func clusterFleet(t *testing.T, engines, relays int) {
+// The same with a node that does not lead the stream shut down (the
+// relays and the engine connected to it reconnect elsewhere).
+func TestCluster_FollowerLossDuringFleet(t *testing.T) {
+	clusterFleet(t, 1, 6, false)
+}
+
+func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -203,14 +210,21 @@ func clusterFleet(t *testing.T, engines, relays int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	leader := c.streamLeader()
-	if leader < 0 {
+	victim := c.streamLeader()
+	if victim < 0 {
 		t.Fatal("no stream leader")
 	}
-	c.kill(leader)
-	t.Logf("stream leader n%d shut down after %d of %d turns", leader+1, w.n.Load(), total)
+	what := "stream leader"
+	if !leader {
+		// The node after the leader: a follower, which some relays (and
+		// with two engines, an engine) connect to first.
+		victim = (victim + 1) % 3
+		what = "follower"
+	}
+	c.kill(victim)
+	t.Logf("%s n%d shut down after %d of %d turns", what, victim+1, w.n.Load(), total)
 	time.Sleep(2 * time.Second)
-	c.start(leader)
+	c.start(victim)
 	wg.Wait()
 
 	ids := map[string]int{}
@@ -316,12 +330,56 @@ func clusterFleet(t *testing.T, engines, relays int) {
 			}
 		}
 	}
+	// Every engine served the relays' reads.
+	if served := microRequests(t, nc); len(served) != engines {
+		t.Errorf("%d engines answered the query API's stats (%v), want %d", len(served), served, engines)
+	} else {
+		for id, n := range served {
+			if n == 0 {
+				t.Errorf("engine %s served no request", id)
+			}
+		}
+	}
 	for k, l := range logs {
 		for _, e := range l.errors() {
 			t.Logf("engine %d: ERROR %s", k+1, e)
 			if strings.Contains(e, "supervisor") {
 				t.Errorf("engine %d logged an error for its supervisor: %s", k+1, e)
 			}
+		}
+	}
+}
+
+// microRequests asks every instance of the parley micro service for its
+// stats and returns the requests each has served, by instance id.
+func microRequests(t testing.TB, nc *nats.Conn) map[string]int {
+	t.Helper()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$SRV.STATS.parley", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for {
+		m, err := sub.NextMsg(time.Second)
+		if err != nil {
+			return out
+		}
+		var st struct {
+			ID        string `json:"id"`
+			Endpoints []struct {
+				Requests int `json:"num_requests"`
+			} `json:"endpoints"`
+		}
+		if err := json.Unmarshal(m.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Endpoints {
+			out[st.ID] += e.Requests
 		}
 	}
 }

@@ -31,6 +31,7 @@ type Queries struct {
 	watch  *streamWatch // the stream watch (health.go); nil: none
 
 	waiting atomic.Int64  // reads waiting for their min_position
+	offLoop atomic.Int64  // micro reads served off their endpoint's goroutine
 	minWait time.Duration // how long they wait (0: DefaultMinPositionWait)
 }
 

@@ -17,6 +17,17 @@ import (
 // (wire.MicroPrefix).
 const MicroPrefix = wire.MicroPrefix
 
+const (
+	// streamReadTimeout bounds a micro read's read of the stream (an
+	// artifact's bytes, a message's outcome): past it the answer is a 503
+	// the client retries, not a wait (no stream leader during an
+	// election, a replica that went away).
+	streamReadTimeout = 2 * time.Second
+	// maxOffLoop bounds the micro reads served off their endpoint's
+	// goroutine at once.
+	maxOffLoop = 1024
+)
+
 // AddMicro registers the query API as a NATS micro service named "parley"
 // (discoverable with nats micro ls). Every endpoint takes a JSON request
 // and answers with the same JSON as the HTTP API:
@@ -88,12 +99,14 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
 	}
 	// add registers a read: parsed, then served once the projection has
-	// reached the request's min_position. A read that must wait waits on
-	// its own goroutine, so that the endpoint's others are not held up
-	// (awaitPosition bounds how many wait at once); global reads (the
-	// listings of all) wait for the whole projection. A halted engine
-	// answers none (guardMicro).
-	add := func(name string, global bool, h func(micro.Request, req)) error {
+	// reached the request's min_position. A micro endpoint calls its
+	// handler for one request at a time: a read that must wait, and one
+	// that reads the stream (stream, which may wait for a stream leader
+	// during an election), is served on its own goroutine so that the
+	// endpoint's others are not held up behind it (at most maxOffLoop at
+	// once; past that, in turn). Global reads (the listings of all) wait
+	// for the whole projection. A halted engine answers none (guardMicro).
+	add := func(name string, global, stream bool, h func(micro.Request, req)) error {
 		return g.AddEndpoint(name, q.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
 			v, ok := parse(r)
 			if !ok {
@@ -103,42 +116,51 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			if global {
 				id = ""
 			}
-			if q.reached(id, v.MinPosition) {
+			if !stream && q.reached(id, v.MinPosition) {
 				h(r, v)
 				return
 			}
-			go func() {
+			serve := func() {
 				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
 					respond(r, nil, err)
 					return
 				}
 				h(r, v)
+			}
+			if q.offLoop.Add(1) > maxOffLoop {
+				q.offLoop.Add(-1)
+				serve()
+				return
+			}
+			go func() {
+				defer q.offLoop.Add(-1)
+				serve()
 			}()
 		})))
 	}
 	errs := []error{
-		add("deliberations", true, func(r micro.Request, v req) {
+		add("deliberations", true, false, func(r micro.Request, v req) {
 			out, next, err := q.DeliberationPage(v.PageRequest)
 			respondPage(r, out, next, err)
 		}),
-		add("artifacts", false, func(r micro.Request, v req) {
+		add("artifacts", false, false, func(r micro.Request, v req) {
 			out, next, err := q.ArtifactPage(v.ID, v.PageRequest)
 			respondPage(r, out, next, err)
 		}),
-		add("unrouted", true, func(r micro.Request, v req) {
+		add("unrouted", true, false, func(r micro.Request, v req) {
 			out, err := q.UnroutedPage(v.PageRequest)
 			respondPage(r, out, out.NextCursor, err)
 		}),
-		add("deliberation", false, func(r micro.Request, v req) {
+		add("deliberation", false, false, func(r micro.Request, v req) {
 			out, err := q.Get(v.ID)
 			respond(r, out, err)
 		}),
-		add("rejections", false, func(r micro.Request, v req) {
+		add("rejections", false, false, func(r micro.Request, v req) {
 			out, err := q.RejectionPage(v.ID, v.PageRequest)
 			respondPage(r, out, out.NextCursor, err)
 		}),
-		add("artifact", false, func(r micro.Request, v req) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		add("artifact", false, true, func(r micro.Request, v req) {
+			ctx, cancel := context.WithTimeout(context.Background(), streamReadTimeout)
 			defer cancel()
 			b, err := q.Artifact(ctx, v.ID, v.ArtifactID)
 			if err != nil {
@@ -147,17 +169,17 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			}
 			r.Respond(b)
 		}),
-		add("closure", false, func(r micro.Request, v req) {
+		add("closure", false, false, func(r micro.Request, v req) {
 			out, err := q.Closure(v.ID, v.Decision, v.At)
 			respond(r, out, err)
 		}),
-		add("outcome", false, func(r micro.Request, v req) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		add("outcome", false, true, func(r micro.Request, v req) {
+			ctx, cancel := context.WithTimeout(context.Background(), streamReadTimeout)
 			defer cancel()
 			out, err := q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
 			respond(r, out, err)
 		}),
-		add("provenance", false, func(r micro.Request, v req) {
+		add("provenance", false, false, func(r micro.Request, v req) {
 			out, err := q.Provenance(v.ID)
 			respond(r, out, err)
 		}),
