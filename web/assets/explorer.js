@@ -17,7 +17,7 @@ function h(tag, attrs, ...kids) {
     else if (k === "text") e.textContent = v;
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
+  for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
   return e;
 }
 function put(e, ...kids) { e.replaceChildren(...kids.flat(Infinity).filter(k => k != null && k !== false)); }
@@ -457,7 +457,7 @@ function deliberationPage(id) {
       if (!before || before.status !== st.status) fetchView();
       schedule(false);
     });
-    es.addEventListener("ready", () => { M.ready = true; setLive("on", "live"); refreshSide(); schedule(true); });
+    es.addEventListener("ready", () => { M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide(); schedule(true); });
     es.addEventListener("end", ev => {
       M.state = JSON.parse(ev.data); es.close(); M.ended = true;
       M.ready = true; setLive("off", "ended: " + M.state.status);
@@ -484,7 +484,7 @@ function makeGraph(el, M, select) {
   const svg = el.svg;
   const defs = s("defs");
   for (const r of RELATIONS) {
-    const m = s("marker", { id: "arrow-" + r, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+    const m = s("marker", { id: "arrow-" + r, viewBox: "0 0 10 10", refX: "9", refY: "5", markerUnits: "userSpaceOnUse", markerWidth: "11", markerHeight: "11", orient: "auto-start-reverse" });
     m.append(s("path", { d: "M0 0 L10 5 L0 10 z", class: "m-" + r }));
     defs.append(m);
   }
