@@ -20,8 +20,8 @@ import (
 // server-sent events, each with an id the browser sends back as
 // Last-Event-ID when it reconnects, so that the feed resumes where it was.
 //
-//	event: artifact   an artifact admitted into the DAG (ArtifactEvent)
-//	event: rejection  a message refused (projector.Rejection)
+//	event: artifacts   artifacts admitted into the DAG, in stream order ([]ArtifactEvent)
+//	event: rejections  messages refused ([]projector.Rejection)
 //	event: state      the deliberation's status and counts, when they change
 //	event: ready      everything there was when the feed started has been sent
 //	event: end        the deliberation has ended and everything is sent; the feed closes
@@ -40,7 +40,7 @@ import (
 // Poll, writes a comment every Heartbeat when idle, ends when the client
 // goes away, and lasts at most MaxLife (the browser then reconnects).
 
-// ArtifactEvent is the data of an artifact event.
+// ArtifactEvent is one artifact of an artifacts event.
 type ArtifactEvent struct {
 	Position uint64 `json:"position"`
 	// Ordinal is the artifact's rank among its deliberation's messages
@@ -74,6 +74,10 @@ type StateEvent struct {
 const (
 	batch   = 256
 	maxLate = batch
+	// maxEventBytes bounds the bodies of one artifacts event (a body is
+	// at most the engine's artifact size limit, so an event holds at most
+	// that much more).
+	maxEventBytes = 512 << 10
 )
 
 // cursor is where a feed is: see the comment above.
@@ -267,19 +271,29 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if start < 0 {
 				start = rd.admitted
 			}
-			for _, a := range append(rd.late, rd.next...) {
-				e.body(ctx, &a)
-				cur.P = max(cur.P, a.Position)
-				if s.event("artifact", cur.String(), a) != nil {
-					return
+			// Artifacts go in events of up to maxEventBytes of bodies.
+			arts := append(rd.late, rd.next...)
+			size := 0
+			from := 0
+			for i := range arts {
+				e.body(ctx, &arts[i])
+				size += len(arts[i].Canonical)
+				if size >= maxEventBytes || i == len(arts)-1 {
+					for _, a := range arts[from : i+1] {
+						cur.P = max(cur.P, a.Position)
+					}
+					if s.event("artifacts", cur.String(), arts[from:i+1]) != nil {
+						return
+					}
+					for j := from; j <= i; j++ {
+						arts[j].Canonical = "" // the memory of one event at a time
+					}
+					from, size = i+1, 0
 				}
 			}
-			if rd.missed > 0 {
-				cur.R += rd.missed
-			}
-			for _, rj := range rd.rejections {
-				cur.R++
-				if s.event("rejection", cur.String(), rj) != nil {
+			cur.R += rd.missed + len(rd.rejections)
+			if len(rd.rejections) > 0 {
+				if s.event("rejections", cur.String(), rd.rejections) != nil {
 					return
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -421,16 +422,18 @@ func TestLiveFeed(t *testing.T) {
 	var arts []string
 	last := ""
 	for _, e := range first {
-		if e.Name == "artifact" {
-			var a struct {
+		if e.Name == "artifacts" {
+			var list []struct {
 				ArtifactID string `json:"artifact_id"`
 				Ordinal    int    `json:"ordinal"`
 				Canonical  string `json:"canonical"`
 			}
-			json.Unmarshal([]byte(e.Data), &a)
-			arts = append(arts, a.ArtifactID)
-			if a.Ordinal != 2 || !strings.Contains(a.Canonical, `"statement":"one"`) {
-				t.Errorf("artifact event: %s", e.Data)
+			json.Unmarshal([]byte(e.Data), &list)
+			for _, a := range list {
+				arts = append(arts, a.ArtifactID)
+				if a.Ordinal != 2 || !strings.Contains(a.Canonical, `"statement":"one"`) {
+					t.Errorf("artifact: %s", e.Data)
+				}
 			}
 		}
 		if e.ID != "" {
@@ -447,16 +450,16 @@ func TestLiveFeed(t *testing.T) {
 	resumed := readEvents(t, url, http.Header{"Last-Event-Id": {last}}, func(e sseEvent) bool { return e.Name == "ready" })
 	var got []string
 	for _, e := range resumed {
-		if e.Name == "artifact" {
+		if e.Name == "artifacts" {
 			got = append(got, e.Data)
 		}
 	}
-	if len(got) != 1 || !strings.Contains(got[0], second.ID.String()) {
+	if len(got) != 1 || !strings.Contains(got[0], second.ID.String()) || strings.Contains(got[0], claim.ID.String()) {
 		t.Fatalf("resumed: %v", resumed)
 	}
 	// ?after= a stream position: the claim's position gives the second.
 	after := readEvents(t, url+"?after="+itoa(first, claim.ID.String()), nil, func(e sseEvent) bool { return e.Name == "ready" })
-	if n := count(after, "artifact"); n != 1 || !strings.Contains(first1(after, "artifact"), second.ID.String()) {
+	if n := count(after, "artifacts"); n != 1 || !strings.Contains(first1(after, "artifacts"), second.ID.String()) || strings.Contains(first1(after, "artifacts"), claim.ID.String()) {
 		t.Fatalf("after: %v", after)
 	}
 
@@ -469,7 +472,7 @@ func TestLiveFeed(t *testing.T) {
 		alice.Cancel(ctx, id, "done")
 	}()
 	rest := readEvents(t, url, http.Header{"Last-Event-Id": {last}}, func(e sseEvent) bool { return e.Name == "end" })
-	if n := count(rest, "artifact"); n != 2 {
+	if n := strings.Count(all(rest, "artifacts"), `"artifact_id"`); n != 2 {
 		t.Errorf("live: %d artifacts in %v", n, rest)
 	}
 	if e := rest[len(rest)-1]; !strings.Contains(e.Data, `"status":"cancelled"`) {
@@ -502,6 +505,80 @@ func TestLiveFeed(t *testing.T) {
 	}
 }
 
+// A backlog of several batches arrives whole, once each, in stream order;
+// an artifact held pending (it references one not yet published) and
+// released after later ones were sent arrives too.
+func TestLiveFeedBacklogAndPending(t *testing.T) {
+	s := start(t, "127.0.0.1:0")
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	alice, _ := client.New(nc, "alice")
+	id, _ := alice.Open(ctx, client.Charter{Title: "backlog"})
+	const n = 700
+	var last uint64
+	var futures []jetstream.PubAckFuture
+	for i := range n {
+		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d", i)}})
+		f, err := alice.PublishArtifactAsync(id, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	// y is referenced by x before it is published: x waits, pending.
+	y := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "y"}})
+	x := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "x objects to y"}, References: []events.Reference{{Target: y.ID, Relation: events.ObjectsTo}}})
+	if _, err := alice.PublishArtifact(ctx, id, x); err != nil {
+		t.Fatal(err)
+	}
+	z, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range futures {
+		<-f.Ok()
+	}
+	last = ack.Sequence
+	alice.WaitPosition(ctx, id, last)
+
+	url := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + id + "/events"
+	seen := map[string]int{}
+	var positions []uint64
+	published := false
+	evs := readEvents(t, url, nil, func(e sseEvent) bool {
+		if e.Name == "artifacts" {
+			var list []struct {
+				ArtifactID string `json:"artifact_id"`
+				Position   uint64 `json:"position"`
+			}
+			json.Unmarshal([]byte(e.Data), &list)
+			for _, a := range list {
+				seen[a.ArtifactID]++
+				if !published {
+					positions = append(positions, a.Position)
+				}
+			}
+		}
+		if e.Name == "ready" && !published {
+			published = true
+			go alice.PublishArtifact(ctx, id, y)
+		}
+		return seen[x.ID.String()] > 0 && seen[y.ID.String()] > 0
+	})
+	if len(positions) != n+1 || !slices.IsSorted(positions) || seen[z.ID.String()] != 1 {
+		t.Fatalf("backlog: %d artifacts, sorted %v, z %d", len(positions), slices.IsSorted(positions), seen[z.ID.String()])
+	}
+	for a, k := range seen {
+		if k != 1 && a != x.ID.String() {
+			t.Errorf("%s sent %d times", a, k)
+		}
+	}
+	if count(evs, "ready") != 1 || count(evs, "artifacts") < 3 {
+		t.Errorf("%d ready, %d artifacts events", count(evs, "ready"), count(evs, "artifacts"))
+	}
+}
+
 func first1(evs []sseEvent, name string) string {
 	for _, e := range evs {
 		if e.Name == name {
@@ -509,6 +586,16 @@ func first1(evs []sseEvent, name string) string {
 		}
 	}
 	return ""
+}
+
+func all(evs []sseEvent, name string) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Name == name {
+			b.WriteString(e.Data)
+		}
+	}
+	return b.String()
 }
 
 func count(evs []sseEvent, name string) int {
@@ -524,12 +611,16 @@ func count(evs []sseEvent, name string) int {
 // itoa returns the stream position of artifact id in the events.
 func itoa(evs []sseEvent, id string) string {
 	for _, e := range evs {
-		var a struct {
+		var list []struct {
 			ArtifactID string          `json:"artifact_id"`
 			Position   json.RawMessage `json:"position"`
 		}
-		if e.Name == "artifact" && json.Unmarshal([]byte(e.Data), &a) == nil && a.ArtifactID == id {
-			return string(a.Position)
+		if e.Name == "artifacts" && json.Unmarshal([]byte(e.Data), &list) == nil {
+			for _, a := range list {
+				if a.ArtifactID == id {
+					return string(a.Position)
+				}
+			}
 		}
 	}
 	return "0"

@@ -27,11 +27,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +128,7 @@ func main() {
 		ids[n] = id
 		fmt.Printf("published %d artifacts in %.1f s\n", n, time.Since(t0).Seconds())
 	}
-	type m struct{ Rendered, Ready, Layout, Nodes, Artifacts int }
+	type m struct{ Rendered, Ready, Layout, Nodes, Artifacts, Feed int }
 	results := map[int][]m{}
 	for r := 0; r < *runs; r++ {
 		for _, n := range ns {
@@ -146,8 +148,12 @@ func main() {
 			if got.Artifacts != n {
 				log.Fatalf("%d artifacts: the page has %d", n, got.Artifacts)
 			}
+			// The control: the feed's backlog read by a plain HTTP client.
+			if got.Feed, err = feed(base + "/api/v1/deliberations/" + ids[n] + "/events"); err != nil {
+				log.Fatal(err)
+			}
 			results[n] = append(results[n], got)
-			fmt.Printf("run %d, %6d artifacts: first render %6d ms (feed ready %6d ms, layout %5d ms of %d nodes)\n", r+1, n, got.Rendered, got.Ready, got.Layout, got.Nodes)
+			fmt.Printf("run %d, %6d artifacts: first render %6d ms (feed ready %6d ms, layout %5d ms of %d nodes; the feed alone over HTTP %5d ms)\n", r+1, n, got.Rendered, got.Ready, got.Layout, got.Nodes, got.Feed)
 		}
 	}
 	median := func(n int, f func(m) int) int {
@@ -159,11 +165,34 @@ func main() {
 		return v[len(v)/2]
 	}
 	first := median(ns[0], func(x m) int { return x.Rendered })
-	fmt.Printf("\nmedians of %d runs\n%9s %12s %10s %10s %8s\n", *runs, "artifacts", "first render", "feed ready", "layout", "ratio")
+	fmt.Printf("\nmedians of %d runs\n%9s %12s %10s %10s %10s %8s\n", *runs, "artifacts", "first render", "feed ready", "layout", "feed alone", "ratio")
 	for _, n := range ns {
 		r := median(n, func(x m) int { return x.Rendered })
-		fmt.Printf("%9d %9d ms %7d ms %7d ms %7.1fx\n", n, r, median(n, func(x m) int { return x.Ready }), median(n, func(x m) int { return x.Layout }), float64(r)/float64(max(first, 1)))
+		fmt.Printf("%9d %9d ms %7d ms %7d ms %7d ms %7.1fx\n", n, r, median(n, func(x m) int { return x.Ready }), median(n, func(x m) int { return x.Layout }),
+			median(n, func(x m) int { return x.Feed }), float64(r)/float64(max(first, 1)))
 	}
+}
+
+// feed reads a live feed until its ready event and returns how long that
+// took, in milliseconds.
+func feed(url string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		if sc.Text() == "event: ready" {
+			return int(time.Since(t0).Milliseconds()), nil
+		}
+	}
+	return 0, fmt.Errorf("the feed ended before ready: %v", sc.Err())
 }
 
 // synth publishes a deliberation of n artifacts: rounds of a revision (a

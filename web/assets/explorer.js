@@ -445,12 +445,15 @@ function deliberationPage(id) {
     es = new EventSource("/api/v1/deliberations/" + encodeURIComponent(id) + "/events");
     es.addEventListener("open", () => setLive("on", "live"));
     es.addEventListener("error", () => { if (es.readyState !== EventSource.CLOSED) setLive("err", "reconnecting…"); });
-    es.addEventListener("artifact", ev => {
-      const a = JSON.parse(ev.data);
-      if (M.ready) a.fresh = true;
-      if (add(a)) { schedule(true); refreshSide(); }
+    es.addEventListener("artifacts", ev => {
+      let added = false;
+      for (const a of JSON.parse(ev.data)) {
+        if (M.ready) a.fresh = true;
+        added = add(a) || added;
+      }
+      if (added) { schedule(true); if (M.ready) refreshSide(); }
     });
-    es.addEventListener("rejection", ev => { M.rejections.push(JSON.parse(ev.data)); schedule(false); });
+    es.addEventListener("rejections", ev => { M.rejections.push(...JSON.parse(ev.data)); schedule(false); });
     es.addEventListener("state", ev => {
       const st = JSON.parse(ev.data), before = M.state;
       M.state = st;
