@@ -207,8 +207,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// same authentication.
 	root := http.NewServeMux()
 	root.Handle("/", s.Queries.Handler(s.Metrics))
-	web.New(s.Runner, s.Stream).Register(root)
+	explorer := web.New(s.Runner, s.Stream)
+	explorer.Register(root)
 	s.http = &http.Server{Handler: s.auth.wrap(root), ReadHeaderTimeout: 10 * time.Second}
+	s.http.RegisterOnShutdown(explorer.Shutdown)
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)

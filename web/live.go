@@ -311,8 +311,12 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if len(rd.next) < batch && rd.rejTotal <= cur.R {
 				break
 			}
-			if ctx.Err() != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-e.closing:
+				return
+			default:
 			}
 		}
 		cur.N = max(cur.N, start)
@@ -329,6 +333,8 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-e.closing:
 			return
 		case <-poll.C:
 		}

@@ -294,14 +294,35 @@ func TestExplorer(t *testing.T) {
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")
 	bob, _ := client.New(nc, "bob")
-	id2, _ := alice.Open(ctx, client.Charter{Title: "Second deliberation"})
-	claim, ack, _ := alice.Publish(ctx, id2, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Ship on Friday."}})
-	alice.WaitPosition(ctx, id2, ack.Sequence)
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id2), chromedp.WaitVisible(`#dag .node`)); err != nil {
+	id2, err := alice.Open(ctx, client.Charter{Title: "Second deliberation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/api/v1/deliberations/" + id2); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second deliberation is not projected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id2), chromedp.WaitVisible(`#dag text.empty`)); err != nil {
 		t.Fatal(err)
 	}
 	if live := eval[string](t, bctx, `window.marker = 'same page'; document.querySelector('#live').dataset.state`); live != "on" {
 		t.Errorf("live: %q", live)
+	}
+	claim, _, err := alice.Publish(ctx, id2, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Ship on Friday."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#dag .node[data-id="`+claim.ID.String()+`"]`)); err != nil {
+		t.Fatal(err)
 	}
 	obj, _, err := bob.Publish(ctx, id2, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Fridays break on-call.", Blocking: true},
 		References: []events.Reference{{Target: claim.ID, Relation: events.ObjectsTo}}})
@@ -577,6 +598,38 @@ func TestLiveFeedBacklogAndPending(t *testing.T) {
 	if count(evs, "ready") != 1 || count(evs, "artifacts") < 3 {
 		t.Errorf("%d ready, %d artifacts events", count(evs, "ready"), count(evs, "artifacts"))
 	}
+}
+
+// An open feed does not hold the engine's shutdown: it ends, and the HTTP
+// server closes without waiting it out.
+func TestLiveFeedShutdown(t *testing.T) {
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	alice, _ := client.New(nc, "alice")
+	id, _ := alice.Open(context.Background(), client.Charter{Title: "open feed"})
+	_, ack, _ := alice.Publish(context.Background(), id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "one"}})
+	alice.WaitPosition(context.Background(), id, ack.Sequence)
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/api/v1/deliberations/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: ready" {
+	}
+	ended := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, resp.Body)
+		close(ended)
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatalf("close with a feed open: %v", err)
+	}
+	<-ended
 }
 
 func first1(evs []sseEvent, name string) string {

@@ -225,6 +225,7 @@ function deliberationPage(id) {
         graphDirty = false; lastGraph = performance.now();
         graph.render();
       } else graph.restyle();
+      for (const a of M.order) if (a.fresh) a.fresh = false; // highlighted once
       if (!document.body.dataset.rendered) {
         document.body.dataset.rendered = String(Math.round(performance.now()));
       }
@@ -444,7 +445,10 @@ function deliberationPage(id) {
     setLive("off", "connecting…");
     es = new EventSource("/api/v1/deliberations/" + encodeURIComponent(id) + "/events");
     es.addEventListener("open", () => setLive("on", "live"));
-    es.addEventListener("error", () => { if (es.readyState !== EventSource.CLOSED) setLive("err", "reconnecting…"); });
+    es.addEventListener("error", () => {
+      if (es.readyState === EventSource.CLOSED) { if (!M.ended) setLive("err", "the live feed is unavailable"); }
+      else setLive("err", "reconnecting…");
+    });
     es.addEventListener("artifacts", ev => {
       let added = false;
       for (const a of JSON.parse(ev.data)) {
@@ -552,6 +556,11 @@ function makeGraph(el, M, select) {
     const nodes = M.order.slice(start, start + GRAPH_MAX);
     const inWin = new Set(nodes.map(a => a.artifact_id));
     earlier.hidden = start === 0; later.hidden = start + nodes.length >= n;
+    if (!nodes.length) {
+      laid = null; svg.dataset.nodes = "0";
+      const t = s("text", { x: 20, y: 40, class: "empty" }); t.textContent = "No artifact yet.";
+      vp.replaceChildren(t); note.textContent = ""; return;
+    }
     const g = new dagre.graphlib.Graph({ multigraph: true });
     g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 46, edgesep: 12, marginx: 16, marginy: 16 });
     g.setDefaultEdgeLabel(() => ({}));
