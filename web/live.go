@@ -298,16 +298,19 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			rd.state.RejectionsMissed = rd.missed
+			wrote := len(arts) > 0 || len(rd.rejections) > 0
 			if b, _ := json.Marshal(rd.state); !bytes.Equal(b, lastJSON) {
-				lastJSON, last = b, rd.state
+				lastJSON, last, wrote = b, rd.state, true
 				if s.event("state", "", rd.state) != nil {
 					return
 				}
 			}
-			if s.flush() != nil {
-				return
+			if wrote {
+				if s.flush() != nil {
+					return
+				}
+				idle = time.Now()
 			}
-			idle = time.Now()
 			if len(rd.next) < batch && rd.rejTotal <= cur.R {
 				break
 			}
