@@ -332,10 +332,12 @@ func TestExplorer(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#dag .node[data-id="`+obj.ID.String()+`"]`)); err != nil {
 		t.Fatal(err)
 	}
-	type liveFacts struct{ Marker, State, Banner, Timeline string }
+	type liveFacts struct{ Marker, State, Banner, Timeline, Participants string }
 	lf := eval[liveFacts](t, bctx, `({Marker: window.marker, State: document.querySelector('#dag .node[data-id="`+obj.ID.String()+`"]').dataset.state,
-		Banner: document.querySelector('#outcome').innerText, Timeline: document.querySelector('#timeline').innerText})`)
-	if lf.Marker != "same page" || lf.State != "open" || !strings.Contains(lf.Banner, "1 blocking objection open") || !strings.Contains(lf.Timeline, "Fridays break on-call.") {
+		Banner: document.querySelector('#outcome').innerText, Timeline: document.querySelector('#timeline').innerText,
+		Participants: document.querySelector('#participants').innerText})`)
+	if lf.Marker != "same page" || lf.State != "open" || !strings.Contains(lf.Banner, "1 blocking objection open") || !strings.Contains(lf.Timeline, "Fridays break on-call.") ||
+		!strings.Contains(lf.Participants, "alice · 1") || !strings.Contains(lf.Participants, "bob · 1") {
 		t.Errorf("live update: %+v", lf)
 	}
 	if p := problems(); len(p) > 0 {

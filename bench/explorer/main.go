@@ -36,10 +36,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -68,6 +70,7 @@ func main() {
 	sizes := flag.String("sizes", "100,1000,10000", "artifacts of each deliberation measured (comma-separated; empty: none)")
 	runs := flag.Int("runs", 3, "measurements of each size, taking turns")
 	shots := flag.String("shots", "", "write the documentation's screenshots to this directory")
+	keep := flag.Bool("keep", false, "after the measures, keep the engine running and print the pages' addresses (until interrupted)")
 	flag.Parse()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "parley-explorer-bench")
@@ -155,6 +158,17 @@ func main() {
 			results[n] = append(results[n], got)
 			fmt.Printf("run %d, %6d artifacts: first render %6d ms (feed ready %6d ms, layout %5d ms of %d nodes; the feed alone over HTTP %5d ms)\n", r+1, n, got.Rendered, got.Ready, got.Layout, got.Nodes, got.Feed)
 		}
+	}
+	if *keep {
+		defer func() {
+			for _, n := range ns {
+				fmt.Printf("%6d artifacts: %s/deliberations/%s\n", n, base, ids[n])
+			}
+			fmt.Println("nats", s.NATSURL(), "- interrupt to stop")
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			<-sig
+		}()
 	}
 	median := func(n int, f func(m) int) int {
 		var v []int

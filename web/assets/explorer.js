@@ -238,7 +238,9 @@ function deliberationPage(id) {
     const title = (v && v.title) || "(untitled)";
     document.title = "parley: " + title;
     crumb.textContent = "› " + clip(title, 60);
-    const parts = Object.entries((v && v.participants) || {}).sort((a, b) => b[1] - a[1]);
+    const byPart = {};
+    for (const a of M.order) byPart[a.participant] = (byPart[a.participant] || 0) + 1;
+    const parts = Object.entries(byPart).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     const charter = v && v.charter;
     put(el.head, 
       h("div", { class: "head" }, h("h1", { id: "title" }, title), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
@@ -602,7 +604,10 @@ function makeGraph(el, M, select) {
         const tag = s("text", { class: "tag", x: 8, y: nd.height - 7 }); grp.append(tag);
       }
       const tt = s("title"); tt.textContent = M.label(a) + " " + a.type + " by " + a.participant + "\n" + M.text(a); grp.append(tt);
+      grp.setAttribute("tabindex", "0"); grp.setAttribute("role", "button");
+      grp.setAttribute("aria-label", M.label(a) + " " + a.type + " by " + a.participant);
       grp.addEventListener("click", () => select(a.artifact_id));
+      grp.addEventListener("keydown", ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); select(a.artifact_id); } });
       nodesG.append(grp);
     }
     put(vp, edges, nodesG);
