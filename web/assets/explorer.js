@@ -210,7 +210,7 @@ function deliberationPage(id) {
     schedule(false);
   }
 
-  // rendering, batched: the graph at most every 700 ms while live
+  // rendering, batched: the graph laid out again at most every 700 ms while live
   let pending = 0, graphDirty = false, lastGraph = 0;
   function schedule(graphToo) {
     graphDirty = graphDirty || graphToo;
@@ -220,7 +220,8 @@ function deliberationPage(id) {
       renderHead(); renderDecisions(); renderObjections(); renderTimeline(); renderRejections(); renderBindings();
       if (M.selected) renderInspector(M.selected);
       if (graphDirty) {
-        const wait = 700 - (performance.now() - lastGraph);
+        // at most every 700 ms, and never more than a third of the time
+        const wait = Math.max(700, 3 * (M.layoutMs || 0)) - (performance.now() - lastGraph);
         if (wait > 0 && lastGraph) { setTimeout(() => schedule(true), wait); return; }
         graphDirty = false; lastGraph = performance.now();
         graph.render();
