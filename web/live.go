@@ -72,8 +72,7 @@ type StateEvent struct {
 }
 
 const (
-	batch   = 256
-	maxLate = batch
+	batch = 256
 	// maxEventBytes bounds the bodies of one artifacts event (a body is
 	// at most the engine's artifact size limit, so an event holds at most
 	// that much more).
@@ -152,6 +151,9 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 		if first && n > c.N {
 			// Artifacts admitted since N at positions up to P were held
 			// pending and released: find them only when there are some.
+			// They are all taken at once (their entries only, the bodies
+			// are read one at a time): there are at most as many as the
+			// projector holds pending (projector.Options.MaxPending).
 			newer := 0
 			d.ArtifactsAfter(c.P, func(i int, _ projector.ArtifactEntry) bool {
 				if i >= c.N {
@@ -167,7 +169,7 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 					if i >= c.N {
 						out.late = append(out.late, entry(a))
 					}
-					return len(out.late) < maxLate
+					return true
 				})
 			}
 		}
