@@ -340,6 +340,28 @@ func TestExplorer(t *testing.T) {
 		!strings.Contains(lf.Participants, "alice · 1") || !strings.Contains(lf.Participants, "bob · 1") {
 		t.Errorf("live update: %+v", lf)
 	}
+
+	// A final decision that leaves a blocking objection open: its closure
+	// does not verify, and the supervisor's FAILURE says so.
+	id3, _ := alice.Open(ctx, client.Charter{Title: "Decided too soon"})
+	c3, _, _ := alice.Publish(ctx, id3, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Rewrite it in a weekend."}})
+	o3, _, _ := bob.Publish(ctx, id3, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Nobody has estimated it.", Blocking: true},
+		References: []events.Reference{{Target: c3.ID, Relation: events.ObjectsTo}}})
+	if _, _, err := alice.Publish(ctx, id3, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Rewrite it.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}}, References: []events.Reference{{Target: c3.ID, Relation: events.Decides}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id3), chromedp.WaitVisible(`#failures`), chromedp.WaitVisible(`#final-closure`), chromedp.WaitVisible(`#dag .node.t-FAILURE`)); err != nil {
+		t.Fatal(err)
+	}
+	type failFacts struct{ Closure, Failures, Decision, ObjState string }
+	ff := eval[failFacts](t, bctx, `({Closure: document.querySelector('#final-closure').dataset.ok, Failures: document.querySelector('#failures').innerText,
+		Decision: document.querySelector('#decisions .card').innerText, ObjState: document.querySelector('#dag .node[data-id="`+o3.ID.String()+`"]').dataset.state})`)
+	if ff.Closure != "false" || !strings.Contains(ff.Failures, "1 FAILURE") || !strings.Contains(ff.Failures, "_supervisor") ||
+		!strings.Contains(ff.Decision, "Closure does not verify") || !strings.Contains(ff.Decision, "closure.") || ff.ObjState != "open" {
+		t.Errorf("a decision that does not verify: %+v", ff)
+	}
+
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the pages had problems:\n%s", strings.Join(p, "\n"))
 	}
