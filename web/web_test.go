@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -148,6 +149,11 @@ func browser(t *testing.T) (context.Context, func() []string) {
 					args = append(args, string(a.Value))
 				}
 				note("console " + string(e.Type) + ": " + strings.Join(args, " "))
+			}
+		case *cdplog.EventEntryAdded:
+			// The browser's own: a refused script or style, a failed load.
+			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
+				note("browser " + string(e.Entry.Level) + ": " + e.Entry.Text + " " + e.Entry.URL)
 			}
 		case *runtime.EventExceptionThrown:
 			d := e.ExceptionDetails
