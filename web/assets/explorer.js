@@ -535,11 +535,15 @@ function makeGraph(el, M, select) {
     if (k >= 0.45) { view = { k, x: (r.width - laid.w * k) / 2, y: (r.height - laid.h * k) / 2 }; apply(); return; }
     // Too large to read whole: readable, around the newest artifact.
     const last = vp.querySelector(".nodes .node:last-child");
-    view.k = 0.7;
+    view.k = 0.8;
     if (last) {
       const m = last.transform.baseVal.consolidate().matrix, b = last.getBBox();
       view.x = r.width / 2 - (m.e + b.width / 2) * view.k; view.y = r.height * 0.7 - (m.f + b.height / 2) * view.k;
     }
+    // as much of the graph in view as the newest artifact allows
+    const w = laid.w * view.k, hh = laid.h * view.k;
+    view.x = w <= r.width ? (r.width - w) / 2 : Math.max(Math.min(view.x, 10), r.width - w - 10);
+    view.y = hh <= r.height ? (r.height - hh) / 2 : Math.max(Math.min(view.y, 10), r.height - hh - 10);
     apply();
   }
   function wrap(t, lines) {
