@@ -211,7 +211,7 @@ function deliberationPage(id) {
   }
 
   // rendering, batched: the graph laid out again at most every 700 ms while live
-  let pending = 0, graphDirty = false, lastGraph = 0;
+  let pending = 0, graphDirty = false, lastGraph = 0, graphTimer = 0;
   function schedule(graphToo) {
     graphDirty = graphDirty || graphToo;
     if (pending || !M.ready) return;
@@ -222,7 +222,10 @@ function deliberationPage(id) {
       if (graphDirty) {
         // at most every 700 ms, and never more than a third of the time
         const wait = Math.max(700, 3 * (M.layoutMs || 0)) - (performance.now() - lastGraph);
-        if (wait > 0 && lastGraph) { setTimeout(() => schedule(true), wait); return; }
+        if (wait > 0 && lastGraph) {
+          if (!graphTimer) graphTimer = setTimeout(() => { graphTimer = 0; schedule(true); }, wait);
+          return;
+        }
         graphDirty = false; lastGraph = performance.now();
         graph.render();
       } else graph.restyle();
@@ -243,6 +246,7 @@ function deliberationPage(id) {
     for (const a of M.order) byPart[a.participant] = (byPart[a.participant] || 0) + 1;
     const parts = Object.entries(byPart).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     const charter = v && v.charter;
+    const wasOpen = !!el.head.querySelector("details[open]"); // a live update keeps the charter open
     put(el.head, 
       h("div", { class: "head" }, h("h1", { id: "title" }, title), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
       h("div", { class: "facts" },
@@ -252,7 +256,7 @@ function deliberationPage(id) {
         h("span", { class: "mono" }, id),
         h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) }, "JSON")),
       h("div", { class: "facts", id: "participants" }, "Participants: ", parts.map(([p, n]) => h("span", { class: "pill" }, p + " · " + n))),
-      charter ? h("details", { class: "charter", id: "charter" }, h("summary", {}, "Charter"), h("dl", { class: "kv" },
+      charter ? h("details", { class: "charter", id: "charter", open: wasOpen }, h("summary", {}, "Charter"), h("dl", { class: "kv" },
         h("dt", {}, "title"), h("dd", {}, charter.title || ""),
         h("dt", {}, "participants"), h("dd", {}, (charter.participants || []).join(", ") || "anyone"),
         charter.terminators ? [h("dt", {}, "terminators"), h("dd", {}, charter.terminators.join(", "))] : null,
@@ -426,7 +430,10 @@ function deliberationPage(id) {
       h("h3", {}, "Canonical bytes (" + new TextEncoder().encode(a.canonical).length + ")"),
       a.error ? h("p", { class: "bad" }, a.error) : h("pre", { class: "mono", id: "insp-bytes" }, a.canonical),
       h("p", {}, h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(aid) }, "as served by the API")));
+    const top = el.inspector.scrollTop, same = el.inspector.dataset.id === aid;
     put(el.inspector, ...kids);
+    el.inspector.dataset.id = aid;
+    if (same) el.inspector.scrollTop = top; // a live update keeps the reader's place
   }
   function payloadView(a, p) {
     const rows = [];
