@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/service"
@@ -366,6 +367,39 @@ func TestExplorer(t *testing.T) {
 	if ff.Closure != "false" || !strings.Contains(ff.Failures, "1 FAILURE") || !strings.Contains(ff.Failures, "_supervisor") ||
 		!strings.Contains(ff.Decision, "Closure does not verify") || !strings.Contains(ff.Decision, "closure.") || ff.ObjState != "open" {
 		t.Errorf("a decision that does not verify: %+v", ff)
+	}
+
+	// A binding moment: listed with its status and a link to /bind.
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input json.RawMessage
+		}
+	}
+	b, err := os.ReadFile("../binding/testdata/envelopes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &envs)
+	var env json.RawMessage
+	for _, v := range envs.Vectors {
+		if v.Name == "seed002-6.4" {
+			env = v.Input
+		}
+	}
+	id4, _ := alice.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+	c4, _, _ := alice.Publish(ctx, id4, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+	if _, _, err := alice.Publish(ctx, id4, events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal what to share.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: c4.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: env}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id4), chromedp.WaitVisible(`#bindings li[data-status="open"] a.bindlink`)); err != nil {
+		t.Fatal(err)
+	}
+	if href := eval[string](t, bctx, `document.querySelector('#bindings a.bindlink').getAttribute('href')`); href != "/bind/"+id4 {
+		t.Errorf("binding link %q", href)
 	}
 
 	if p := problems(); len(p) > 0 {
