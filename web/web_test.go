@@ -401,6 +401,29 @@ func TestExplorer(t *testing.T) {
 	if href := eval[string](t, bctx, `document.querySelector('#bindings a.bindlink').getAttribute('href')`); href != "/bind/"+id4 {
 		t.Errorf("binding link %q", href)
 	}
+	// Resolved (the principal chooses the first option): the page says so,
+	// live.
+	moments, err := s.Queries.Bindings(ctx, id4)
+	if err != nil || len(moments) != 1 {
+		t.Fatal(moments, err)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/v1/deliberations/"+id4+"/bindings/"+moments[0].EnvelopeDigest,
+		strings.NewReader(`{"binding_moment_resolution":{"envelope_digest":"`+moments[0].EnvelopeDigest+`","resolution":"option","option_idx":0}}`))
+	req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("resolve: %d", resp.StatusCode)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#bindings li[data-status="resolved"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if txt := eval[string](t, bctx, `document.querySelector('#bindings li').innerText`); !strings.Contains(txt, "chose option 1") || !strings.Contains(txt, "principal") {
+		t.Errorf("resolved: %q", txt)
+	}
 
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the pages had problems:\n%s", strings.Join(p, "\n"))

@@ -373,18 +373,25 @@ function deliberationPage(id) {
   function renderBindings() {
     if (M.bindingsError) { put(el.bindings, h("p", { class: "bad" }, "Binding moments could not be read: " + M.bindingsError)); return; }
     if (!M.bindings.length) return;
-    put(el.bindings, h("ul", { class: "reflist" }, M.bindings.map(b => h("li", { "data-status": b.status },
-      h("span", { class: "badge " + (b.status === "open" ? "warn" : b.status === "resolved" ? "ok" : "bad") }, b.status), " ",
-      refLink(b.decision), " asked by ", b.decider,
-      b.resolution ? h("div", { class: "muted" }, "resolved by " + (b.resolved_by || "") + ": " + resolutionText(b)) : null,
-      " ", h("a", { href: "/bind/" + encodeURIComponent(id), class: "bindlink" }, b.status === "open" ? "Resolve on /bind" : "See on /bind")))));
+    put(el.bindings, h("ul", { class: "reflist" }, M.bindings.map(b => {
+      const q = (b.envelope && b.envelope.question) || {};
+      return h("li", { "data-status": b.status },
+        h("span", { class: "badge " + (b.status === "open" ? "warn" : b.status === "resolved" ? "ok" : "bad") }, b.status), " ",
+        refLink(b.decision), " asked by ", b.decider,
+        q.stem ? h("div", {}, "“" + q.stem + "”") : null,
+        b.status === "malformed" ? h("div", { class: "bad" }, "malformed envelope: " + (b.findings || []).map(f => f.code || JSON.stringify(f)).join(", ")) : null,
+        b.resolution ? h("div", { class: "muted" }, "resolved by " + (b.resolved_by || "?") + ": " + resolutionText(b, q),
+          b.resolved_in ? [" — ", refLink(b.resolved_in)] : null) : null,
+        h("div", {}, h("a", { href: "/bind/" + encodeURIComponent(id), class: "bindlink" }, b.status === "open" ? "Resolve on /bind" : "See on /bind")));
+    })));
   }
-  function resolutionText(b) {
+  function resolutionText(b, q) {
     const r = b.resolution || {};
-    const kind = r.resolution || r.kind || "";
-    if (r.option_idx != null) return kind + " option " + r.option_idx;
-    if (r.answer) return kind + ": " + clip(r.answer, 120);
-    return kind || JSON.stringify(r);
+    if (r.option_idx != null) {
+      const o = (q.options || [])[r.option_idx];
+      return "chose option " + (r.option_idx + 1) + (o && o.label ? ": " + o.label : "");
+    }
+    return r.resolution || "";
   }
 
   function select(aid) {
