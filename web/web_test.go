@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -292,6 +293,14 @@ func TestExplorer(t *testing.T) {
 	if !strings.Contains(in.Out, "objects-to") || !strings.Contains(in.Out, "CLAIM") || !strings.Contains(in.In, "REVISION") || !strings.Contains(in.In, "DECISION") ||
 		!strings.Contains(in.Payload, "Only one workload was measured.") || !strings.Contains(in.Payload, "true") {
 		t.Errorf("inspector: %+v", in)
+	}
+
+	// A link to an artifact opens the page with it in the inspector.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.Navigate(page+"#"+r.evidence.ID.String()), chromedp.WaitVisible(`#insp-id`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval[string](t, bctx, `document.querySelector('#insp-id').textContent`); got != r.evidence.ID.String() {
+		t.Errorf("linked artifact: %s", got)
 	}
 
 	// Live: a second deliberation's page, then an objection published;
@@ -770,6 +779,58 @@ func itoa(evs []sseEvent, id string) string {
 		}
 	}
 	return "0"
+}
+
+// The list's endpoint pages: every deliberation once, newest first.
+func TestListPages(t *testing.T) {
+	s := start(t, "127.0.0.1:0")
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	alice, _ := client.New(nc, "alice")
+	var ids []string
+	for i := range 5 {
+		id, err := alice.Open(ctx, client.Charter{Title: fmt.Sprintf("deliberation %d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	_, ack, _ := alice.Publish(ctx, ids[4], events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
+	alice.WaitPosition(ctx, ids[4], ack.Sequence)
+	var got []string
+	before := ""
+	for pages := 0; ; pages++ {
+		resp, err := http.Get("http://" + s.HTTPAddr() + "/api/v1/explorer/deliberations?limit=2" + before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Deliberations []struct {
+				ID           string
+				Artifacts    int
+				Participants []struct{ ID string }
+				LastActivity *time.Time `json:"last_activity"`
+			}
+			NextBefore uint64 `json:"next_before"`
+		}
+		json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		for _, d := range page.Deliberations {
+			got = append(got, d.ID)
+			if d.LastActivity == nil || (d.ID == ids[4]) != (d.Artifacts == 1 && len(d.Participants) == 1) {
+				t.Errorf("row %+v", d)
+			}
+		}
+		if page.NextBefore == 0 || pages > 5 {
+			break
+		}
+		before = "&before=" + strconv.FormatUint(page.NextBefore, 10)
+	}
+	slices.Reverse(ids)
+	if !slices.Equal(got, ids) {
+		t.Errorf("pages: %v, want %v", got, ids)
+	}
 }
 
 // The list's endpoint refuses bad input with a code.

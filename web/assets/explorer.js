@@ -396,6 +396,7 @@ function deliberationPage(id) {
 
   function select(aid) {
     M.selected = aid;
+    history.replaceState(null, "", "#" + aid); // a link to the artifact
     renderInspector(aid);
     graph.restyle();
     graph.reveal(aid);
@@ -481,13 +482,21 @@ function deliberationPage(id) {
       if (!before || before.status !== st.status) fetchView();
       schedule(false);
     });
-    es.addEventListener("ready", () => { M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide(); schedule(true); });
+    es.addEventListener("ready", () => {
+      M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide(); schedule(true);
+      const want = decodeURIComponent(location.hash.slice(1));
+      if (M.arts.has(want)) requestAnimationFrame(() => requestAnimationFrame(() => select(want)));
+    });
     es.addEventListener("end", ev => {
       M.state = JSON.parse(ev.data); es.close(); M.ended = true;
       M.ready = true; setLive("off", "ended: " + M.state.status);
       schedule(false);
     });
   }
+  addEventListener("hashchange", () => {
+    const want = decodeURIComponent(location.hash.slice(1));
+    if (M.arts.has(want) && want !== M.selected) select(want);
+  });
   fetchView().then(connect);
   addEventListener("pagehide", () => es && es.close());
 }
