@@ -12,8 +12,9 @@
 // taking turns. First render is the time from the navigation's start until
 // the page has drawn everything the live feed had when it opened (the DAG
 // laid out, the lists filled): the page sets it, from performance.now(), in
-// body[data-rendered]. Beside it: the time the feed's backlog took to
-// arrive (ready) and dagre's layout.
+// body[data-rendered]. Beside it: when the page opened its feed, when the
+// feed's backlog had arrived (ready), the time the page's handlers of its
+// events took, and dagre's layout.
 //
 //	go run ./bench/explorer -sizes 100,1000,10000 -runs 3
 //
@@ -131,7 +132,7 @@ func main() {
 		ids[n] = id
 		fmt.Printf("published %d artifacts in %.1f s\n", n, time.Since(t0).Seconds())
 	}
-	type m struct{ Rendered, Ready, Layout, Nodes, Artifacts, Feed int }
+	type m struct{ Rendered, Ready, Layout, Nodes, Artifacts, Feed, Connect, Ingest int }
 	results := map[int][]m{}
 	for r := 0; r < *runs; r++ {
 		for _, n := range ns {
@@ -141,7 +142,8 @@ func main() {
 			err := chromedp.Do(tctx, chromedp.Navigate(base+"/deliberations/"+ids[n]), rendered)
 			if err == nil {
 				got, err = chromedp.Run(tctx, chromedp.Evaluate[m](`({Rendered: +document.body.dataset.rendered, Ready: window.parleyExplorer.readyAt,
-					Layout: window.parleyExplorer.layoutMs, Nodes: +document.querySelector('#dag').dataset.nodes, Artifacts: window.parleyExplorer.arts.size})`))
+					Layout: window.parleyExplorer.layoutMs, Nodes: +document.querySelector('#dag').dataset.nodes, Artifacts: window.parleyExplorer.arts.size,
+					Connect: window.parleyExplorer.connectAt, Ingest: Math.round(window.parleyExplorer.ingestMs || 0)})`))
 			}
 			cancel2()
 			cancel()
@@ -156,7 +158,8 @@ func main() {
 				log.Fatal(err)
 			}
 			results[n] = append(results[n], got)
-			fmt.Printf("run %d, %6d artifacts: first render %6d ms (feed ready %6d ms, layout %5d ms of %d nodes; the feed alone over HTTP %5d ms)\n", r+1, n, got.Rendered, got.Ready, got.Layout, got.Nodes, got.Feed)
+			fmt.Printf("run %d, %6d artifacts: first render %6d ms (feed opened %5d ms, ready %6d ms, the page's handling %5d ms; layout %5d ms of %d nodes; the feed alone over HTTP %5d ms)\n",
+				r+1, n, got.Rendered, got.Connect, got.Ready, got.Ingest, got.Layout, got.Nodes, got.Feed)
 		}
 	}
 	if *keep {

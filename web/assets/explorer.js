@@ -461,6 +461,7 @@ function deliberationPage(id) {
   let es = null;
   function connect() {
     setLive("off", "connecting…");
+    M.connectAt = M.connectAt || Math.round(performance.now());
     es = new EventSource("/api/v1/deliberations/" + encodeURIComponent(id) + "/events");
     es.addEventListener("open", () => setLive("on", "live"));
     es.addEventListener("error", () => {
@@ -468,12 +469,14 @@ function deliberationPage(id) {
       else setLive("err", "reconnecting…");
     });
     es.addEventListener("artifacts", ev => {
+      const t0 = performance.now();
       let added = false;
       for (const a of JSON.parse(ev.data)) {
         if (M.ready) a.fresh = true;
         added = add(a) || added;
       }
       if (added) { schedule(true); if (M.ready) refreshSide(); }
+      M.ingestMs = (M.ingestMs || 0) + performance.now() - t0; // the page's own share of the feed's time
     });
     es.addEventListener("rejections", ev => { M.rejections.push(...JSON.parse(ev.data)); schedule(false); });
     es.addEventListener("state", ev => {
