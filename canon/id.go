@@ -54,16 +54,30 @@ func ParseDigestBytes(b []byte) (Digest, bool) {
 	if len(b) != len(DigestPrefix)+64 || string(b[:len(DigestPrefix)]) != DigestPrefix {
 		return d, false
 	}
-	for i := 0; i < 32; i++ {
-		hi, ok1 := lowerHex(b[len(DigestPrefix)+2*i])
-		lo, ok2 := lowerHex(b[len(DigestPrefix)+2*i+1])
-		if !ok1 || !ok2 {
-			return d, false
-		}
-		d[i] = hi<<4 | lo
+	h := b[len(DigestPrefix):]
+	var bad byte
+	for i := range 32 {
+		hi, lo := hexVal[h[2*i]], hexVal[h[2*i+1]]
+		bad |= hi | lo
+		d[i] = hi<<4 | lo&0x0f
+	}
+	if bad&0xf0 != 0 {
+		return Digest{}, false
 	}
 	return d, true
 }
+
+// hexVal is the value of a lowercase hex digit, 0xff for any other byte.
+var hexVal = func() (t [256]byte) {
+	for i := range t {
+		if v, ok := lowerHex(byte(i)); ok {
+			t[i] = v
+		} else {
+			t[i] = 0xff
+		}
+	}
+	return t
+}()
 
 func lowerHex(c byte) (byte, bool) {
 	switch {

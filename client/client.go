@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,19 +34,41 @@ type Client struct {
 	js          jetstream.JetStream
 	participant string
 	ids         *wire.MsgIDs
+	opts        Options
+	seen        atomic.Uint64 // the highest position of an acknowledged publish
 }
 
-// New returns a client publishing as participant over nc. opts configure
-// its JetStream context (for example jetstream.WithPublishAsyncMaxPending).
+// New returns a client publishing as participant over nc, with the default
+// deadlines and retries (Options). opts configure its JetStream context
+// (for example jetstream.WithPublishAsyncMaxPending).
 func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Client, error) {
+	return NewWithOptions(nc, participant, Options{JetStream: opts})
+}
+
+// NewWithOptions returns a client publishing as participant over nc.
+//
+// Every request has a deadline (o.Timeout a attempt). Reads are
+// idempotent: one that gets no answer (a reply lost in a reconnect, no
+// engine serving, no stream leader during an election) or a 503 is asked
+// again, with backoff, for up to o.RetryFor, and then fails with
+// ErrUnavailable. A publish is retried likewise only when the stream
+// deduplicates it (a Nats-Msg-Id: artifacts, open, round); suspend,
+// resume and cancel are retried only when nobody answered at all.
+//
+// Reads carry the stream position of the client's last acknowledged
+// publish (min_position): an engine whose projection has not reached it
+// waits a little, then answers 503 projection.behind and the read is
+// retried, so that with several engines on one cluster a client reads
+// its own writes whichever engine answers.
+func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, error) {
 	if !projector.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
-	js, err := jetstream.New(nc, opts...)
+	js, err := jetstream.New(nc, o.JetStream...)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs()}, nil
+	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs(), opts: o.withDefaults()}, nil
 }
 
 // Participant returns the client's token.
@@ -146,13 +169,35 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 		return nil, err
 	}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(wire.StreamName)}
+	// Without a dedupe id, a publish whose answer was lost may have been
+	// stored: send it again only when nobody answered at all.
+	retryable := func(err error) bool {
+		return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+	}
 	if msgID != "" {
 		opts = append(opts, jetstream.WithMsgID(c.ids.Control(projector.ControlSubject(id), msgID)))
+		retryable = retryablePublish
 	}
-	ack, err := c.js.Publish(ctx, projector.ControlSubject(id), b, opts...)
+	ack, err := c.publish(ctx, "control "+id, projector.ControlSubject(id), b, retryable, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: control %s: %w", id, err)
 	}
+	return ack, nil
+}
+
+// publish publishes to the stream with a deadline a attempt, retrying
+// what retryable accepts, and records the position acknowledged.
+func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	var ack *jetstream.PubAck
+	err := c.retry(ctx, op, retryable, func(ctx context.Context) error {
+		var err error
+		ack, err = c.js.Publish(ctx, subject, b, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Saw(ack.Sequence)
 	return ack, nil
 }
 
@@ -178,7 +223,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 		return nil, err
 	}
 	subject := projector.ArtifactSubject(id, c.participant)
-	ack, err := c.js.Publish(ctx, subject, a.Canonical,
+	ack, err := c.publish(ctx, "publish "+a.ID.String(), subject, a.Canonical, retryablePublish,
 		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
@@ -206,66 +251,64 @@ func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsy
 // State asks the engine (its NATS micro service) for the state of
 // deliberation id.
 func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
+	return c.state(ctx, id, 0)
+}
+
+func (c *Client) state(ctx context.Context, id string, at uint64) (projector.View, error) {
 	var v projector.View
-	req, _ := json.Marshal(map[string]string{"id": id})
-	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".deliberation", req)
+	b, err := c.request(ctx, "state of "+id, "deliberation", c.fresh(map[string]any{"id": id}, at))
 	if err != nil {
-		return v, fmt.Errorf("client: state of %s: %w", id, err)
+		return v, err
 	}
-	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return v, fmt.Errorf("client: state of %s: %s %s", id, code, msg.Header.Get("Nats-Service-Error"))
-	}
-	return v, json.Unmarshal(msg.Data, &v)
+	return v, json.Unmarshal(b, &v)
 }
 
 // Closure asks the engine to verify a decision of deliberation id (at 0:
 // the decision's own position).
 func (c *Client) Closure(ctx context.Context, id, decision string, at uint64) (closure.Result, error) {
 	var r closure.Result
-	req, _ := json.Marshal(map[string]any{"id": id, "decision": decision, "at": at})
-	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".closure", req)
+	b, err := c.request(ctx, "closure of "+decision, "closure", c.fresh(map[string]any{"id": id, "decision": decision, "at": at}, 0))
 	if err != nil {
-		return r, fmt.Errorf("client: closure of %s: %w", decision, err)
+		return r, err
 	}
-	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return r, fmt.Errorf("client: closure of %s: %s %s", decision, code, msg.Header.Get("Nats-Service-Error"))
-	}
-	return r, json.Unmarshal(msg.Data, &r)
+	return r, json.Unmarshal(b, &r)
 }
 
 // Artifact fetches the canonical bytes of an artifact of deliberation id;
-// found is false when it is not in the deliberation's DAG.
+// found is false when it is not in the deliberation's DAG (once the
+// engine's projection has reached the client's last publish).
 func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte, found bool, err error) {
-	req, _ := json.Marshal(map[string]string{"id": id, "artifact_id": artifactID})
-	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+".artifact", req)
-	if err != nil {
-		return nil, false, fmt.Errorf("client: artifact %s: %w", artifactID, err)
-	}
-	switch code := msg.Header.Get("Nats-Service-Error-Code"); code {
-	case "":
-		return msg.Data, true, nil
-	case "404":
+	b, err = c.request(ctx, "artifact "+artifactID, "artifact", c.fresh(map[string]any{"id": id, "artifact_id": artifactID}, 0))
+	var se *ServiceError
+	switch {
+	case err == nil:
+		return b, true, nil
+	case errors.As(err, &se) && se.Status == "404":
 		return nil, false, nil
 	default:
-		return nil, false, fmt.Errorf("client: artifact %s: %s %s", artifactID, code, msg.Header.Get("Nats-Service-Error"))
+		return nil, false, err
 	}
 }
 
 // WaitPosition waits until the engine's projection of deliberation id has
 // reached stream position seq (for example the Sequence of a PubAck), and
-// returns the state then.
+// returns the state then. Each attempt has a deadline and the retries
+// are bounded (Options): past them the error is ErrUnavailable; ctx may
+// end it sooner.
 func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (projector.View, error) {
-	for {
-		v, err := c.State(ctx, id)
-		if err == nil && v.Position >= seq {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return v, errors.Join(ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	return c.state(ctx, id, seq)
+}
+
+// fresh adds to a read request the position the answer must reflect: the
+// larger of at and the client's last acknowledged publish.
+func (c *Client) fresh(req map[string]any, at uint64) map[string]any {
+	if !c.opts.NoReadYourWrites {
+		at = max(at, c.seen.Load())
 	}
+	if at > 0 {
+		req["min_position"] = at
+	}
+	return req
 }
 
 // ServiceError is an error answer of the engine's query service: the
@@ -287,7 +330,8 @@ func (e *ServiceError) Error() string {
 }
 
 // request asks the engine's query service endpoint (parley.api.<endpoint>)
-// and returns the answer's body, or a *ServiceError.
+// and returns the answer's body, or a *ServiceError. Reads are
+// idempotent: retried as Options say.
 func (c *Client) request(ctx context.Context, op, endpoint string, req any) ([]byte, error) {
 	msg, err := c.requestMsg(ctx, op, endpoint, req)
 	if err != nil {
@@ -302,6 +346,16 @@ func (c *Client) requestMsg(ctx context.Context, op, endpoint string, req any) (
 	if err != nil {
 		return nil, err
 	}
+	var msg *nats.Msg
+	err = c.retry(ctx, op, retryableRead, func(ctx context.Context) error {
+		var err error
+		msg, err = c.requestOnce(ctx, op, endpoint, b)
+		return err
+	})
+	return msg, err
+}
+
+func (c *Client) requestOnce(ctx context.Context, op, endpoint string, b []byte) (*nats.Msg, error) {
 	msg, err := c.nc.RequestWithContext(ctx, wire.MicroPrefix+"."+endpoint, b)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", op, err)
@@ -337,7 +391,7 @@ func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, art
 	if artifactID != "" {
 		req["artifact_id"] = artifactID
 	}
-	b, err := c.request(ctx, fmt.Sprintf("outcome of %s at %d", id, seq), "outcome", req)
+	b, err := c.request(ctx, fmt.Sprintf("outcome of %s at %d", id, seq), "outcome", c.fresh(req, 0))
 	if err != nil {
 		return o, err
 	}
@@ -386,7 +440,10 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) b
 		return err
 	}
 	defer it.Stop()
-	go func() { <-ctx.Done(); it.Stop() }()
+	// Stop the iterator when ctx ends, and no later than Watch's return:
+	// nothing is left behind a call, whichever ends it.
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
 	for {
 		msg, err := it.Next()
 		if err != nil {

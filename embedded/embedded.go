@@ -31,8 +31,14 @@ type Config struct {
 	ConfigFile string
 	// Logger receives the server's log; nil discards it.
 	Logger *slog.Logger
-	// ReadyTimeout bounds the wait for the server (default 30 s).
+	// ReadyTimeout bounds the wait for the server (default 30 s). A server
+	// that cannot start (its port in use, a store it cannot write) fails
+	// at once with the server's own reason, whatever the timeout.
 	ReadyTimeout time.Duration
+	// MaxFileStore, when positive, is the JetStream file storage limit of
+	// the server, in bytes (the max_file_store of a configuration file):
+	// past it, the server refuses every publish to a file-backed stream.
+	MaxFileStore int64
 	// MaxPayload is the largest message the server accepts (default
 	// DefaultMaxPayload). It is above parley's artifact size limit on
 	// purpose: an artifact between the two reaches the stream and is
@@ -54,8 +60,16 @@ type Config struct {
 const DefaultMaxPayload = 4 << 20
 
 // Start starts a server and waits until it accepts connections with
-// JetStream enabled.
+// JetStream enabled (StartContext with no deadline of its own).
 func Start(cfg Config) (*server.Server, error) {
+	return StartContext(context.Background(), cfg)
+}
+
+// StartContext starts a server and waits until it accepts connections with
+// JetStream enabled, or the server reports that it cannot start (the
+// error is the server's, such as a port in use or a store directory it
+// cannot create), or ctx ends (the server is then shut down).
+func StartContext(ctx context.Context, cfg Config) (*server.Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("embedded: a store directory is required")
 	}
@@ -97,38 +111,62 @@ func Start(cfg Config) (*server.Server, error) {
 	} else if opts.ServerName == "" {
 		opts.ServerName = "parley"
 	}
-	if cfg.Logger == nil {
-		opts.NoLog = true
+	if cfg.MaxFileStore > 0 {
+		opts.JetStreamMaxStore = cfg.MaxFileStore
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	if cfg.Logger != nil {
-		// Passwords given as Users are drawn by the program that embeds the
-		// server and never written to a file the server reads: the
-		// server's advice on plaintext passwords in configuration files is
-		// no warning here.
-		s.SetLoggerV2(&logger{l: cfg.Logger, generated: len(cfg.Users) > 0}, false, false, false)
+	// The logger is installed even when the log is discarded: it is how a
+	// server that cannot start says why (Fatalf, which in a library does
+	// not exit).
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
 	}
+	// Passwords given as Users are drawn by the program that embeds the
+	// server and never written to a file the server reads: the server's
+	// advice on plaintext passwords in configuration files is no warning
+	// here.
+	lg := &logger{l: l, generated: len(cfg.Users) > 0, fatal: make(chan string, 1)}
+	s.SetLoggerV2(lg, false, false, false)
 	go s.Start()
 	timeout := cfg.ReadyTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	if !s.ReadyForConnections(timeout) {
-		s.Shutdown()
-		return nil, fmt.Errorf("embedded: server not ready after %s", timeout)
-	}
 	deadline := time.Now().Add(timeout)
-	for !s.JetStreamEnabled() {
-		if time.Now().After(deadline) {
-			s.Shutdown()
-			return nil, errors.New("embedded: JetStream did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
+	fail := func(err error) (*server.Server, error) {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return nil, err
 	}
-	return s, nil
+	for {
+		// A fatal report wins over readiness: a server whose JetStream
+		// failed may still accept connections.
+		select {
+		case msg := <-lg.fatal:
+			return fail(fmt.Errorf("embedded: the NATS server cannot start: %s", msg))
+		case <-ctx.Done():
+			return fail(fmt.Errorf("embedded: start interrupted: %w", context.Cause(ctx)))
+		default:
+		}
+		// Each wait is short, so that a fatal report or ctx is seen at once.
+		ready := s.ReadyForConnections(50 * time.Millisecond)
+		if ready && s.JetStreamEnabled() {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			if !ready {
+				return fail(fmt.Errorf("embedded: server not ready after %s", timeout))
+			}
+			return fail(errors.New("embedded: JetStream did not start"))
+		}
+		if ready {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // Stop shuts s down and waits for it.
@@ -141,6 +179,7 @@ func Stop(s *server.Server) {
 type logger struct {
 	l         *slog.Logger
 	generated bool
+	fatal     chan string // the first fatal report, for StartContext
 }
 
 const plaintextPasswords = "Plaintext passwords detected, use nkeys or bcrypt"
@@ -153,11 +192,20 @@ func (g *logger) Warnf(format string, v ...any) {
 	}
 	g.log(slog.LevelWarn, format, v)
 }
-func (g *logger) Fatalf(format string, v ...any) { g.log(slog.LevelError, format, v) }
+func (g *logger) Fatalf(format string, v ...any) {
+	g.log(slog.LevelError, format, v)
+	select {
+	case g.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
 func (g *logger) Errorf(format string, v ...any) { g.log(slog.LevelError, format, v) }
 func (g *logger) Debugf(format string, v ...any) { g.log(slog.LevelDebug, format, v) }
 func (g *logger) Tracef(format string, v ...any) { g.log(slog.LevelDebug-4, format, v) }
 
 func (g *logger) log(level slog.Level, format string, v []any) {
+	if !g.l.Enabled(context.Background(), level) {
+		return
+	}
 	g.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
 }

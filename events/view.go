@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -24,13 +25,18 @@ func kindOf(v []byte) byte {
 func end(b []byte, i int) int {
 	switch b[i] {
 	case '"':
-		for j := i + 1; ; j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
+		// The next quote not escaped: one after an even run of
+		// backslashes (canonical strings escape only \" \\ and controls).
+		for j := i + 1; ; {
+			q := bytes.IndexByte(b[j:], '"') + j
+			k := q
+			for k > i+1 && b[k-1] == '\\' {
+				k--
 			}
+			if (q-k)%2 == 0 {
+				return q + 1
+			}
+			j = q + 1
 		}
 	case '{', '[':
 		depth := 0

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,10 +49,29 @@ func New(nc *nats.Conn, version string) *mcp.Server {
 	return s
 }
 
-type tools struct{ nc *nats.Conn }
+type tools struct {
+	nc *nats.Conn
+	// seen is the highest stream position the server's publishes were
+	// acknowledged at: every read carries it (read-your-writes across tool
+	// calls, whichever engine answers).
+	seen atomic.Uint64
+}
 
+// client returns a client for participant with the client's deadlines and
+// retries, whose reads carry the server's last acknowledged position.
 func (t *tools) client(participant string) (*client.Client, error) {
-	return client.New(t.nc, participant)
+	c, err := client.New(t.nc, participant)
+	if err != nil {
+		return nil, err
+	}
+	c.Saw(t.seen.Load())
+	return c, nil
+}
+
+// saw records the position of an acknowledged publish.
+func (t *tools) saw(seq uint64) {
+	for cur := t.seen.Load(); seq > cur && !t.seen.CompareAndSwap(cur, seq); cur = t.seen.Load() {
+	}
 }
 
 func toMap(v any) (map[string]any, error) {
@@ -89,6 +109,7 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 	if err != nil {
 		return nil, openOut{}, err
 	}
+	t.saw(ack.Sequence)
 	// Answer once the engine has judged the open: a refused charter is an
 	// error with the engine's reason, and an accepted one can be read.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -156,6 +177,7 @@ func (t *tools) publishArtifact(ctx context.Context, delib, participant string, 
 	if err != nil {
 		return publishOut{}, err
 	}
+	t.saw(ack.Sequence)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	v, err := c.WaitPosition(wctx, delib, ack.Sequence)

@@ -67,7 +67,7 @@ func (d *Deliberation) authorize(m Msg, a *events.Artifact, participant string) 
 		code = CodeSupervisorUnjustified
 	}
 	for _, r := range a.References {
-		if _, ok := d.index[r.Target]; !ok {
+		if !d.index.has(d.nodeIDs, r.Target) {
 			return code, "it references " + r.Target.String() + ", which is not in the deliberation: a " + string(a.Type) + " is judged at its own position"
 		}
 	}
@@ -101,7 +101,7 @@ func (d *Deliberation) justify(t *events.Termination, a *events.Artifact, at tim
 			if r.Relation != events.Decides {
 				continue
 			}
-			n := d.nodes[d.index[r.Target]]
+			n := d.nodes[d.node(r.Target)]
 			if typeOf[n.typ] != events.TypeDecision || d.extras[n.extra].decision.Status != events.Final {
 				why = append(why, r.Target.String()+" is not a final DECISION")
 				continue
@@ -147,7 +147,7 @@ func (d *Deliberation) justify(t *events.Termination, a *events.Artifact, at tim
 			return "no suspend control message is left to record"
 		}
 		for _, id := range d.terms {
-			n := d.nodes[d.index[id]]
+			n := d.nodes[d.node(id)]
 			if n.seq > d.SuspendedAt && d.extras[n.extra].termination.State == events.Suspended {
 				return "the suspension is already recorded"
 			}

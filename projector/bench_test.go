@@ -1,7 +1,9 @@
 package projector_test
 
 import (
+	"bytes"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/parley-engine/parley/events"
@@ -34,4 +36,83 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/artifact")
+}
+
+// snapshotBench folds n artifacts (the chain of BenchmarkApply, in 8
+// deliberations) for the snapshot benchmarks.
+func snapshotBench(b *testing.B, n int) *projector.Projection {
+	b.Helper()
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}})
+	seq := uint64(0)
+	next := func() uint64 { seq++; return seq }
+	const k = 8
+	prev := make([]*events.Artifact, k)
+	for d := range k {
+		id := fmt.Sprintf("%s%d", delib[:len(delib)-1], d)
+		p.Apply(projector.Msg{Seq: next(), Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"bench"}}`)})
+		prev[d] = claim("root")
+		p.Apply(projector.Msg{Seq: next(), Subject: projector.ArtifactSubject(id, "p0"), Data: prev[d].Canonical})
+	}
+	for i := 1; i < n/k; i++ {
+		for d := range k {
+			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
+				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold", i), Blocking: i%10 == 0},
+				References: []events.Reference{{Target: prev[d].ID, Relation: events.ObjectsTo}}})
+			p.Apply(projector.Msg{Seq: next(), Subject: projector.ArtifactSubject(fmt.Sprintf("%s%d", delib[:len(delib)-1], d), fmt.Sprintf("p%d", i%10)), Data: a.Canonical})
+			prev[d] = a
+		}
+	}
+	return p
+}
+
+// BenchmarkSnapshot writes and reads the snapshot of 200,000 artifacts:
+// the cost per artifact of a shard's snapshot and of a restart from it.
+func BenchmarkSnapshot(b *testing.B) {
+	const n = 200000
+	p := snapshotBench(b, n)
+	var buf bytes.Buffer
+	if err := p.WriteSnapshot(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("freeze", func(b *testing.B) {
+		for b.Loop() {
+			p.Freeze()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/artifact")
+	})
+	b.Run("write", func(b *testing.B) {
+		var w bytes.Buffer
+		for b.Loop() {
+			w.Reset()
+			if err := p.WriteSnapshot(&w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/artifact")
+		b.ReportMetric(float64(w.Len())/n, "bytes/artifact")
+	})
+	b.Run("read", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := projector.ReadSnapshot(bytes.NewReader(buf.Bytes()), projector.Options{Rules: supervisor.Rules{}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/artifact")
+	})
+}
+
+// BenchmarkProjectionMemory reports the heap a projection of 200,000
+// artifacts holds (the chain of BenchmarkSnapshot), per artifact.
+func BenchmarkProjectionMemory(b *testing.B) {
+	const n = 200000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		p := snapshotBench(b, n)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "heap-bytes/artifact")
+		runtime.KeepAlive(p)
+	}
 }

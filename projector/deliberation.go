@@ -124,14 +124,15 @@ type Deliberation struct {
 	now      time.Time // the time of the message being applied
 	lastTime time.Time // the time the fold gave the deliberation's last message
 
-	index   map[canon.Digest]int32   // artifact id -> nodes
-	objTo   map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
-	nodes   []node
-	refs    []ref
-	extras  []extra
-	nodeIDs []canon.Digest // node -> id
-	seqs    []uint64       // the positions of the deliberation's messages, in order
-	superN  int            // nodes published by the supervisor
+	index    idIndex                  // artifact id -> nodes (keys in nodeIDs)
+	closures closureCache             // verifications at the current state (graph.go)
+	objTo    map[canon.Digest][]int32 // target -> blocking objections (nodes) that object to it
+	nodes    []node
+	refs     []ref
+	extras   []extra
+	nodeIDs  []canon.Digest // node -> id
+	seqs     []uint64       // the positions of the deliberation's messages, in order
+	superN   int            // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
 	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
 	judged   map[canon.Digest]bool
@@ -171,7 +172,7 @@ type Deliberation struct {
 func newDeliberation(id string, opts Options) *Deliberation {
 	return &Deliberation{
 		opts: opts, ID: id,
-		index: map[canon.Digest]int32{}, objTo: map[canon.Digest][]int32{}, tips: map[canon.Digest]struct{}{},
+		objTo: map[canon.Digest][]int32{}, tips: map[canon.Digest]struct{}{},
 		open: map[canon.Digest]struct{}{}, pend: map[canon.Digest]*pending{},
 		waiting: map[canon.Digest][]canon.Digest{}, partIdx: map[string]int32{},
 		rejCodes: map[string]int{},
@@ -274,7 +275,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	case !super && !term && d.allowed != nil && !d.allowed[participant]:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
 	}
-	if _, dup := d.index[a.ID]; dup {
+	if d.index.has(d.nodeIDs, a.ID) {
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
 	}
 	if _, dup := d.pend[a.ID]; dup {
@@ -293,7 +294,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	d.Position = m.Seq
 	missing := 0
 	for _, r := range a.References {
-		if _, ok := d.index[r.Target]; !ok {
+		if !d.index.has(d.nodeIDs, r.Target) {
 			missing++
 		}
 	}
@@ -305,7 +306,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing, time: m.Time, reverified: m.Reverified}
 		seen := map[canon.Digest]bool{}
 		for _, r := range a.References {
-			if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
+			if !d.index.has(d.nodeIDs, r.Target) && !seen[r.Target] {
 				seen[r.Target] = true
 				d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
 			}
@@ -350,7 +351,7 @@ func (d *Deliberation) admit(a *events.Artifact, m Msg, participant string, out 
 func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	a := p.art
 	for _, r := range a.References {
-		t := &d.nodes[d.index[r.Target]]
+		t := &d.nodes[d.node(r.Target)]
 		tv := events.Target{ID: r.Target, Type: typeOf[t.typ]}
 		if t.extra >= 0 {
 			if dp := d.extras[t.extra].decision; dp != nil && dp.Status == events.Final {
@@ -368,7 +369,7 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	}
 	var depth uint32
 	for _, r := range a.References {
-		depth = max(depth, d.nodes[d.index[r.Target]].depth+1)
+		depth = max(depth, d.nodes[d.node(r.Target)].depth+1)
 	}
 	if l := d.limits.MaxDepth; l > 0 && int(depth) > l && p.participant != SupervisorToken {
 		o := d.reject(p.seq, p.participant, a.ID.String(), ClassInvalidSubmission, CodeLimitGraphDepth,
@@ -430,9 +431,9 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 		n.extra = int32(len(d.extras))
 		d.extras = append(d.extras, ex)
 	}
-	d.index[a.ID] = int32(len(d.nodes))
 	d.nodes = append(d.nodes, n)
 	d.nodeIDs = append(d.nodeIDs, a.ID)
+	d.index.put(d.nodeIDs, int32(len(d.nodes)-1))
 	d.noteOrder()
 	d.noteAdmissibility(int32(len(d.nodes)-1), ex.provenance)
 	d.tips[a.ID] = struct{}{}
@@ -488,7 +489,7 @@ func (d *Deliberation) view(n *node) Node {
 
 // Node returns the artifact id's node in the DAG.
 func (d *Deliberation) Node(id canon.Digest) (Node, bool) {
-	i, ok := d.index[id]
+	i, ok := d.index.get(d.nodeIDs, id)
 	if !ok {
 		return Node{}, false
 	}
@@ -497,7 +498,7 @@ func (d *Deliberation) Node(id canon.Digest) (Node, bool) {
 
 // Position returns the stream position of an artifact in the DAG, or 0.
 func (d *Deliberation) PositionOf(id canon.Digest) uint64 {
-	if i, ok := d.index[id]; ok {
+	if i, ok := d.index.get(d.nodeIDs, id); ok {
 		return d.nodes[i].seq
 	}
 	return 0
@@ -508,6 +509,12 @@ func (d *Deliberation) Artifacts() int { return len(d.nodes) }
 
 // ids returns the artifact ids in node order (not to be modified).
 func (d *Deliberation) ids() []canon.Digest { return d.nodeIDs }
+
+// node returns the node of id, which the caller knows is one.
+func (d *Deliberation) node(id canon.Digest) int32 {
+	i, _ := d.index.get(d.nodeIDs, id)
+	return i
+}
 
 // Nodes calls fn for every artifact in the DAG, in order of admission.
 func (d *Deliberation) Nodes(fn func(canon.Digest, Node)) {
@@ -646,7 +653,7 @@ func (d *Deliberation) account(a *events.Artifact) {
 
 // Has reports whether an artifact is in the DAG or pending.
 func (d *Deliberation) Has(id canon.Digest) bool {
-	if _, ok := d.index[id]; ok {
+	if d.index.has(d.nodeIDs, id) {
 		return true
 	}
 	_, ok := d.pend[id]
@@ -656,7 +663,7 @@ func (d *Deliberation) Has(id canon.Digest) bool {
 // Recorded reports whether a TERMINATION with state s is in the DAG.
 func (d *Deliberation) Recorded(s events.TerminationState) bool {
 	for _, id := range d.terms {
-		if n := d.nodes[d.index[id]]; n.extra >= 0 && d.extras[n.extra].termination.State == s {
+		if n := d.nodes[d.node(id)]; n.extra >= 0 && d.extras[n.extra].termination.State == s {
 			return true
 		}
 	}
@@ -666,7 +673,7 @@ func (d *Deliberation) Recorded(s events.TerminationState) bool {
 // HasFinalDecision reports whether a final DECISION is in the DAG.
 func (d *Deliberation) HasFinalDecision() bool {
 	for _, id := range d.decs {
-		if n := d.nodes[d.index[id]]; d.extras[n.extra].decision.Status == events.Final {
+		if n := d.nodes[d.node(id)]; d.extras[n.extra].decision.Status == events.Final {
 			return true
 		}
 	}

@@ -44,7 +44,19 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		dump(b, v.Elem(), path)
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if name := v.Type().Field(i).Name; name != "opts" && name != "digest" { // options, and a cache
+			name := v.Type().Field(i).Name
+			switch {
+			case name == "opts" || name == "digest" || name == "closures": // options, and caches
+			case name == "index" && v.Type() == reflect.TypeOf(Deliberation{}):
+				// The table's layout depends on its history and its seed:
+				// its state is what it maps each id to.
+				d := v.Addr().Interface().(*Deliberation)
+				fmt.Fprintf(b, "%s.index = %d entries\n", path, d.index.n)
+				for j, id := range d.nodeIDs {
+					k, ok := d.index.get(d.nodeIDs, id)
+					fmt.Fprintf(b, "%s.index[%x] = %d %v\n", path, id[:4], k, ok && int(k) == j)
+				}
+			default:
 				dump(b, v.Field(i), path+"."+name)
 			}
 		}

@@ -29,10 +29,13 @@ func (d *Deliberation) Summary() Summary {
 // ArtifactEntry is one artifact of a deliberation's DAG in the query
 // API's list of its artifacts.
 type ArtifactEntry struct {
-	ArtifactID  canon.Digest `json:"artifact_id"`
-	Position    uint64       `json:"position"`
-	Participant string       `json:"participant"`
-	Type        string       `json:"artifact_type"`
+	ArtifactID canon.Digest `json:"artifact_id"`
+	Position   uint64       `json:"position"`
+	// Ordinal is the artifact's message's rank among the deliberation's
+	// messages (Deliberation.Ordinal): where a person reads positions.
+	Ordinal     uint64 `json:"ordinal,omitempty"`
+	Participant string `json:"participant"`
+	Type        string `json:"artifact_type"`
 }
 
 // RejectionList is a page of rejections (of a deliberation, or of the

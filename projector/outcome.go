@@ -124,7 +124,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 			}
 		}
 		if a != nil {
-			if i, ok := d.index[a.ID]; ok && d.nodes[i].seq == m.Seq {
+			if i, ok := d.index.get(d.nodeIDs, a.ID); ok && d.nodes[i].seq == m.Seq {
 				out.Verdict, out.ArtifactType = VerdictAccepted, a.Type
 				return out, nil
 			}

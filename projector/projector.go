@@ -118,7 +118,11 @@ var LimitCodes = []string{CodeLimitArtifactSize, CodeLimitReferences, CodeLimitG
 // Rejection records a message that did not enter the DAG. It stays in the
 // stream; this is its place in the projection.
 type Rejection struct {
-	Position    uint64 `json:"position"`
+	Position uint64 `json:"position"`
+	// Ordinal is the message's rank among the deliberation's messages,
+	// filled in by the query API as it answers (0, and absent, for a
+	// message of no opened deliberation).
+	Ordinal     uint64 `json:"ordinal,omitempty"`
 	Participant string `json:"participant,omitempty"`
 	ArtifactID  string `json:"artifact_id,omitempty"`
 	Class       string `json:"error_class"`

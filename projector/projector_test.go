@@ -324,6 +324,32 @@ func TestDeliberation_Verify(t *testing.T) {
 	if r2 := q.Deliberation(delib).Verify(dec.ID, 0, closure.Limits{}); fmt.Sprint(r2) != fmt.Sprint(r) {
 		t.Fatalf("after snapshot %+v", r2)
 	}
+	// Verified again at the same state: the same result. Then an artifact
+	// admitted after it (a blocking objection against the audited set,
+	// after the decision) changes the result at a later position: nothing
+	// stale is kept.
+	if again := f.d().Verify(dec.ID, 0, closure.Limits{}); fmt.Sprint(again) != fmt.Sprint(r) {
+		t.Fatalf("verified again: %+v", again)
+	}
+	if before := f.d().Verify(dec.ID, 100, closure.Limits{}); len(before.Findings) != 1 {
+		t.Fatalf("at 100 before the late objection: %+v", before)
+	}
+	late := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "later: no", Blocking: true},
+		References: []events.Reference{{Target: c.ID, Relation: events.ObjectsTo}}})
+	if o := f.art("b", late); o.Rejection != nil {
+		t.Fatal(o.Rejection)
+	}
+	r3 := f.d().Verify(dec.ID, 100, closure.Limits{})
+	var challenged bool
+	for _, fd := range r3.Findings {
+		challenged = challenged || (fd.Code == closure.CodeChallenged && fd.ArtifactID == late.ID.String())
+	}
+	if !challenged || len(r3.Findings) != 2 {
+		t.Fatalf("after a late blocking objection: %+v", r3)
+	}
+	if r4 := f.d().Verify(dec.ID, 100, closure.Limits{MaxSize: 1}); r4.OK || fmt.Sprint(r4) == fmt.Sprint(r3) {
+		t.Fatalf("other limits gave the same result: %+v", r4)
+	}
 }
 
 // The digest does not depend on stream positions nor on the deliberation's

@@ -267,3 +267,46 @@ func TestFold_DeliberationsIndependent(t *testing.T) {
 		}
 	}
 }
+
+// A frozen state is the state at the freeze: the fold may go on (in
+// another goroutine, as the runner does) while it is written, and what is
+// written restores the state at the freeze. Under -race
+// this also shows the writer and the fold share nothing they both write.
+func TestFreeze_WriteWhileFolding(t *testing.T) {
+	streams := 200
+	if testing.Short() {
+		streams = 30
+	}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	for seed := range uint64(streams) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		msgs := stream(r, 40+r.IntN(160))
+		cut := r.IntN(len(msgs) + 1)
+		p := fold(opts, msgs[:cut])
+		want := projector.DumpState(p)
+		f := p.Freeze()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for _, m := range msgs[cut:] {
+				p.Apply(m)
+			}
+		}()
+		var got bytes.Buffer
+		err := f.Write(&got)
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored, err := projector.ReadSnapshot(&got, opts)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if s := projector.DumpState(restored); s != want {
+			t.Fatalf("seed %d: the frozen state written while %d more messages were folded is not the state at the freeze:\n%s", seed, len(msgs)-cut, firstDifference(s, want))
+		}
+		if f.Position() != fold(opts, msgs[:cut]).Position() {
+			t.Fatalf("seed %d: frozen position %d", seed, f.Position())
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 type snapshot struct {
 	Version       int
@@ -24,21 +25,22 @@ type snapshot struct {
 	Delibs        []delibSnap
 }
 
-type nodeSnap struct {
-	ID       canon.Digest
-	Seq      uint64
-	Depth    uint32
-	RefStart uint32
-	RefLen   uint32
-	Part     int32
-	Extra    int32
-	Typ      uint8
-	Blocking bool
-}
-
-type refSnap struct {
-	Target canon.Digest
-	Rel    uint8
+// nodeCols are a deliberation's nodes and references by column: gob
+// encodes a slice of a basic type, and a []byte of concatenated digests,
+// in one piece, where a slice of structs or of arrays costs a reflective
+// call per field or per byte.
+type nodeCols struct {
+	IDs      []byte // 32 bytes a node
+	Seq      []uint64
+	Depth    []uint32
+	RefStart []uint32
+	RefLen   []uint32
+	Part     []int32
+	Extra    []int32
+	Typ      []byte
+	Blocking []bool
+	Targets  []byte // 32 bytes a reference
+	Rels     []byte
 }
 
 type extraSnap struct {
@@ -63,12 +65,11 @@ type delibSnap struct {
 	Charter            *Charter
 	OpenedAt, Position uint64
 	Round              int
-	Nodes              []nodeSnap
-	Refs               []refSnap
+	Nodes              nodeCols
 	Extras             []extraSnap
 	Pending            []pendingSnap
-	Tips, Open         []canon.Digest
-	Decs, Terms        []canon.Digest
+	Tips, Open         []byte // 32 bytes a digest
+	Decs, Terms        []byte
 	Parts              []string
 	PerPart            []int
 	Allowed            []string
@@ -93,35 +94,87 @@ type delibSnap struct {
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
 // projection with the same state and digests.
-func (p *Projection) WriteSnapshot(w io.Writer) error {
-	s := snapshot{Version: snapshotVersion, Position: p.position, Unrouted: p.unrouted, UnroutedTotal: p.unroutedTotal}
+func (p *Projection) WriteSnapshot(w io.Writer) error { return p.Freeze().Write(w) }
+
+// Frozen is a projection's state at one position, captured by Freeze
+// without copying what the fold only appends to (nodes, references,
+// extras, ids, positions): those are shared, cut at their length, and
+// what the fold changes in place (bounded lists, maps, counters) is
+// copied. Writing it costs the whole serialization and may run while the
+// fold goes on: nothing the fold does afterwards changes what it holds.
+type Frozen struct {
+	s      snapshot
+	delibs []frozenDelib
+}
+
+type frozenDelib struct {
+	ds          delibSnap // all but Nodes, Extras, Tips, Open, Decs, Terms
+	decs, terms []canon.Digest
+	nodes       []node
+	ids         []canon.Digest
+	refs        []ref
+	extras      []extra
+	tips, open  map[canon.Digest]struct{}
+}
+
+// cut returns s shared up to its length, with no room to append into.
+func cut[T any](s []T) []T { return s[:len(s):len(s)] }
+
+// Freeze captures the projection's state for Write. Its cost is the
+// number of deliberations and of what the fold changes in place (tips,
+// open objections, pending artifacts, bounded lists), not the size of the
+// DAGs. The caller holds whatever keeps the fold from running meanwhile.
+func (p *Projection) Freeze() *Frozen {
+	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.position, Unrouted: slices.Clone(p.unrouted), UnroutedTotal: p.unroutedTotal},
+		delibs: make([]frozenDelib, 0, len(p.delibs))}
 	for _, d := range p.delibs {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
-			Position: d.Position, Round: d.Round, Tips: sortedKeys(d.tips), Open: sortedKeys(d.open),
-			Decs: d.decs, Terms: d.terms, Parts: d.parts, PerPart: d.perPart, Rejects: d.rejects,
-			RejCodes: d.rejCodes, RejTotal: d.rejTotal, Late: d.late, LateN: d.lateN,
+			Position: d.Position, Round: d.Round,
+			Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects),
+			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, Seqs: d.seqs, LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason, LastTime: d.lastTime, Breaches: d.breaches, Now: d.now}
+			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
+			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
-		}
-		ids := d.ids()
-		ds.Nodes = make([]nodeSnap, len(d.nodes))
-		for i, n := range d.nodes {
-			ds.Nodes[i] = nodeSnap{ID: ids[i], Seq: n.seq, Depth: n.depth, RefStart: n.refStart, RefLen: n.refLen, Part: n.part,
-				Extra: n.extra, Typ: n.typ, Blocking: n.blocking}
-		}
-		ds.Refs = make([]refSnap, len(d.refs))
-		for i, r := range d.refs {
-			ds.Refs[i] = refSnap{r.target, r.rel}
-		}
-		for _, e := range d.extras {
-			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
 		// In stream order: the waiting lists are rebuilt from it, and the
 		// order they release artifacts in is part of the state.
 		for _, pe := range d.pend {
 			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time, pe.reverified})
+		}
+		f.delibs = append(f.delibs, frozenDelib{ds: ds, decs: cut(d.decs), terms: cut(d.terms), nodes: cut(d.nodes), ids: cut(d.ids()), refs: cut(d.refs), extras: cut(d.extras),
+			tips: maps.Clone(d.tips), open: maps.Clone(d.open)})
+	}
+	return f
+}
+
+// Position is the position the frozen state is at.
+func (f *Frozen) Position() uint64 { return f.s.Position }
+
+// Write writes the frozen state as WriteSnapshot does.
+func (f *Frozen) Write(w io.Writer) error {
+	s := f.s
+	s.Delibs = make([]delibSnap, 0, len(f.delibs))
+	for _, fd := range f.delibs {
+		ds := fd.ds
+		ds.Tips, ds.Open = digestBytes(sortedKeys(fd.tips)), digestBytes(sortedKeys(fd.open))
+		ds.Decs, ds.Terms = digestBytes(fd.decs), digestBytes(fd.terms)
+		n := len(fd.nodes)
+		c := nodeCols{IDs: digestBytes(fd.ids), Seq: make([]uint64, n), Depth: make([]uint32, n), RefStart: make([]uint32, n), RefLen: make([]uint32, n),
+			Part: make([]int32, n), Extra: make([]int32, n), Typ: make([]byte, n), Blocking: make([]bool, n),
+			Targets: make([]byte, 0, 32*len(fd.refs)), Rels: make([]byte, len(fd.refs))}
+		for i, nd := range fd.nodes {
+			c.Seq[i], c.Depth[i], c.RefStart[i], c.RefLen[i] = nd.seq, nd.depth, nd.refStart, nd.refLen
+			c.Part[i], c.Extra[i], c.Typ[i], c.Blocking[i] = nd.part, nd.extra, nd.typ, nd.blocking
+		}
+		for i, r := range fd.refs {
+			c.Targets = append(c.Targets, r.target[:]...)
+			c.Rels[i] = r.rel
+		}
+		ds.Nodes = c
+		for _, e := range fd.extras {
+			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
 		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmpU64(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
@@ -146,7 +199,14 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 	for _, ds := range s.Delibs {
 		d := newDeliberation(ds.ID, p.opts)
 		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
-		d.decs, d.terms, d.parts, d.perPart = ds.Decs, ds.Terms, ds.Parts, ds.PerPart
+		d.parts, d.perPart = ds.Parts, ds.PerPart
+		var err error
+		if d.decs, err = bytesDigests(ds.Decs); err == nil {
+			d.terms, err = bytesDigests(ds.Terms)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
 		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
@@ -173,20 +233,33 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 				d.allowed[t] = true
 			}
 		}
-		d.nodes = make([]node, len(ds.Nodes))
-		for i, ns := range ds.Nodes {
-			d.nodes[i] = node{seq: ns.Seq, depth: ns.Depth, refStart: ns.RefStart, refLen: ns.RefLen, part: ns.Part, extra: ns.Extra, typ: ns.Typ, blocking: ns.Blocking}
-			d.index[ns.ID] = int32(i)
-			if ds.Parts[ns.Part] == SupervisorToken {
+		c := &ds.Nodes
+		n, nr := len(c.Seq), len(c.Rels)
+		if len(c.IDs) != 32*n || len(c.Depth) != n || len(c.RefStart) != n || len(c.RefLen) != n || len(c.Part) != n ||
+			len(c.Extra) != n || len(c.Typ) != n || len(c.Blocking) != n || len(c.Targets) != 32*nr {
+			return nil, fmt.Errorf("projector: snapshot of %s: node columns of different lengths", ds.ID)
+		}
+		d.nodes = make([]node, n)
+		d.nodeIDs = make([]canon.Digest, n)
+		for i := range n {
+			nd := node{seq: c.Seq[i], depth: c.Depth[i], refStart: c.RefStart[i], refLen: c.RefLen[i], part: c.Part[i], extra: c.Extra[i], typ: c.Typ[i], blocking: c.Blocking[i]}
+			if int(nd.part) < 0 || int(nd.part) >= len(d.parts) || int(nd.typ) >= len(d.counts) || uint64(nd.refStart)+uint64(nd.refLen) > uint64(nr) ||
+				int(nd.extra) >= len(ds.Extras) {
+				return nil, fmt.Errorf("projector: snapshot of %s: node %d out of range", ds.ID, i)
+			}
+			d.nodes[i] = nd
+			id := canon.Digest(c.IDs[32*i : 32*i+32])
+			if d.parts[nd.part] == SupervisorToken {
 				d.superN++
 			}
-			d.nodeIDs = append(d.nodeIDs, ns.ID)
-			d.counts[ns.Typ]++
+			d.nodeIDs[i] = id
+			d.counts[nd.typ]++
 		}
+		d.index.build(d.nodeIDs)
 		d.buildOrder()
-		d.refs = make([]ref, len(ds.Refs))
-		for i, r := range ds.Refs {
-			d.refs[i] = ref{r.Target, r.Rel}
+		d.refs = make([]ref, nr)
+		for i := range nr {
+			d.refs[i] = ref{canon.Digest(c.Targets[32*i : 32*i+32]), c.Rels[i]}
 		}
 		for _, e := range ds.Extras {
 			d.extras = append(d.extras, extra{e.Decision, e.Termination, e.Extensions, e.Provenance})
@@ -213,10 +286,18 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 				}
 			}
 		}
-		for _, id := range ds.Tips {
+		tips, err := bytesDigests(ds.Tips)
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
+		for _, id := range tips {
 			d.tips[id] = struct{}{}
 		}
-		for _, id := range ds.Open {
+		open, err := bytesDigests(ds.Open)
+		if err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
+		for _, id := range open {
 			d.open[id] = struct{}{}
 		}
 		for _, ps := range ds.Pending {
@@ -227,7 +308,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time, reverified: ps.Reverified}
 			seen := map[canon.Digest]bool{}
 			for _, r := range a.References {
-				if _, ok := d.index[r.Target]; !ok && !seen[r.Target] {
+				if !d.index.has(d.nodeIDs, r.Target) && !seen[r.Target] {
 					seen[r.Target] = true
 					d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
 				}
@@ -238,4 +319,26 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		p.delibs[d.ID] = d
 	}
 	return p, nil
+}
+
+func digestBytes(ds []canon.Digest) []byte {
+	b := make([]byte, 0, 32*len(ds))
+	for _, d := range ds {
+		b = append(b, d[:]...)
+	}
+	return b
+}
+
+func bytesDigests(b []byte) ([]canon.Digest, error) {
+	if len(b)%32 != 0 {
+		return nil, fmt.Errorf("digests of %d bytes", len(b))
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	ds := make([]canon.Digest, len(b)/32)
+	for i := range ds {
+		ds[i] = canon.Digest(b[32*i : 32*i+32])
+	}
+	return ds, nil
 }

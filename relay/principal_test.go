@@ -228,10 +228,10 @@ func TestRelay_ReplayAndForkWithPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: reader(), ForkAt: answer}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
+	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: reader(), ForkAtPosition: answer}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
 		t.Errorf("fork as a participant: %v", err)
 	}
-	fork, err := relay.Run(ctx, cfg, relay.Options{Dir: t.TempDir(), Fork: reader(), ForkAt: answer})
+	fork, err := relay.Run(ctx, cfg, relay.Options{Dir: t.TempDir(), Fork: reader(), ForkAtPosition: answer})
 	if err != nil || fork.Termination != "completed" || !fork.ClosureOK {
 		t.Fatalf("fork into its own engine: %v %+v", err, fork)
 	}

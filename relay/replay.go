@@ -203,15 +203,25 @@ func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (proje
 	return c.WaitPosition(wctx, id, seq)
 }
 
-// prefix reads the messages of a stream recording up to position at, for
-// a fork: the participants' artifacts only (not the control messages nor
-// the supervisor's emissions), with their participant tokens.
-func prefix(rec *recording.Reader, at uint64) ([]recording.Message, []string, error) {
+// prefix reads the messages of a stream recording up to message at (an
+// ordinal within the recorded deliberation) or, when at is 0, up to stream
+// position atPos, for a fork: the participants' artifacts only (not the
+// control messages nor the supervisor's emissions), with their participant
+// tokens. Ordinals are counted as the engine counts them: the recording is
+// folded, and a message is one of the deliberation's from its applied open
+// on.
+func prefix(rec *recording.Reader, at, atPos uint64) ([]recording.Message, []string, error) {
 	if rec.Format() != recording.Stream {
 		return nil, nil, fmt.Errorf("relay: fork needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
+	if (at == 0) == (atPos == 0) {
+		return nil, nil, errors.New("relay: fork: give the message to fork after, as an ordinal (--at) or a stream position (--at-position)")
+	}
+	id := rec.Header().Deliberation
+	fold := projector.New(projector.DefaultOptions())
 	var out []recording.Message
 	var parts []string
+	var messages uint64 // the deliberation's messages read
 	for {
 		m, err := rec.Next()
 		if err == io.EOF {
@@ -220,8 +230,19 @@ func prefix(rec *recording.Reader, at uint64) ([]recording.Message, []string, er
 		if err != nil {
 			return nil, nil, err
 		}
-		if m.Position > at {
+		if atPos > 0 && m.Position > atPos {
 			break
+		}
+		fold.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		if at > 0 {
+			d := fold.Deliberation(id)
+			if d == nil || d.Ordinal(m.Position) == 0 {
+				continue // not (yet) one of the deliberation's messages
+			}
+			if d.Ordinal(m.Position) > at {
+				break
+			}
+			messages = d.Ordinal(m.Position)
 		}
 		_, tok, ok := strings.Cut(m.Subject, ".art.")
 		if !ok || tok == projector.SupervisorToken {
@@ -233,7 +254,18 @@ func prefix(rec *recording.Reader, at uint64) ([]recording.Message, []string, er
 			parts = append(parts, tok)
 		}
 	}
+	if at > 0 && messages < at {
+		return nil, nil, fmt.Errorf("relay: fork: --at %d: the recorded deliberation has only %d messages", at, messages)
+	}
 	return out, parts, nil
+}
+
+// forkPoint says where a fork forked, for people.
+func forkPoint(o Options) string {
+	if o.ForkAt > 0 {
+		return fmt.Sprintf("message %d of the recorded deliberation", o.ForkAt)
+	}
+	return fmt.Sprintf("stream position %d of the recording", o.ForkAtPosition)
 }
 
 func clientFor(nc *nats.Conn) (*client.Client, error) { return client.New(nc, "relay") }

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,11 @@ func TestReplayAndFork(t *testing.T) {
 	defer s.Close()
 	cfg, err := relay.Load("../examples/relay/fleet.json")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Another deliberation first, so that stream positions are not the
+	// forked deliberation's ordinals.
+	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	orig, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir()})
@@ -59,7 +65,10 @@ func TestReplayAndFork(t *testing.T) {
 		t.Errorf("the engine reads %s for the replay", v.StateDigest)
 	}
 
-	// Fork after the sixth round's messages (the first 18 artifacts).
+	// Fork after the sixth round's messages (the first 18 artifacts): by
+	// stream position, and by ordinal (the open, then four messages a
+	// round: the round, the architect, the critic, the verifier), which
+	// the engine's other deliberation before this one does not shift.
 	r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
 	var at uint64
 	n := 0
@@ -75,20 +84,31 @@ func TestReplayAndFork(t *testing.T) {
 			}
 		}
 	}
+	if at == 25 {
+		t.Fatalf("the recording's stream positions are its ordinals: the test shows nothing")
+	}
 	short, err := relay.Load("../examples/relay/fork.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, o := range []relay.Options{{ForkAtPosition: at}, {ForkAt: 25}} {
+		r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
+		o.NATS, o.Dir, o.Fork = s.NATSURL(), t.TempDir(), r
+		fork, err := relay.Run(ctx, short, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fork.Termination != "completed" || !fork.ClosureOK || fork.Deliberation == orig.Deliberation {
+			t.Fatalf("fork %+v", fork)
+		}
+		v, _ := s.Queries.Get(fork.Deliberation)
+		if v.Artifacts != 18+2*3+1+1 { // the prefix, two rounds of three, the decision, the TERMINATION
+			t.Errorf("fork at %+v holds %d artifacts", o, v.Artifacts)
+		}
+	}
 	r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
-	fork, err := relay.Run(ctx, short, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: r, ForkAt: at})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fork.Termination != "completed" || !fork.ClosureOK || fork.Deliberation == orig.Deliberation {
-		t.Fatalf("fork %+v", fork)
-	}
-	v, _ := s.Queries.Get(fork.Deliberation)
-	if v.Artifacts != 18+2*3+1+1 { // the prefix, two rounds of three, the decision, the TERMINATION
-		t.Errorf("fork holds %d artifacts", v.Artifacts)
+	if _, err := relay.Run(ctx, short, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: r, ForkAt: 1000}); err == nil ||
+		!strings.Contains(err.Error(), "has only") {
+		t.Errorf("fork past the end: %v", err)
 	}
 }

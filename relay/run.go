@@ -55,11 +55,23 @@ type Options struct {
 	Record, Replay string
 
 	// Fork, when set, is a stream recording whose participants' artifacts
-	// up to position ForkAt open the deliberation: the run continues a
+	// up to message ForkAt open the deliberation: the run continues a
 	// recorded deliberation with this config's participants, with no model
-	// call for the prefix (a counterfactual run).
-	Fork   *recording.Reader
-	ForkAt uint64
+	// call for the prefix (a counterfactual run). ForkAt is an ordinal
+	// within the recorded deliberation (1 for its first message, as the
+	// supervisor and the query API's "ordinal" count), so that the same
+	// number names the same message whatever else the recording's stream
+	// held; ForkAtPosition, instead, is a stream position of the
+	// recording. Exactly one of them is set.
+	Fork           *recording.Reader
+	ForkAt         uint64
+	ForkAtPosition uint64
+
+	// Client configures the deadlines and retries of the relay's requests
+	// to the engine (zero: client's defaults, 5 s an attempt, retried for
+	// 30 s). A run whose engine stops answering for longer fails closed
+	// (CodeEngineUnavailable).
+	Client client.Options
 }
 
 // Summary of a run (relay run --json prints it).
@@ -100,10 +112,61 @@ type runner struct {
 	// engine is the embedded engine's credentials (none with --nats):
 	// where its principal signs in.
 	engine *service.Credentials
+	// current is the participant whose turn it is (or was last).
+	current string
 }
 
+// failedCloseTimeout bounds the relay's last publishes when its engine is
+// lost.
+const failedCloseTimeout = 10 * time.Second
+
+// failClosed records that the engine was lost: a FAILURE
+// (relay.engine_unavailable) under the token of the participant whose turn
+// it was, and the cancel of the deliberation, each with its own deadline
+// (the stream may take them when the engine does not answer); it returns
+// cause with what could be recorded.
+func (r *runner) failClosed(orch *client.Client, cause error) error {
+	who := r.current
+	if who == "" {
+		who = r.cfg.Participants[0].ID
+	}
+	r.sum.FailedClosed = "the engine stopped answering: " + cause.Error()
+	ctx, cancel := context.WithTimeout(context.Background(), failedCloseTimeout)
+	defer cancel()
+	desc := cause.Error()
+	if len(desc) > 2000 {
+		desc = desc[:2000] + "…"
+	}
+	recorded := ""
+	if _, ack, err := r.clients[who].Publish(ctx, r.id, events.Draft{Type: events.TypeFailure,
+		Payload: events.Failure{Code: CodeEngineUnavailable, Retryable: true, Description: desc}}); err != nil {
+		recorded = "no FAILURE could be recorded: " + err.Error()
+	} else {
+		recorded = fmt.Sprintf("FAILURE %s recorded at position %d", CodeEngineUnavailable, ack.Sequence)
+		if err := orch.Cancel(ctx, r.id, "relay: the engine stopped answering"); err != nil {
+			recorded += "; the cancel could not be published: " + err.Error()
+		} else {
+			recorded += ", deliberation cancelled"
+		}
+	}
+	r.progress("failed closed: the engine stopped answering (%s)", recorded)
+	return fmt.Errorf("relay: deliberation %s failed closed: %w (%s)", r.id, cause, recorded)
+}
+
+// CodeEngineUnavailable is the FAILURE code a relay records when the
+// engine stops answering within the client's retries (client.ErrUnavailable):
+// the run fails closed, cancelling its deliberation, and Run returns an
+// error.
+const CodeEngineUnavailable = "relay.engine_unavailable"
+
+// reconnect is how the relay's connection rides out the loss of a NATS
+// node: it reconnects to another node of the cluster (the servers it
+// learned of), for ever, quickly; what bounds a run's wait is each
+// request's deadline and retries (client.Options).
+var reconnect = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.ReconnectJitter(100*time.Millisecond, time.Second)}
+
 // Run runs the experiment and returns its summary.
-func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
+func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr error) {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
 	}
@@ -124,7 +187,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		embeddedEngine = &c
 	}
 	refused := newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
-	nc, err := nats.Connect(url, append([]nats.Option{nats.Name("parley-relay"), refused.option()}, natsOpts...)...)
+	nc, err := nats.Connect(url, append(append([]nats.Option{nats.Name("parley-relay"), refused.option()}, reconnect...), natsOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
 	}
@@ -134,7 +197,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		sum: &Summary{Title: cfg.Title, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
 	var ids []string
 	for _, p := range cfg.Participants {
-		c, err := client.New(nc, p.ID)
+		c, err := client.NewWithOptions(nc, p.ID, opts.Client)
 		if err != nil {
 			return nil, err
 		}
@@ -157,11 +220,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 	if cfg.Principal != "" {
 		ids = append(ids, cfg.Principal)
 	}
-	orch, _ := client.New(nc, "relay")
+	orch, _ := client.NewWithOptions(nc, "relay", opts.Client)
 	var pre []recording.Message
 	if opts.Fork != nil {
 		var preParts []string
-		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt); err != nil {
+		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt, opts.ForkAtPosition); err != nil {
 			return nil, err
 		}
 		for _, t := range preParts {
@@ -175,6 +238,11 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		return nil, err
 	}
 	r.sum.Deliberation = r.id
+	defer func() {
+		if runErr != nil && errors.Is(runErr, client.ErrUnavailable) && ctx.Err() == nil {
+			runErr = r.failClosed(orch, runErr)
+		}
+	}()
 	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, cfg.Title, cfg.Rounds, cfg.Context)
 	if len(pre) > 0 {
 		seedNC := nc
@@ -187,7 +255,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (*Summary, error) {
 		if err := r.seed(ctx, seedNC, orch, pre, refused); err != nil {
 			return nil, err
 		}
-		r.progress("forked: %d artifacts of the recording up to position %d", len(r.record), opts.ForkAt)
+		r.progress("forked: %d artifacts of the recording up to %s", len(r.record), forkPoint(opts))
 	}
 
 	failed := ""
@@ -376,6 +444,7 @@ func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final
 		t.AllowedTypes = []events.Type{events.TypeClaim, events.TypeEvidence, events.TypeObjection, events.TypeRevision}
 	}
 	c := r.clients[p.ID]
+	r.current = p.ID
 	for attempt := 0; attempt <= *r.cfg.MaxRetries; attempt++ {
 		if attempt > 0 {
 			select {

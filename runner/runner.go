@@ -56,6 +56,8 @@ type Runner struct {
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
 	snapPath  string
+	snapMu    sync.Mutex      // one Snapshot at a time
+	writeHook func(shard int) // tests: called as a shard's snapshot starts being written
 	snapEvery time.Duration
 	opts      projector.Options
 	verify    provenance.Verifier
@@ -125,9 +127,9 @@ type shard struct {
 	heldMu   sync.Mutex
 	heldHead map[string]uint64 // deliberation -> its first held position, for WaitForIn
 
-	snapReq chan chan error
-	snapAt  uint64      // the position of the shard's last snapshot (its goroutine only)
-	running atomic.Bool // its goroutine is running (snapshots go through it)
+	snapReq chan chan frozen
+	snapAt  atomic.Uint64 // the position of the shard's last snapshot
+	running atomic.Bool   // its goroutine is running (snapshots go through it)
 }
 
 // delibLock guards one deliberation's state. Its shard takes it with
@@ -205,7 +207,7 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
 		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan *item, 4096),
-			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan error)}
+			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan frozen)}
 	}
 	if r.snapPath != "" {
 		r.removeLeftovers()
@@ -232,7 +234,7 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 // install makes p the shard's projection (restored from a snapshot).
 func (s *shard) install(p *projector.Projection) {
 	s.proj = p
-	s.snapAt = p.Position()
+	s.snapAt.Store(p.Position())
 	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &delibLock{} })
 	s.indexOpened()
 }
@@ -608,7 +610,7 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 				r.drain(s)
 			}
 		case reply := <-s.snapReq:
-			reply <- r.snapshotShard(s)
+			reply <- r.freezeShard(s)
 		case <-ctx.Done():
 			return
 		}
@@ -749,25 +751,40 @@ func (r *Runner) snapshotLoop(ctx context.Context) {
 // errHeld: a shard holds messages back and cannot be snapshotted now.
 var errHeld = errors.New("service: the shard holds messages back")
 
+// frozen is a shard's state captured for its snapshot (f nil: nothing to
+// write).
+type frozen struct {
+	f   *projector.Frozen
+	err error
+}
+
 // Snapshot writes every shard's projection that changed since its last
-// snapshot, each by its own goroutine (which pauses only that shard), to
-// its own file (atomically: a temporary file, fsync, rename). A shard that
-// holds messages back is skipped until the next time.
+// snapshot to its own file (atomically: a temporary file, fsync, rename).
+// A shard is paused only while its state is frozen (projector.Freeze, whose
+// cost is not the size of its DAGs); the serialization and the writing run
+// here while it folds on. A shard that holds messages back is skipped
+// until the next time.
 func (r *Runner) Snapshot() error {
 	if r.snapPath == "" {
 		return nil
 	}
+	r.snapMu.Lock()
+	defer r.snapMu.Unlock()
 	var errs []error
 	for _, s := range r.shards {
-		var err error
+		var fz frozen
 		if s.running.Load() {
-			reply := make(chan error, 1)
+			reply := make(chan frozen, 1)
 			s.snapReq <- reply
-			err = <-reply
+			fz = <-reply
 		} else {
 			// The shard's goroutine is not running (before Run, or after it
-			// stopped): nothing is applying, snapshot from here.
-			err = r.snapshotShard(s)
+			// stopped): nothing is applying, freeze from here.
+			fz = r.freezeShard(s)
+		}
+		err := fz.err
+		if err == nil && fz.f != nil {
+			err = r.writeShard(s, fz.f)
 		}
 		if err != nil && !errors.Is(err, errHeld) {
 			errs = append(errs, err)
@@ -776,9 +793,11 @@ func (r *Runner) Snapshot() error {
 	return errors.Join(errs...)
 }
 
-func (r *Runner) snapshotShard(s *shard) error {
+// freezeShard captures the shard's state, from the goroutine that applies
+// its messages (or with none running).
+func (r *Runner) freezeShard(s *shard) frozen {
 	if len(s.held) > 0 {
-		return errHeld
+		return frozen{err: errHeld}
 	}
 	// Every message the shard took is applied (none is held): its
 	// projection is complete up to there, whether the messages were its
@@ -791,11 +810,22 @@ func (r *Runner) snapshotShard(s *shard) error {
 		done = p
 	}
 	s.proj.Advance(done)
-	pos := s.proj.Position()
-	if pos == s.snapAt {
+	if s.proj.Position() == s.snapAt.Load() {
 		if _, err := os.Stat(r.shardPath(s.i)); err == nil {
-			return nil
+			return frozen{}
 		}
+	}
+	// Readers may go on reading (nothing is applied meanwhile); the shard
+	// lock keeps out nothing but a message that would open a deliberation.
+	s.mu.RLock()
+	f := s.proj.Freeze()
+	s.mu.RUnlock()
+	return frozen{f: f}
+}
+
+func (r *Runner) writeShard(s *shard, f *projector.Frozen) error {
+	if r.writeHook != nil {
+		r.writeHook(s.i)
 	}
 	dir := filepath.Dir(r.snapPath)
 	tmp, err := os.CreateTemp(dir, ".snapshot-*")
@@ -804,11 +834,7 @@ func (r *Runner) snapshotShard(s *shard) error {
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	// Readers may go on reading (nothing is applied meanwhile); the shard
-	// lock keeps out nothing but a message that would open a deliberation.
-	s.mu.RLock()
-	err = s.proj.WriteSnapshot(w)
-	s.mu.RUnlock()
+	err = f.Write(w)
 	if err == nil {
 		err = w.Flush()
 	}
@@ -824,8 +850,8 @@ func (r *Runner) snapshotShard(s *shard) error {
 	if err != nil {
 		return fmt.Errorf("service: snapshot of shard %d: %w", s.i, err)
 	}
-	s.snapAt = pos
-	r.log.Debug("snapshot written", "shard", s.i, "position", pos)
+	s.snapAt.Store(f.Position())
+	r.log.Debug("snapshot written", "shard", s.i, "position", f.Position())
 	return nil
 }
 

@@ -260,3 +260,67 @@ func TestRunner_ReadersDoNotStarveTheFold(t *testing.T) {
 		t.Fatalf("the readers starved the fold: %v", err)
 	}
 }
+
+// A shard's snapshot pauses the shard only while its state is frozen:
+// while the snapshot of the shard is being written (held here for as long
+// as the test likes), the shard goes on applying messages of the very
+// deliberation being written, and the file written is the state at the
+// freeze, which a restart completes from the stream.
+func TestRunner_FoldGoesOnWhileItsSnapshotIsWritten(t *testing.T) {
+	b := newBed(t)
+	r, cancel, done := b.runner(1)
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	b.open(delibA)
+	if err := r.WaitFor(ctx, b.claims(delibA, 10)); err != nil {
+		t.Fatal(err)
+	}
+	writing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	runner.SetSnapshotWriteHook(r, func(int) { once.Do(func() { close(writing); <-release }) })
+	snapped := make(chan error, 1)
+	go func() { snapped <- r.Snapshot() }()
+	<-writing
+	last := b.claims(delibA, 20)
+	wctx, wstop := context.WithTimeout(ctx, 5*time.Second)
+	err := r.WaitForIn(wctx, delibA, last)
+	wstop()
+	if err != nil {
+		t.Fatalf("the shard applied nothing while its snapshot was written: %v", err)
+	}
+	var arts int
+	r.ReadDeliberation(delibA, func(d *projector.Deliberation) { arts = d.Artifacts() })
+	if arts != 30 {
+		t.Fatalf("%d artifacts while the snapshot was written, want 30", arts)
+	}
+	close(release)
+	if err := <-snapped; err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(b.snap + ".0-of-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := projector.ReadSnapshot(f, projector.Options{Rules: termination.Rules{}})
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Deliberation(delibA); d == nil || d.Artifacts() != 10 {
+		t.Fatalf("the snapshot written is not the state at its freeze (10 artifacts): %v", d)
+	}
+	want := digests(r)
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+	// A restart from the (final) snapshots has the same state.
+	r2, cancel2, done2 := b.runner(1)
+	defer func() { cancel2(); <-done2 }()
+	if err := r2.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := digests(r2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after a restart: %v, want %v", got, want)
+	}
+}

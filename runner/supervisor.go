@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/projector"
@@ -113,8 +114,34 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 var msgIDs = wire.NewMsgIDs()
 
 // ErrSuperseded is returned, wrapped, when a publish was refused because
-// the deliberation moved on after the position judged.
+// the deliberation moved on after the position judged: another engine's
+// supervisor (several engines on one cluster each supervise), a
+// participant, or this supervisor's own earlier attempt got there first.
+// It is the expected end of a lost race, not a fault: judged again at the
+// next step.
 var ErrSuperseded = errors.New("service: the deliberation moved on after the position judged")
+
+// ErrUnsettled is returned, wrapped, when a publish got no answer (a
+// timeout, no stream leader during an election): it may or may not have
+// been stored, and the expected-sequence guard makes the next step's
+// judgment safe either way.
+var ErrUnsettled = errors.New("service: the supervisor's publish got no answer")
+
+// lostRace says whether a publish refusal is an expected lost race: the
+// subject's last sequence is not the one judged (10071 wrong last
+// sequence, 10164 per-subject), or a publish under the same id is in
+// process (10158, the leader still storing a first attempt).
+func lostRace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164 || apiErr.ErrorCode == 10158)
+}
+
+// unanswered says whether a publish got no answer at all.
+func unanswered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+}
 
 // Publish publishes a job's emissions in order. The first expects the
 // deliberation's last message to be the one at the position judged; each
@@ -135,13 +162,20 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 			jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
 		if err != nil {
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164) {
-				return i, expect, fmt.Errorf("%w: %s at position %d", ErrSuperseded, j.Deliberation, expect)
+			switch {
+			case lostRace(err):
+				return i, expect, fmt.Errorf("%w: %s at position %d: %v", ErrSuperseded, j.Deliberation, expect, err)
+			case unanswered(err):
+				return i, expect, fmt.Errorf("%w: %s %s at position %d: %v", ErrUnsettled, e.Artifact.Type, j.Deliberation, expect, err)
 			}
 			return i, expect, fmt.Errorf("service: publish the supervisor's %s to %s: %w", e.Artifact.Type, j.Deliberation, err)
 		}
-		s.log.Info("supervisor", "deliberation", j.Deliberation, "published", e.Artifact.Type, "reason", e.Reason, "position", ack.Sequence)
+		if ack.Duplicate {
+			// This supervisor's own earlier attempt was stored.
+			s.log.Debug("supervisor: already stored", "deliberation", j.Deliberation, "artifact", e.Artifact.Type, "position", ack.Sequence)
+		} else {
+			s.log.Info("supervisor", "deliberation", j.Deliberation, "published", e.Artifact.Type, "reason", e.Reason, "position", ack.Sequence)
+		}
 		expect = ack.Sequence
 	}
 	return len(j.Emissions), expect, nil
@@ -156,7 +190,9 @@ func (s *Supervisor) Step(ctx context.Context) int {
 		n += k
 		switch {
 		case errors.Is(err, ErrSuperseded):
-			s.log.Debug("supervisor: judge again", "err", err)
+			s.log.Debug("supervisor: lost the race, judge again", "err", err)
+		case errors.Is(err, ErrUnsettled):
+			s.log.Info("supervisor: no answer, judge again", "err", err)
 		case err != nil:
 			s.log.Error("supervisor", "err", err)
 		}

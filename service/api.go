@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +28,10 @@ type Queries struct {
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 	rv     *substrate.Reverifier
+	watch  *streamWatch // the stream watch (health.go); nil: none
+
+	waiting atomic.Int64  // reads waiting for their min_position
+	minWait time.Duration // how long they wait (0: DefaultMinPositionWait)
 }
 
 // apiError is an error with an HTTP status and a stable code.
@@ -34,6 +40,98 @@ type apiError struct {
 	Code     string `json:"code"`
 	Message  string `json:"error"`
 	Findings any    `json:"findings,omitempty"`
+	// Projected is, in a projection.behind answer, the position the
+	// engine's projection had reached.
+	Projected uint64 `json:"projected,omitempty"`
+}
+
+// Read-your-writes. A read may carry min_position, the stream position
+// the caller has seen (its last acknowledged publish): the engine answers
+// once its projection has reached it (in the deliberation read, or
+// everywhere for a listing of all), waiting up to Config.MinPositionWait, and
+// otherwise answers 503 projection.behind, which says: ask again, here or
+// at another engine.
+const (
+	// DefaultMinPositionWait is how long a read waits for its
+	// min_position (Config.MinPositionWait).
+	DefaultMinPositionWait = time.Second
+	// CodeBehind is the code of a read whose min_position the projection
+	// has not reached within the wait.
+	CodeBehind = "projection.behind"
+	// maxWaiting bounds the reads waiting for their min_position at once;
+	// past it a read that would wait is answered behind at once.
+	maxWaiting = 4096
+)
+
+// awaitPosition waits until the projection has reached min (deliberation
+// id's messages up to min; every message with id ""), for at most wait,
+// and returns a projection.behind *apiError if it has not.
+func (q *Queries) awaitPosition(ctx context.Context, id string, min uint64, wait time.Duration) error {
+	if min == 0 {
+		return nil
+	}
+	if wait > 0 {
+		if q.waiting.Add(1) > maxWaiting {
+			wait = 0
+		}
+		defer q.waiting.Add(-1)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var err error
+	if id == "" {
+		err = q.r.WaitFor(ctx, min)
+	} else {
+		err = q.r.WaitForIn(ctx, id, min)
+	}
+	if err == nil {
+		return nil
+	}
+	at := q.r.Position()
+	return &apiError{Status: http.StatusServiceUnavailable, Code: CodeBehind, Projected: at,
+		Message: "the engine's projection is at position " + strconv.FormatUint(at, 10) + ", not yet at min_position " + strconv.FormatUint(min, 10) + ": ask again"}
+}
+
+func (q *Queries) minPositionWait() time.Duration {
+	if q.minWait > 0 {
+		return q.minWait
+	}
+	return DefaultMinPositionWait
+}
+
+// reached says, without waiting, whether the projection has reached min
+// for deliberation id ("": everywhere).
+func (q *Queries) reached(id string, min uint64) bool {
+	return q.awaitPosition(context.Background(), id, min, 0) == nil
+}
+
+// minPosition is the HTTP side of read-your-writes: a request under
+// /api/v1 with ?min_position=N is served once the projection has reached
+// N in the deliberation the path names (everywhere for the listings of
+// all), or answered 503 projection.behind with Retry-After.
+func (q *Queries) minPosition(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := r.URL.Query().Get("min_position")
+		if s == "" || !strings.HasPrefix(r.URL.Path, "/api/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		min, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			reply(w, nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "min_position must be a stream position"})
+			return
+		}
+		id := ""
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/api/v1/deliberations/"); ok {
+			id, _, _ = strings.Cut(rest, "/")
+		}
+		if err := q.awaitPosition(r.Context(), id, min, q.minPositionWait()); err != nil {
+			w.Header().Set("Retry-After", "1")
+			reply(w, nil, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -84,7 +182,7 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 		found = true
 		out = make([]ArtifactEntry, 0, d.Artifacts())
 		d.Nodes(func(a canon.Digest, n projector.Node) {
-			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Participant: n.Participant, Type: string(n.Type)})
+			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Ordinal: d.Ordinal(n.Seq), Participant: n.Participant, Type: string(n.Type)})
 		})
 	})
 	if !found {
@@ -112,6 +210,9 @@ func (q *Queries) Rejections(id string) (RejectionList, error) {
 		kept, total, codes := d.Rejections()
 		out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
 			Rejections: append([]projector.Rejection{}, kept...)}
+		for i := range out.Rejections {
+			out.Rejections[i].Ordinal = d.Ordinal(out.Rejections[i].Position)
+		}
 		for k, v := range codes {
 			out.ByCode[k] = v
 		}
@@ -225,32 +326,6 @@ func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 	return out, nil
 }
 
-// Health is the health report.
-type Health struct {
-	OK         bool   `json:"ok"`
-	Position   uint64 `json:"position"`
-	StreamLast uint64 `json:"stream_last"`
-	Lag        uint64 `json:"lag"`
-	Error      string `json:"error,omitempty"`
-}
-
-// Health reports whether the stream answers, and the projector's lag.
-func (q *Queries) Health(ctx context.Context) Health {
-	h := Health{Position: q.r.Position()}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	info, err := q.stream.Info(ctx)
-	if err != nil {
-		h.Error = err.Error()
-		return h
-	}
-	h.OK, h.StreamLast = true, info.State.LastSeq
-	if h.StreamLast > h.Position {
-		h.Lag = h.StreamLast - h.Position
-	}
-	return h
-}
-
 // resolver returns the participant a principal's resolution is published
 // as: the one the request's token stands for. ?as= may name it, and no
 // other.
@@ -354,7 +429,7 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
-	return mux
+	return q.minPosition(mux)
 }
 
 func reply(w http.ResponseWriter, v any, err error) {

@@ -170,6 +170,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
 		ack, err = q.publishDecline(ctx, id, msg, a, env, last)
+		q.watch.wrote(err) // the batch goes around q.js's PublishMsg
 	} else {
 		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))

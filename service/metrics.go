@@ -20,6 +20,11 @@ type Metrics struct {
 	lag        prometheus.Gauge
 
 	bindingMoments, bindingSuppressed, bindingResolutions *prometheus.CounterVec
+
+	// The stream watch (health.go).
+	problems, advisories, writes *prometheus.CounterVec
+	healthy, halted              prometheus.Gauge
+	storageUsed, storageLimit    prometheus.Gauge
 }
 
 // NewMetrics registers the metrics.
@@ -42,10 +47,36 @@ func NewMetrics() *Metrics {
 			Help: "Binding moments whose envelope disables an escape hatch (seed 002 §12.3), by decider."}, []string{"decider"}),
 		bindingResolutions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_resolutions_total",
 			Help: "Resolutions of binding moments admitted, by decider and resolution; the question-space veto rate (seed 002 §12.2) is resolution=\"question\" over all."}, []string{"decider", "resolution"}),
+		problems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_health_problems_total",
+			Help: "Problems the engine noticed, by code, each counted once until it clears (stream.unsafe, stream.deleted, stream.replaced and stream.messages_lost halt the engine)."}, []string{"code"}),
+		advisories: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_stream_advisories_total",
+			Help: "JetStream advisories about the engine's stream, by kind (UPDATED, DELETED, LEADER_ELECTED, QUORUM_LOST, …; API.PURGE and the like for administrative requests on it)."}, []string{"kind"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_engine_writes_total",
+			Help: "The engine's own publishes (supervisor emissions, principals' resolutions), by result: stored, superseded (an expected lost race), refused, refused_storage, unavailable."}, []string{"result"}),
+		healthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_healthy",
+			Help: "1 while the engine has no health problem, 0 otherwise (the reasons are in /healthz)."}),
+		halted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_halted",
+			Help: "1 once the engine stopped judging because its stream could drop or erase messages (until a restart)."}),
+		storageUsed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_storage_used_bytes",
+			Help: "JetStream storage used under the tightest limit the engine sees (the embedded server's max_file_store, or the account's); 0 with no limit."}),
+		storageLimit: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_storage_limit_bytes",
+			Help: "That storage limit; 0 when the engine sees none."}),
+	}
+	for _, r := range []string{"stored", "superseded", "refused", "refused_storage", "unavailable"} {
+		m.writes.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag, m.bindingMoments, m.bindingSuppressed, m.bindingResolutions,
+		m.problems, m.advisories, m.writes, m.healthy, m.halted, m.storageUsed, m.storageLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func (m *Metrics) setHealthy(ok bool) {
+	if ok {
+		m.healthy.Set(1)
+	} else {
+		m.healthy.Set(0)
+	}
 }
 
 func (m *Metrics) observe(out projector.Outcome, seq, pending uint64) {

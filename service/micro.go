@@ -35,6 +35,11 @@ const MicroPrefix = wire.MicroPrefix
 // A page that is not the last carries the next page's cursor in the
 // wire.NextCursorHeader header (and in next_cursor where the answer is an
 // object), as over HTTP.
+//
+// Every endpoint but health also takes "min_position":N, the stream
+// position the caller has seen: the answer waits until the projection has
+// reached it (up to Config.MinPositionWait, off the endpoint's goroutine), or is
+// the error 503 with code projection.behind (CodeBehind): ask again.
 func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
 		Description: "parley query API: deliberation state, artifacts, rejections"})
@@ -48,6 +53,8 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		Decision   string `json:"decision"`
 		At         uint64 `json:"at"`
 		Position   uint64 `json:"position"`
+		// MinPosition: read-your-writes (awaitPosition).
+		MinPosition uint64 `json:"min_position"`
 		PageRequest
 	}
 	parse := func(r micro.Request) (req, bool) {
@@ -80,73 +87,81 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		}
 		r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
 	}
-	add := func(name string, h micro.HandlerFunc) error {
-		return g.AddEndpoint(name, h)
-	}
-	errs := []error{
-		add("deliberations", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, next, err := q.DeliberationPage(v.PageRequest)
-				respondPage(r, out, next, err)
+	// add registers a read: parsed, then served once the projection has
+	// reached the request's min_position. A read that must wait waits on
+	// its own goroutine, so that the endpoint's others are not held up
+	// (awaitPosition bounds how many wait at once); global reads (the
+	// listings of all) wait for the whole projection. A halted engine
+	// answers none (guardMicro).
+	add := func(name string, global bool, h func(micro.Request, req)) error {
+		return g.AddEndpoint(name, q.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
+			v, ok := parse(r)
+			if !ok {
+				return
 			}
-		}),
-		add("artifacts", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, next, err := q.ArtifactPage(v.ID, v.PageRequest)
-				respondPage(r, out, next, err)
+			id := v.ID
+			if global {
+				id = ""
 			}
-		}),
-		add("unrouted", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, err := q.UnroutedPage(v.PageRequest)
-				respondPage(r, out, out.NextCursor, err)
+			if q.reached(id, v.MinPosition) {
+				h(r, v)
+				return
 			}
-		}),
-		add("deliberation", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, err := q.Get(v.ID)
-				respond(r, out, err)
-			}
-		}),
-		add("rejections", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, err := q.RejectionPage(v.ID, v.PageRequest)
-				respondPage(r, out, out.NextCursor, err)
-			}
-		}),
-		add("artifact", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				b, err := q.Artifact(ctx, v.ID, v.ArtifactID)
-				if err != nil {
+			go func() {
+				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
 					respond(r, nil, err)
 					return
 				}
-				r.Respond(b)
-			}
+				h(r, v)
+			}()
+		})))
+	}
+	errs := []error{
+		add("deliberations", true, func(r micro.Request, v req) {
+			out, next, err := q.DeliberationPage(v.PageRequest)
+			respondPage(r, out, next, err)
 		}),
-		add("closure", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, err := q.Closure(v.ID, v.Decision, v.At)
-				respond(r, out, err)
-			}
+		add("artifacts", false, func(r micro.Request, v req) {
+			out, next, err := q.ArtifactPage(v.ID, v.PageRequest)
+			respondPage(r, out, next, err)
 		}),
-		add("outcome", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				out, err := q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
-				respond(r, out, err)
-			}
+		add("unrouted", true, func(r micro.Request, v req) {
+			out, err := q.UnroutedPage(v.PageRequest)
+			respondPage(r, out, out.NextCursor, err)
 		}),
-		add("provenance", func(r micro.Request) {
-			if v, ok := parse(r); ok {
-				out, err := q.Provenance(v.ID)
-				respond(r, out, err)
-			}
+		add("deliberation", false, func(r micro.Request, v req) {
+			out, err := q.Get(v.ID)
+			respond(r, out, err)
 		}),
-		add("health", func(r micro.Request) { respond(r, q.Health(context.Background()), nil) }),
+		add("rejections", false, func(r micro.Request, v req) {
+			out, err := q.RejectionPage(v.ID, v.PageRequest)
+			respondPage(r, out, out.NextCursor, err)
+		}),
+		add("artifact", false, func(r micro.Request, v req) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			b, err := q.Artifact(ctx, v.ID, v.ArtifactID)
+			if err != nil {
+				respond(r, nil, err)
+				return
+			}
+			r.Respond(b)
+		}),
+		add("closure", false, func(r micro.Request, v req) {
+			out, err := q.Closure(v.ID, v.Decision, v.At)
+			respond(r, out, err)
+		}),
+		add("outcome", false, func(r micro.Request, v req) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			out, err := q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
+			respond(r, out, err)
+		}),
+		add("provenance", false, func(r micro.Request, v req) {
+			out, err := q.Provenance(v.ID)
+			respond(r, out, err)
+		}),
+		g.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) { respond(r, q.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {
 		svc.Stop()

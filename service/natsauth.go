@@ -90,11 +90,18 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 	engine := &server.Permissions{
 		Publish: &server.SubjectPermission{
 			// The cancel a principal's decline implies goes with it, in
-			// one atomic batch.
-			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>"),
+			// one atomic batch. The acknowledgement subjects of the stream's
+			// deliveries: a message delivered with a reply subject the
+			// client may not publish to is tracked, one entry a message, for
+			// the response permission below, and the server's pruning of
+			// those entries cost the engine's projection about 1 us a
+			// message (its consumer acknowledges nothing).
+			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+ledger.StreamName+".>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>"}},
+		// The stream's advisories and the API audit: the engine watches
+		// its stream (health.go).
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
 	}
 	operator := &server.Permissions{

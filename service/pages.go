@@ -216,6 +216,7 @@ func (q *Queries) artifactsAfter(id string, after uint64, n, asOf int) ([]Artifa
 		out = make([]ArtifactEntry, 0, min(n, d.Artifacts()))
 		d.ArtifactsAfter(after, func(i int, e ArtifactEntry) bool {
 			if i < asOf {
+				e.Ordinal = d.Ordinal(e.Position)
 				out = append(out, e)
 			}
 			return len(out) < n
@@ -265,6 +266,7 @@ func (q *Queries) RejectionPage(id string, p PageRequest) (RejectionList, error)
 			if rj.Position <= after {
 				continue
 			}
+			rj.Ordinal = d.Ordinal(rj.Position)
 			if len(h) <= limit {
 				heap.Push(&h, rj)
 			} else if rj.Position < h[0].Position {

@@ -357,7 +357,9 @@ func (l *lists) artifacts(id string, n int) []service.ArtifactEntry {
 	}
 	out := make([]service.ArtifactEntry, len(arts))
 	for i, a := range arts {
-		out[i] = service.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Participant: "alice", Type: string(a.Type)}
+		// The open is the deliberation's first message: the artifacts'
+		// messages follow it, whatever else the stream holds.
+		out[i] = service.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Ordinal: uint64(i + 2), Participant: "alice", Type: string(a.Type)}
 	}
 	return out
 }

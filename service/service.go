@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -88,8 +89,16 @@ type Config struct {
 	// NoSupervisor turns the termination supervisor off (another engine
 	// supervises, or an auditor only reads).
 	NoSupervisor bool
-	Version      string
-	Logger       *slog.Logger
+	// StreamCheckEvery is the interval of the stream watch's check of the
+	// stream's configuration and state (0: DefaultStreamCheckEvery);
+	// advisories ask for one at once in between (health.go).
+	StreamCheckEvery time.Duration
+	// MinPositionWait is how long a read with a min_position waits for
+	// the projection to reach it before answering projection.behind (0:
+	// DefaultMinPositionWait).
+	MinPositionWait time.Duration
+	Version         string
+	Logger          *slog.Logger
 }
 
 // Service is a running engine.
@@ -111,6 +120,10 @@ type Service struct {
 	runErr     error
 	superDone  chan struct{}
 	cancel     context.CancelFunc
+	lock       *dataLock
+	watch      atomic.Pointer[streamWatch]
+	watchSubs  []*nats.Subscription
+	watchDone  chan struct{}
 	natsURL    string
 	auth       *httpAuth
 	creds      Credentials
@@ -138,6 +151,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("service: data directory: %w", err)
 	}
+	// One engine per data directory: a second would open the same store
+	// and write the same snapshots.
+	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	tokens := cfg.HTTPTokens
 	if len(tokens) == 0 {
 		tokens = []HTTPToken{{Secret: secret(), Participant: DefaultPrincipal}}
@@ -150,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		principals = append(principals, t.Participant)
 	}
-	if err := s.connect(principals); err != nil {
+	if err := s.connect(ctx, principals); err != nil {
 		return nil, err
 	}
 	if s.js, err = jetstream.New(s.nc); err != nil {
@@ -158,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
-	if s.Stream, err = ledger.Ensure(ensureCtx, s.js, cfg.Replicas); err != nil {
+	if s.Stream, err = s.ensureStream(ensureCtx); err != nil {
 		return nil, err
 	}
 	maxBytes := cfg.MaxArtifactBytes
@@ -191,7 +209,22 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.Metrics.watch(s.Runner)
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: s.js, rv: s.Reverifier}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	superCtx, stopJudging := context.WithCancel(runCtx)
+	w := newStreamWatch(s.js, s.Stream, s.Runner, s.srv, s.Metrics, s.log.With("component", "watch"), cfg.StreamCheckEvery,
+		func(reason string) {
+			// The supervisor emits nothing more; the API answers 503
+			// (guard, guardMicro).
+			stopJudging()
+			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
+		})
+	s.watch.Store(w)
+	if s.watchSubs, err = w.subscribe(s.nc); err != nil {
+		return nil, err
+	}
+	ejs := watchedJS{JetStream: s.js, w: w}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w, minWait: cfg.MinPositionWait}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
@@ -204,31 +237,35 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
 	// The explorer's pages and live feed beside the query API, behind the
-	// same authentication.
+	// same authentication and the same halt (a halted engine serves no
+	// state as if it were sound).
 	root := http.NewServeMux()
 	root.Handle("/", s.Queries.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Register(root)
-	s.http = &http.Server{Handler: s.auth.wrap(root), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s.auth.wrap(w.guard(root)), ReadHeaderTimeout: 10 * time.Second}
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)
 		}
 	}()
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	s.runDone = make(chan struct{})
 	go func() {
 		s.runErr = s.Runner.Run(runCtx)
 		close(s.runDone)
 	}()
-	s.Supervisor = runner.NewSupervisor(s.Runner, s.js, s.log.With("component", "supervisor"))
+	s.watchDone = make(chan struct{})
+	go func() {
+		w.run(runCtx)
+		close(s.watchDone)
+	}()
+	s.Supervisor = runner.NewSupervisor(s.Runner, ejs, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
 	if !cfg.NoSupervisor {
 		s.superDone = make(chan struct{})
 		go func() {
-			s.Supervisor.Run(runCtx)
+			s.Supervisor.Run(superCtx)
 			close(s.superDone)
 		}()
 	}
@@ -240,15 +277,48 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	return s, nil
 }
 
+// ensureStream creates or checks the stream (ledger.Ensure), each attempt
+// with a short deadline of its own: a cluster that is still electing its
+// JetStream leader drops the requests it gets meanwhile, and a request
+// that waited for the whole of ctx would miss the leader elected a moment
+// later. An unsafe stream or a refusal ends it at once; ctx ends the wait.
+func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := ledger.Ensure(actx, s.js, s.cfg.Replicas)
+		cancel()
+		var apiErr *jetstream.APIError
+		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.ErrorCode == 10008))
+		if !retry {
+			if err != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("%w (the stream did not answer: is JetStream up, with a leader?)", err)
+			}
+			return st, err
+		}
+		if attempt%5 == 1 {
+			s.log.Info("waiting for JetStream", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // connect starts the embedded server (unless cfg.NATS names a cluster) and
 // connects the engine to it. Without a configuration file the embedded
 // server gets the generated authorization (natsauth.go), and the engine
 // its own user.
-func (s *Service) connect(principals []string) error {
+func (s *Service) connect(ctx context.Context, principals []string) error {
 	cfg := s.cfg
+	opts, err := s.natsOptions()
+	if err != nil {
+		return err
+	}
 	if cfg.NATS != "" {
 		s.natsURL = cfg.NATS
-		nc, err := nats.Connect(cfg.NATS, s.natsOptions()...)
+		nc, err := nats.Connect(cfg.NATS, opts...)
 		if err != nil {
 			return fmt.Errorf("service: connect to NATS at %s: %w", cfg.NATS, err)
 		}
@@ -264,7 +334,6 @@ func (s *Service) connect(principals []string) error {
 	}
 	ecfg := embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
 		ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats")}
-	opts := s.natsOptions()
 	if cfg.NATSConfig == "" {
 		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
 			return errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
@@ -275,7 +344,7 @@ func (s *Service) connect(principals []string) error {
 		ecfg.NoAuthUser = NATSParticipantUser
 		opts = append(opts, nats.UserInfo(NATSEngineUser, enginePassword))
 	}
-	if s.srv, err = embedded.Start(ecfg); err != nil {
+	if s.srv, err = embedded.StartContext(ctx, ecfg); err != nil {
 		return err
 	}
 	s.natsURL = s.srv.ClientURL()
@@ -307,20 +376,36 @@ func (s *Service) connect(principals []string) error {
 	return nil
 }
 
-func (s *Service) natsOptions() []nats.Option {
+// natsOptions are the engine's connection options; a credential that
+// cannot be used (an nkey seed file that is missing or holds no seed) is
+// an error at once.
+func (s *Service) natsOptions() ([]nats.Option, error) {
 	c := s.cfg
 	opts := []nats.Option{nats.Name("parley-engine"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.log.Warn("nats disconnected", "err", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) })}
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if w := s.watch.Load(); w != nil {
+				w.permissionDenied(err)
+			}
+			if sub != nil {
+				s.log.Warn("nats", "subject", sub.Subject, "err", err)
+			} else {
+				s.log.Warn("nats", "err", err)
+			}
+		})}
 	if c.Creds != "" {
+		if _, err := os.Stat(c.Creds); err != nil {
+			return nil, fmt.Errorf("service: --creds: %w", err)
+		}
 		opts = append(opts, nats.UserCredentials(c.Creds))
 	}
 	if c.NKey != "" {
-		if o, err := nats.NkeyOptionFromSeed(c.NKey); err == nil {
-			opts = append(opts, o)
-		} else {
-			s.log.Error("nkey seed", "err", err)
+		o, err := nats.NkeyOptionFromSeed(c.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("service: --nkey %s: %w", c.NKey, err)
 		}
+		opts = append(opts, o)
 	}
 	if c.User != "" {
 		opts = append(opts, nats.UserInfo(c.User, c.Password))
@@ -331,7 +416,7 @@ func (s *Service) natsOptions() []nats.Option {
 	if c.TLSCert != "" || c.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
-	return opts
+	return opts, nil
 }
 
 func microVersion(v string) string {
@@ -392,8 +477,16 @@ func (s *Service) Close() error {
 		if s.superDone != nil {
 			<-s.superDone
 		}
-		<-s.runDone
-		errs = append(errs, s.runErr)
+		if s.watchDone != nil {
+			<-s.watchDone
+		}
+		if s.runDone != nil {
+			<-s.runDone
+			errs = append(errs, s.runErr)
+		}
+	}
+	for _, sub := range s.watchSubs {
+		sub.Unsubscribe()
 	}
 	if s.nc != nil {
 		s.nc.Close()
@@ -411,6 +504,10 @@ func (s *Service) Close() error {
 		}
 		s.credsPath = ""
 	}
+	// Last: the next engine on this directory may start once this one is
+	// gone.
+	errs = append(errs, s.lock.release())
+	s.lock = nil
 	return errors.Join(errs...)
 }
 

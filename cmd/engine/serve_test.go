@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/parley-engine/parley/service"
 )
@@ -134,5 +138,64 @@ func TestServe_CredentialsRemovedAtStop(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(data, service.CredentialsFile)); !os.IsNotExist(err) {
 		t.Errorf("after stop: %v", err)
+	}
+}
+
+// Start-up says what is wrong at once: a second engine on the same data
+// directory (naming the holder), the embedded server's port in use, a
+// bad nkey; deploy/nats.conf without the engine's user is an error, not a
+// crash.
+func TestServe_StartFailsAtOnce(t *testing.T) {
+	data := t.TempDir()
+	serve(t, "--data", data)
+	if code, _, errs := run(t, "", "serve", "--data", data, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"); code != 1 ||
+		!strings.Contains(errs, "in use by another engine") || !strings.Contains(errs, "pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("a second engine on the data directory: %d %s", code, errs)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--listen", ln.Addr().String(), "--http", "127.0.0.1:0"); code != 1 ||
+		!strings.Contains(errs, "address already in use") {
+		t.Errorf("the NATS port in use: %d %s", code, errs)
+	}
+	seed := filepath.Join(t.TempDir(), "engine.nk")
+	os.WriteFile(seed, []byte("not a seed\n"), 0o600)
+	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--nats", "nats://"+ln.Addr().String(), "--nkey", seed, "--http", "127.0.0.1:0"); code != 1 ||
+		!strings.Contains(errs, "--nkey "+seed) {
+		t.Errorf("a bad nkey: %d %s", code, errs)
+	}
+	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--nats-config", "../../deploy/nats.conf", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"); code != 1 ||
+		!strings.Contains(errs, "--user") || strings.Contains(errs, "panic") {
+		t.Errorf("deploy/nats.conf without --user: %d %s", code, errs)
+	}
+}
+
+// SIGTERM while the engine starts (here: waiting for a cluster without a
+// JetStream leader) ends it at once.
+func TestServe_SignalDuringStart(t *testing.T) {
+	dead := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return "nats://" + ln.Addr().String()
+	}
+	srv, err := server.NewServer(&server.Options{ServerName: "n1", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: -1}, Routes: server.RoutesFromStr(dead() + "," + dead())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("not ready")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	var out, errb syncBuffer
+	code := Run(ctx, []string{"serve", "--data", t.TempDir(), "--nats", srv.ClientURL(), "--http", "127.0.0.1:0"}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "context canceled") {
+		t.Errorf("interrupted start: %d %s", code, errb.String())
 	}
 }

@@ -1,0 +1,179 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
+)
+
+// levels is a slog handler that keeps the records at WARN and above.
+type levels struct {
+	mu   sync.Mutex
+	high []string
+	all  int
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all++
+	if r.Level >= slog.LevelWarn {
+		s := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool { s += " " + a.String(); return true })
+		l.high = append(l.high, s)
+	}
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+// second is another engine's runner on the same stream (its own
+// snapshots).
+func (b *bed) second() (*runner.Runner, context.CancelFunc, chan error) {
+	b.t.Helper()
+	r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{SnapshotPath: filepath.Join(b.t.TempDir(), "other.snapshot"),
+		Projector: projector.Options{Rules: termination.Rules{}}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return r, cancel, done
+}
+
+// Two engines' supervisors judge the same deliberation: one publishes,
+// the other's publish is refused by the expected-sequence guard and is
+// ErrSuperseded, not a fault.
+func TestSupervisor_LostRaceIsSuperseded(t *testing.T) {
+	b := newBed(t)
+	r1, c1, d1 := b.runner(4)
+	defer func() { c1(); <-d1 }()
+	r2, c2, d2 := b.second()
+	defer func() { c2(); <-d2 }()
+	b.open(delibA)
+	last := b.publish(projector.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	for _, r := range []*runner.Runner{r1, r2} {
+		if err := r.WaitFor(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s1, s2 := runner.NewSupervisor(r1, b.js, nil), runner.NewSupervisor(r2, b.js, nil)
+	now := time.Now()
+	j1, j2 := s1.Judge(now), s2.Judge(now)
+	if len(j1) != 1 || len(j2) != 1 {
+		t.Fatalf("jobs %d and %d, want one each", len(j1), len(j2))
+	}
+	if n, err := s1.Publish(ctx, j1[0]); n != 1 || err != nil {
+		t.Fatalf("first: %d %v", n, err)
+	}
+	if n, err := s2.Publish(ctx, j2[0]); n != 0 || !errors.Is(err, runner.ErrSuperseded) {
+		t.Fatalf("second: %d %v, want ErrSuperseded", n, err)
+	}
+}
+
+// Two engines on one stream, each with its supervisor running: every
+// cancelled deliberation gets exactly one TERMINATION, and neither logs
+// a warning or an error for the races they lose.
+func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
+	b := newBed(t)
+	r1, c1, d1 := b.runner(4)
+	defer func() { c1(); <-d1 }()
+	r2, c2, d2 := b.second()
+	defer func() { c2(); <-d2 }()
+	const n = 20
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f%04x", i)
+		ids = append(ids, id)
+		b.open(id)
+		b.claims(id, 2)
+	}
+	logs := []*levels{{}, {}}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, r := range []*runner.Runner{r1, r2} {
+		s := runner.NewSupervisor(r, b.js, slog.New(logs[i]))
+		s.Every = 5 * time.Millisecond
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(ctx) }()
+	}
+	for _, id := range ids {
+		b.publish(projector.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		done := 0
+		for _, id := range ids {
+			r2.ReadDeliberation(id, func(d *projector.Deliberation) {
+				if d.Recorded(events.Cancelled) {
+					done++
+				}
+			})
+		}
+		if done == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliberations have their TERMINATION", done, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a late second emission would land now
+	stop()
+	wg.Wait()
+
+	cons, err := b.js.OrderedConsumer(context.Background(), wire.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"parley.*.art." + projector.SupervisorToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms := map[string]int{}
+	for {
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			a, err := events.Validate(m.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Type != events.TypeTermination {
+				t.Errorf("the supervisors published a %s", a.Type)
+			}
+			terms[m.Subject()]++
+		}
+		if got == 0 {
+			break
+		}
+	}
+	for _, id := range ids {
+		if k := terms[projector.ArtifactSubject(id, projector.SupervisorToken)]; k != 1 {
+			t.Errorf("%s: %d TERMINATIONs, want 1", id, k)
+		}
+	}
+	for i, l := range logs {
+		for _, h := range l.high {
+			t.Errorf("engine %d logged %s", i+1, h)
+		}
+	}
+}

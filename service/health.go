@@ -1,0 +1,586 @@
+package service
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/runner"
+)
+
+// The engine watches its stream: the JetStream advisories of the PARLEY
+// stream (and the API audit of its administration), and a check every
+// StreamCheckEvery of the stream's configuration and state. A change that
+// could drop or erase a message (a limit set, the stream deleted or
+// replaced, messages missing from its state) halts the engine: its
+// supervisor emits nothing more, the query API answers 503 engine.halted
+// with the reason, /healthz turns 503 with it, and the metric
+// parley_health_problems_total counts it. A halt is not lifted while the
+// engine runs: messages may already be gone, and the projection was built
+// from a record that is no longer whole; the next start refuses an unsafe
+// stream (ledger.Ensure) or rebuilds from a safe one.
+//
+// Refused writes (the engine's own publishes the server refused: the
+// supervisor's FAILUREs and TERMINATIONs, principals' resolutions) and
+// storage at its limit make /healthz unhealthy too, without halting: they
+// clear when the engine's next write is stored and the storage check
+// finds room.
+
+// Problem codes of the health report (docs/OPERATIONS.md).
+const (
+	// Halting: the record may have lost messages.
+	ProblemStreamUnsafe   = "stream.unsafe"        // a configuration that could drop or erase messages
+	ProblemStreamDeleted  = "stream.deleted"       // the stream is gone
+	ProblemStreamReplaced = "stream.replaced"      // another stream of the name, or one behind the projection
+	ProblemMessagesLost   = "stream.messages_lost" // the stream's state is missing messages
+	// Not halting: they clear when the condition does.
+	ProblemStreamUnavailable = "stream.unavailable" // the stream's info cannot be read (no leader, JetStream off)
+	ProblemWriteRefused      = "write.refused"      // the server refused the engine's last write
+	ProblemStorageExhausted  = "storage.exhausted"  // JetStream storage at its limit
+)
+
+// haltingProblems are the problems that stop the engine's judging.
+var haltingProblems = []string{ProblemStreamUnsafe, ProblemStreamDeleted, ProblemStreamReplaced, ProblemMessagesLost}
+
+// DefaultStreamCheckEvery is the interval of the stream check.
+const DefaultStreamCheckEvery = 2 * time.Second
+
+// HealthProblem is one reason the engine is not healthy.
+type HealthProblem struct {
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+	// NoticedBy is what noticed it: the check, an advisory's subject, a
+	// write.
+	NoticedBy string `json:"noticed_by"`
+	Halts     bool   `json:"halts,omitempty"`
+}
+
+// Health is the health report (GET /healthz, parley.api.health).
+type Health struct {
+	OK         bool   `json:"ok"`
+	Position   uint64 `json:"position"`
+	StreamLast uint64 `json:"stream_last"`
+	Lag        uint64 `json:"lag"`
+	// Error is every problem's message, joined by "; ".
+	Error string `json:"error,omitempty"`
+	// Halted: the engine stopped judging (a halting problem): its
+	// supervisor emits nothing and the query API answers 503.
+	Halted   bool            `json:"halted"`
+	Problems []HealthProblem `json:"problems,omitempty"`
+	// Checked is when the stream check last ran, and Advisories whether
+	// the engine receives the stream's advisories (false: the check alone
+	// watches the stream, every CheckEvery).
+	Checked    time.Time  `json:"checked,omitzero"`
+	CheckEvery string     `json:"check_every,omitempty"`
+	Advisories bool       `json:"advisories"`
+	Writes     WriteStats `json:"writes"`
+	// Storage is the tightest JetStream storage limit the engine can see.
+	Storage *StorageReport `json:"storage,omitempty"`
+}
+
+// WriteStats counts the engine's own publishes by result.
+type WriteStats struct {
+	Stored      uint64 `json:"stored"`
+	Superseded  uint64 `json:"superseded"` // an expected lost race: the deliberation moved on
+	Refused     uint64 `json:"refused"`    // refused by the server, storage included
+	Storage     uint64 `json:"storage"`    // of which for storage or resource limits
+	Unavailable uint64 `json:"unavailable"`
+	LastRefused string `json:"last_refused,omitempty"`
+}
+
+// StorageReport is a JetStream storage limit and its use.
+type StorageReport struct {
+	Scope string `json:"scope"` // "server" (the embedded server's max_file_store) or "account"
+	Used  uint64 `json:"used_bytes"`
+	Limit int64  `json:"limit_bytes"`
+}
+
+// Health reports the watch's problems, whether the stream answers, and
+// the projector's lag.
+func (q *Queries) Health(ctx context.Context) Health {
+	h := Health{Position: q.r.Position(), Advisories: false}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	info, err := q.stream.Info(ctx)
+	var errs []string
+	if err != nil {
+		errs = append(errs, "stream info: "+err.Error())
+	} else {
+		h.StreamLast = info.State.LastSeq
+		if h.StreamLast > h.Position {
+			h.Lag = h.StreamLast - h.Position
+		}
+	}
+	if w := q.watch; w != nil {
+		w.fill(&h)
+		for _, p := range h.Problems {
+			errs = append(errs, p.Message)
+		}
+	}
+	h.OK = len(errs) == 0
+	h.Error = strings.Join(errs, "; ")
+	return h
+}
+
+// streamWatch watches the engine's stream and its writes.
+type streamWatch struct {
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	r       *runner.Runner
+	srv     *server.Server // the embedded server, for its storage limit
+	m       *Metrics
+	log     *slog.Logger
+	every   time.Duration
+	created time.Time
+	halt    func(reason string) // stops judging; called once
+	kick    chan string         // an advisory asks for a check now
+
+	mu         sync.Mutex
+	problems   map[string]*HealthProblem
+	halted     bool
+	checked    time.Time
+	advisories bool
+	denied     bool // the subscription to the advisories was refused
+	notFound   int  // consecutive checks that found no stream
+	writes     WriteStats
+	storage    *StorageReport
+}
+
+func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runner, srv *server.Server, m *Metrics, log *slog.Logger, every time.Duration, halt func(string)) *streamWatch {
+	if every <= 0 {
+		every = DefaultStreamCheckEvery
+	}
+	w := &streamWatch{js: js, stream: st, r: r, srv: srv, m: m, log: log, every: every, halt: halt,
+		kick: make(chan string, 1), problems: map[string]*HealthProblem{}}
+	if ci := st.CachedInfo(); ci != nil {
+		w.created = ci.Created
+	}
+	m.setHealthy(true)
+	return w
+}
+
+// advisorySubjects are what the watch subscribes to: the stream's own
+// advisories (created, updated, deleted, leader elected, quorum lost,
+// snapshots, restores, abandoned batches) and the API audit, which names
+// every JetStream API request, purges and message deletes included
+// (which have no stream advisory of their own).
+func advisorySubjects() []string {
+	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + ledger.StreamName, "$JS.EVENT.ADVISORY.API"}
+}
+
+// subscribe subscribes to the advisories. A refused subscription (the
+// user may not subscribe to $JS.EVENT.ADVISORY.>) is reported
+// asynchronously, to permissionDenied.
+func (w *streamWatch) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
+	var subs []*nats.Subscription
+	for _, subj := range advisorySubjects() {
+		sub, err := nc.Subscribe(subj, w.onAdvisory)
+		if err != nil {
+			for _, s := range subs {
+				s.Unsubscribe()
+			}
+			return nil, fmt.Errorf("service: subscribe to %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	// A round trip: a permission violation comes back before the flush's
+	// pong.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		return subs, fmt.Errorf("service: subscribe to the stream's advisories: %w", err)
+	}
+	w.mu.Lock()
+	if !w.denied {
+		w.advisories = true
+	}
+	w.mu.Unlock()
+	return subs, nil
+}
+
+// permissionDenied is told of an asynchronous permission error on the
+// engine's connection; one on the advisories' subjects means the watch
+// has only its check.
+func (w *streamWatch) permissionDenied(err error) {
+	if err == nil || !strings.Contains(err.Error(), "$JS.EVENT.ADVISORY") {
+		return
+	}
+	w.mu.Lock()
+	w.advisories, w.denied = false, true
+	w.mu.Unlock()
+	w.log.Warn("the engine may not subscribe to the stream's advisories: it watches the stream by its check alone", "every", w.every, "err", err)
+}
+
+// adminVerbs are the API requests on the stream the audit advisory is
+// watched for.
+var adminVerbs = []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE"}
+
+func (w *streamWatch) onAdvisory(msg *nats.Msg) {
+	kind, by := "", msg.Subject
+	if rest, ok := strings.CutPrefix(msg.Subject, "$JS.EVENT.ADVISORY.STREAM."); ok {
+		kind, _, _ = strings.Cut(rest, ".")
+	} else {
+		// The audit of every API request of the account: only those on
+		// this stream's administration count, which a cheap test finds
+		// before any decoding.
+		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(ledger.StreamName)) {
+			return
+		}
+		var a struct {
+			Subject string `json:"subject"`
+		}
+		if json.Unmarshal(msg.Data, &a) != nil {
+			return
+		}
+		for _, v := range adminVerbs {
+			if a.Subject == "$JS.API.STREAM."+v+"."+ledger.StreamName {
+				kind, by = "API."+v, msg.Subject+" ("+a.Subject+")"
+			}
+		}
+		if kind == "" {
+			return
+		}
+	}
+	w.m.advisories.WithLabelValues(kind).Inc()
+	switch kind {
+	case "DELETED":
+		w.raise(ProblemStreamDeleted, "the stream "+ledger.StreamName+" was deleted", by)
+		return
+	case "QUORUM_LOST":
+		w.log.Warn("stream advisory: the stream lost its quorum", "subject", msg.Subject)
+	case "LEADER_ELECTED":
+		w.log.Info("stream advisory: a stream leader was elected", "subject", msg.Subject)
+	default:
+		w.log.Info("stream advisory", "subject", msg.Subject, "kind", kind)
+	}
+	select {
+	case w.kick <- by:
+	default:
+	}
+}
+
+// run checks every w.every, and at once when an advisory asks, until ctx
+// ends.
+func (w *streamWatch) run(ctx context.Context) {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	w.check(ctx, "check")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.check(ctx, "check")
+		case subj := <-w.kick:
+			w.check(ctx, subj)
+		}
+	}
+}
+
+// check reads the stream's info and the storage use, and raises or clears
+// problems.
+func (w *streamWatch) check(ctx context.Context, by string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	position := w.r.Position() // before the info: the stream is at least there
+	info, err := w.stream.Info(ctx)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // shutting down
+	}
+	w.mu.Lock()
+	w.checked = time.Now()
+	w.mu.Unlock()
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		// Twice in a row: a cluster electing its leaders answers oddly for
+		// a moment; the deletion's advisory halts at once.
+		w.mu.Lock()
+		w.notFound++
+		n := w.notFound
+		w.mu.Unlock()
+		if n >= 2 {
+			w.raise(ProblemStreamDeleted, "the stream "+ledger.StreamName+" no longer exists", by)
+		} else {
+			w.raise(ProblemStreamUnavailable, "stream info: "+err.Error(), by)
+		}
+		return
+	case err != nil:
+		w.raise(ProblemStreamUnavailable, "stream info: "+err.Error(), by)
+		return
+	}
+	w.mu.Lock()
+	w.notFound = 0
+	w.mu.Unlock()
+	w.clear(ProblemStreamUnavailable)
+	if err := ledger.Check(info.Config); err != nil {
+		w.raise(ProblemStreamUnsafe, strings.TrimPrefix(err.Error(), "ledger: "), by)
+	}
+	if !w.created.IsZero() && !info.Created.Equal(w.created) {
+		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", ledger.StreamName, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
+	}
+	st := info.State
+	if st.LastSeq < position {
+		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream ends at %d, behind the projection at %d", st.LastSeq, position), by)
+	}
+	first := max(info.Config.FirstSeq, 1)
+	switch {
+	case st.Lost != nil && len(st.Lost.Msgs) > 0:
+		w.raise(ProblemMessagesLost, fmt.Sprintf("the server lost %d messages of the stream (%d bytes)", len(st.Lost.Msgs), st.Lost.Bytes), by)
+	case st.LastSeq > 0 && st.FirstSeq != first:
+		w.raise(ProblemMessagesLost, fmt.Sprintf("the stream's first message is %d, not %d: messages were removed from its head", st.FirstSeq, first), by)
+	case st.LastSeq > 0 && st.Msgs != st.LastSeq-first+1:
+		w.raise(ProblemMessagesLost, fmt.Sprintf("the stream holds %d messages of sequences %d to %d (%d deleted)", st.Msgs, first, st.LastSeq, st.NumDeleted), by)
+	}
+	w.checkStorage(ctx, by)
+}
+
+// checkStorage reads the tightest storage limit the engine can see: the
+// embedded server's max_file_store, or the account's limit.
+func (w *streamWatch) checkStorage(ctx context.Context, by string) {
+	var reports []StorageReport
+	if w.srv != nil {
+		if jsz, err := w.srv.Jsz(nil); err == nil && jsz.Config.MaxStore > 0 {
+			reports = append(reports, StorageReport{Scope: "server", Used: jsz.Store, Limit: jsz.Config.MaxStore})
+		}
+	}
+	if ai, err := w.js.AccountInfo(ctx); err == nil {
+		tiers := []jetstream.Tier{ai.Tier}
+		for _, t := range ai.Tiers {
+			tiers = append(tiers, t)
+		}
+		for _, t := range tiers {
+			if t.Limits.MaxStore > 0 {
+				reports = append(reports, StorageReport{Scope: "account", Used: t.Store, Limit: t.Limits.MaxStore})
+			}
+		}
+	}
+	if len(reports) == 0 {
+		w.mu.Lock()
+		w.storage = nil
+		w.mu.Unlock()
+		w.m.storageUsed.Set(0)
+		w.m.storageLimit.Set(0)
+		w.clear(ProblemStorageExhausted)
+		return
+	}
+	// The one with the least room.
+	tight := slices.MinFunc(reports, func(a, b StorageReport) int { return cmp.Compare(free(a), free(b)) })
+	w.mu.Lock()
+	w.storage = &tight
+	w.mu.Unlock()
+	w.m.storageUsed.Set(float64(tight.Used))
+	w.m.storageLimit.Set(float64(tight.Limit))
+	if full(tight) {
+		w.raise(ProblemStorageExhausted, fmt.Sprintf("JetStream %s storage is at its limit: %d of %d bytes used", tight.Scope, tight.Used, tight.Limit), by)
+	} else {
+		w.clear(ProblemStorageExhausted)
+	}
+}
+
+func free(r StorageReport) int64 { return r.Limit - int64(r.Used) }
+
+// full: less room than a large message (1 MiB), or than 5% of a small
+// limit.
+func full(r StorageReport) bool { return free(r) <= min(1<<20, r.Limit/20) }
+
+// storageCodes are the JetStream errors of a write refused for storage or
+// resources: insufficient resources (the server's limit), account
+// resources exceeded, insufficient storage, insufficient memory.
+var storageCodes = []jetstream.ErrorCode{10023, 10002, 10047, 10028}
+
+// wrote records the result of one of the engine's publishes.
+func (w *streamWatch) wrote(err error) {
+	if w == nil {
+		return
+	}
+	var apiErr *jetstream.APIError
+	result := "stored"
+	switch {
+	case err == nil:
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164):
+		result = "superseded"
+	case errors.As(err, &apiErr) && slices.Contains(storageCodes, apiErr.ErrorCode):
+		result = "refused_storage"
+	case errors.As(err, &apiErr):
+		result = "refused"
+	default:
+		result = "unavailable"
+	}
+	w.m.writes.WithLabelValues(result).Inc()
+	w.mu.Lock()
+	switch result {
+	case "stored":
+		w.writes.Stored++
+	case "superseded":
+		w.writes.Superseded++
+	case "refused", "refused_storage":
+		w.writes.Refused++
+		if result == "refused_storage" {
+			w.writes.Storage++
+		}
+		w.writes.LastRefused = err.Error()
+	default:
+		w.writes.Unavailable++
+	}
+	w.mu.Unlock()
+	switch result {
+	case "stored", "superseded":
+		// The server stored or judged the write: it is taking writes.
+		w.clear(ProblemWriteRefused)
+	case "refused", "refused_storage":
+		w.raise(ProblemWriteRefused, "the server refused the engine's write: "+err.Error(), "write")
+	}
+}
+
+// raise records a problem (counted once until it clears); a halting one
+// stops the engine's judging.
+func (w *streamWatch) raise(code, message, by string) {
+	halts := slices.Contains(haltingProblems, code)
+	w.mu.Lock()
+	p, seen := w.problems[code]
+	if seen {
+		p.Message = message
+		w.mu.Unlock()
+		return
+	}
+	w.problems[code] = &HealthProblem{Code: code, Message: message, Since: time.Now().UTC(), NoticedBy: by, Halts: halts}
+	halt := halts && !w.halted
+	if halt {
+		w.halted = true
+	}
+	w.mu.Unlock()
+	w.m.problems.WithLabelValues(code).Inc()
+	w.m.setHealthy(false)
+	if halts {
+		w.log.Error("the engine's stream could drop or erase messages", "problem", code, "reason", message, "noticed_by", by)
+	} else {
+		w.log.Warn("engine unhealthy", "problem", code, "reason", message, "noticed_by", by)
+	}
+	if halt {
+		w.m.halted.Set(1)
+		w.halt(code + ": " + message)
+	}
+}
+
+// clear ends a problem that is not halting.
+func (w *streamWatch) clear(code string) {
+	w.mu.Lock()
+	p, ok := w.problems[code]
+	if !ok || p.Halts {
+		w.mu.Unlock()
+		return
+	}
+	delete(w.problems, code)
+	healthy := len(w.problems) == 0
+	w.mu.Unlock()
+	w.log.Info("engine problem cleared", "problem", code)
+	if healthy {
+		w.m.setHealthy(true)
+	}
+}
+
+// haltedErr is the API's answer once the engine halted, or nil.
+func (w *streamWatch) haltedErr() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.halted {
+		return nil
+	}
+	var reasons []string
+	for _, code := range haltingProblems {
+		if p, ok := w.problems[code]; ok {
+			reasons = append(reasons, p.Message)
+		}
+	}
+	return &apiError{Status: http.StatusServiceUnavailable, Code: "engine.halted",
+		Message: "the engine stopped judging and serving its projection: " + strings.Join(reasons, "; ") +
+			" (the record may have lost messages; see /healthz, and restart the engine once the stream is safe)"}
+}
+
+// fill adds the watch's state to a health report.
+func (w *streamWatch) fill(h *Health) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h.Halted = w.halted
+	h.Checked = w.checked.UTC()
+	h.CheckEvery = w.every.String()
+	h.Advisories = w.advisories
+	h.Writes = w.writes
+	if w.storage != nil {
+		s := *w.storage
+		h.Storage = &s
+	}
+	for _, p := range w.problems {
+		h.Problems = append(h.Problems, *p)
+	}
+	slices.SortFunc(h.Problems, func(a, b HealthProblem) int { return strings.Compare(a.Code, b.Code) })
+}
+
+// guard answers 503 engine.halted to every request of the API but
+// /healthz and /metrics once the engine halted.
+func (w *streamWatch) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
+			if err := w.haltedErr(); err != nil {
+				reply(rw, nil, err)
+				return
+			}
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// guardMicro answers the micro endpoints as guard does HTTP (health
+// still answers).
+func (q *Queries) guardMicro(name string, h micro.HandlerFunc) micro.HandlerFunc {
+	if name == "health" {
+		return h
+	}
+	return func(r micro.Request) {
+		if err := q.watch.haltedErr(); err != nil {
+			var ae *apiError
+			errors.As(err, &ae)
+			body, _ := json.Marshal(ae)
+			r.Error(strconv.Itoa(ae.Status), ae.Message, body)
+			return
+		}
+		h(r)
+	}
+}
+
+// watchedJS is the engine's JetStream for its own writes: each publish's
+// result goes to the watch.
+type watchedJS struct {
+	jetstream.JetStream
+	w *streamWatch
+}
+
+func (j watchedJS) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := j.JetStream.Publish(ctx, subject, data, opts...)
+	j.w.wrote(err)
+	return ack, err
+}
+
+func (j watchedJS) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	ack, err := j.JetStream.PublishMsg(ctx, msg, opts...)
+	j.w.wrote(err)
+	return ack, err
+}

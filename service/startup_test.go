@@ -1,0 +1,147 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/parley-engine/parley/embedded"
+
+	"github.com/parley-engine/parley/service"
+)
+
+// A second engine on the same data directory fails at once, naming the
+// holder; once the first stops, it starts.
+func TestStart_DataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	_, err := service.Start(context.Background(), service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "in use by another engine") || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("a second engine on the directory: %v", err)
+	}
+	// The refused engine did not disturb the first: its files are there.
+	if _, err := os.Stat(filepath.Join(dir, service.CredentialsFile)); err != nil {
+		t.Errorf("the first engine's credentials: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := start(t, dir)
+	s2.Close()
+}
+
+// The embedded server's port in use: the server's own reason, at once
+// (not a wait for a server that will never be ready).
+func TestStart_PortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: ln.Addr().String(), HTTP: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("port in use: %v", err)
+	}
+}
+
+// A data directory the engine cannot write: at once, with the cause.
+func TestStart_UnwritableDataDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	_, err := service.Start(context.Background(), service.Config{DataDir: filepath.Join(file, "data"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a data directory under a file: %v", err)
+	}
+	// The store directory cannot be made: JetStream's own reason.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "nats"), nil, 0o600)
+	_, err = service.Start(context.Background(), service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "cannot start") || !strings.Contains(err.Error(), "JetStream") {
+		t.Errorf("a store that cannot be made: %v", err)
+	}
+	if os.Getuid() != 0 {
+		ro := t.TempDir()
+		os.Chmod(ro, 0o500)
+		defer os.Chmod(ro, 0o700)
+		_, err = service.Start(context.Background(), service.Config{DataDir: ro, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+		if err == nil || !strings.Contains(err.Error(), "not writable") {
+			t.Errorf("a read-only data directory: %v", err)
+		}
+	}
+}
+
+// leaderless is one node of a 3-node JetStream cluster whose peers never
+// come: its JetStream has no meta leader, so the stream's API never
+// answers.
+func leaderless(t *testing.T) string {
+	t.Helper()
+	dead := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		return "nats://" + ln.Addr().String()
+	}
+	opts := &server.Options{ServerName: "n1", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: -1},
+		Routes:  server.RoutesFromStr(dead() + "," + dead())}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv.ClientURL()
+}
+
+// A cancelled start (SIGTERM while the engine waits for a cluster that
+// has no quorum) ends at once with the cancellation, not after the
+// stream's 30-second timeout.
+func TestStart_CancelDuringStart(t *testing.T) {
+	url := leaderless(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	_, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: url, HTTP: "127.0.0.1:0"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled start: %v", err)
+	}
+	// The embedded server: an interrupted start stops the server.
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_, err = service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("a cancelled embedded start: %v", err)
+	}
+}
+
+// A credential the engine cannot use is an error at start, not a log line.
+func TestStart_BadCredentials(t *testing.T) {
+	srv, _ := bareServer(t, embedded.Config{})
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.nk")
+	os.WriteFile(bad, []byte("SUAnotaseed\n"), 0o600)
+	for name, cfg := range map[string]service.Config{
+		"garbage seed":  {NKey: bad},
+		"missing seed":  {NKey: filepath.Join(dir, "missing.nk")},
+		"missing creds": {Creds: filepath.Join(dir, "missing.creds")},
+	} {
+		cfg.DataDir, cfg.NATS, cfg.HTTP = t.TempDir(), srv.ClientURL(), "127.0.0.1:0"
+		_, err := service.Start(context.Background(), cfg)
+		flag := "--nkey"
+		if cfg.Creds != "" {
+			flag = "--creds"
+		}
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
