@@ -242,6 +242,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	root := http.NewServeMux()
 	root.Handle("/", s.Queries.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
+	explorer.Halted = w.haltedErr
 	explorer.Register(root)
 	s.http = &http.Server{Handler: s.auth.wrap(w.guard(root)), ReadHeaderTimeout: 10 * time.Second}
 	s.http.RegisterOnShutdown(explorer.Shutdown)

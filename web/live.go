@@ -52,7 +52,8 @@ type ArtifactEvent struct {
 	// Canonical is the artifact's canonical JSON, as a string so that the
 	// bytes arrive as they are.
 	Canonical string `json:"canonical,omitempty"`
-	// Error says why the body could not be read (Canonical is then absent).
+	// Error says why the body is not there (Canonical is then absent): the
+	// stored bytes no longer canonicalize.
 	Error string `json:"error,omitempty"`
 }
 
@@ -278,7 +279,11 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			size := 0
 			from := 0
 			for i := range arts {
-				e.body(ctx, &arts[i])
+				if !e.body(ctx, &arts[i]) {
+					// The stream did not answer (or the feed's time is up):
+					// end here; the browser resumes after the last id.
+					return
+				}
 				size += len(arts[i].Canonical)
 				if size >= maxEventBytes || i == len(arts)-1 {
 					for _, a := range arts[from : i+1] {
@@ -343,6 +348,9 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-poll.C:
 		}
+		if e.Halted != nil && e.Halted() != nil {
+			return
+		}
 		if time.Since(idle) >= e.Heartbeat {
 			if s.write([]byte(": heartbeat\n\n")) != nil || s.flush() != nil {
 				return
@@ -352,19 +360,22 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// body reads the artifact's canonical bytes from the stream.
-func (e *Explorer) body(ctx context.Context, a *ArtifactEvent) {
+// body reads the artifact's canonical bytes from the stream. It reports
+// false when the stream does not answer: the feed ends there, rather than
+// go past an artifact without its body. Bytes that no longer canonicalize
+// are sent with the error instead (reading them again changes nothing).
+func (e *Explorer) body(ctx context.Context, a *ArtifactEvent) bool {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	msg, err := e.stream.GetMsg(gctx, a.Position)
 	if err != nil {
-		a.Error = "read position " + strconv.FormatUint(a.Position, 10) + ": " + err.Error()
-		return
+		return false
 	}
 	b, err := canon.Canonicalize(canon.AMD, msg.Data)
 	if err != nil {
 		a.Error = "the stored bytes no longer canonicalize: " + err.Error()
-		return
+		return true
 	}
 	a.Canonical = string(b)
+	return true
 }

@@ -3,9 +3,11 @@ package web
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,5 +57,42 @@ func TestLiveFeedHeartbeat(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the feed did not end when its client went away")
 		}
+	}
+}
+
+// A feed open when the engine halts ends.
+func TestLiveFeedHalt(t *testing.T) {
+	r := runner.NewInMemory(1, projector.Options{})
+	const id = "019ad3f0-0000-7000-8000-000000000002"
+	r.ApplyInMemory(projector.Msg{Seq: 1, Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t"}}`)})
+	e := New(r, nil)
+	e.Poll = 5 * time.Millisecond
+	var halted atomic.Bool
+	e.Halted = func() error {
+		if halted.Load() {
+			return errors.New("halted")
+		}
+		return nil
+	}
+	mux := http.NewServeMux()
+	e.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/deliberations/"+id+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: ready" {
+	}
+	halted.Store(true)
+	for sc.Scan() {
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the feed did not end when the engine halted")
 	}
 }

@@ -41,9 +41,12 @@ type Explorer struct {
 	// MaxLife how long one lasts before the browser reconnects with its
 	// Last-Event-ID (every request has a deadline).
 	Poll, Heartbeat, MaxLife time.Duration
-	etags                    map[string]string
-	closing                  chan struct{}
-	closeOnce                sync.Once
+	// Halted, when set, says why the engine serves no state (a feed open
+	// when it halts ends; the guard in front refuses the reconnection).
+	Halted    func() error
+	etags     map[string]string
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // Shutdown ends the live feeds (an HTTP server's Shutdown waits for every
