@@ -241,8 +241,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// state as if it were sound).
 	root := http.NewServeMux()
 	root.Handle("/", s.Queries.Handler(s.Metrics))
-	web.New(s.Runner, s.Stream).Register(root)
+	explorer := web.New(s.Runner, s.Stream)
+	explorer.Halted = w.haltedErr
+	explorer.Register(root)
 	s.http = &http.Server{Handler: s.auth.wrap(w.guard(root)), ReadHeaderTimeout: 10 * time.Second}
+	s.http.RegisterOnShutdown(explorer.Shutdown)
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)

@@ -20,8 +20,8 @@ import (
 // server-sent events, each with an id the browser sends back as
 // Last-Event-ID when it reconnects, so that the feed resumes where it was.
 //
-//	event: artifact   an artifact admitted into the DAG (ArtifactEvent)
-//	event: rejection  a message refused (projector.Rejection)
+//	event: artifacts   artifacts admitted into the DAG, in stream order ([]ArtifactEvent)
+//	event: rejections  messages refused ([]projector.Rejection)
 //	event: state      the deliberation's status and counts, when they change
 //	event: ready      everything there was when the feed started has been sent
 //	event: end        the deliberation has ended and everything is sent; the feed closes
@@ -40,7 +40,7 @@ import (
 // Poll, writes a comment every Heartbeat when idle, ends when the client
 // goes away, and lasts at most MaxLife (the browser then reconnects).
 
-// ArtifactEvent is the data of an artifact event.
+// ArtifactEvent is one artifact of an artifacts event.
 type ArtifactEvent struct {
 	Position uint64 `json:"position"`
 	// Ordinal is the artifact's rank among its deliberation's messages
@@ -52,7 +52,8 @@ type ArtifactEvent struct {
 	// Canonical is the artifact's canonical JSON, as a string so that the
 	// bytes arrive as they are.
 	Canonical string `json:"canonical,omitempty"`
-	// Error says why the body could not be read (Canonical is then absent).
+	// Error says why the body is not there (Canonical is then absent): the
+	// stored bytes no longer canonicalize.
 	Error string `json:"error,omitempty"`
 }
 
@@ -72,8 +73,11 @@ type StateEvent struct {
 }
 
 const (
-	batch   = 256
-	maxLate = batch
+	batch = 256
+	// maxEventBytes bounds the bodies of one artifacts event (a body is
+	// at most the engine's artifact size limit, so an event holds at most
+	// that much more).
+	maxEventBytes = 512 << 10
 )
 
 // cursor is where a feed is: see the comment above.
@@ -148,6 +152,9 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 		if first && n > c.N {
 			// Artifacts admitted since N at positions up to P were held
 			// pending and released: find them only when there are some.
+			// They are all taken at once (their entries only, the bodies
+			// are read one at a time): there are at most as many as the
+			// projector holds pending (projector.Options.MaxPending).
 			newer := 0
 			d.ArtifactsAfter(c.P, func(i int, _ projector.ArtifactEntry) bool {
 				if i >= c.N {
@@ -163,7 +170,7 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 					if i >= c.N {
 						out.late = append(out.late, entry(a))
 					}
-					return len(out.late) < maxLate
+					return true
 				})
 			}
 		}
@@ -267,38 +274,59 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 			if start < 0 {
 				start = rd.admitted
 			}
-			for _, a := range append(rd.late, rd.next...) {
-				e.body(ctx, &a)
-				cur.P = max(cur.P, a.Position)
-				if s.event("artifact", cur.String(), a) != nil {
+			// Artifacts go in events of up to maxEventBytes of bodies.
+			arts := append(rd.late, rd.next...)
+			size := 0
+			from := 0
+			for i := range arts {
+				if !e.body(ctx, &arts[i]) {
+					// The stream did not answer (or the feed's time is up):
+					// end here; the browser resumes after the last id.
 					return
 				}
+				size += len(arts[i].Canonical)
+				if size >= maxEventBytes || i == len(arts)-1 {
+					for _, a := range arts[from : i+1] {
+						cur.P = max(cur.P, a.Position)
+					}
+					if s.event("artifacts", cur.String(), arts[from:i+1]) != nil {
+						return
+					}
+					for j := from; j <= i; j++ {
+						arts[j].Canonical = "" // the memory of one event at a time
+					}
+					from, size = i+1, 0
+				}
 			}
-			if rd.missed > 0 {
-				cur.R += rd.missed
-			}
-			for _, rj := range rd.rejections {
-				cur.R++
-				if s.event("rejection", cur.String(), rj) != nil {
+			cur.R += rd.missed + len(rd.rejections)
+			if len(rd.rejections) > 0 {
+				if s.event("rejections", cur.String(), rd.rejections) != nil {
 					return
 				}
 			}
 			rd.state.RejectionsMissed = rd.missed
+			wrote := len(arts) > 0 || len(rd.rejections) > 0
 			if b, _ := json.Marshal(rd.state); !bytes.Equal(b, lastJSON) {
-				lastJSON, last = b, rd.state
+				lastJSON, last, wrote = b, rd.state, true
 				if s.event("state", "", rd.state) != nil {
 					return
 				}
 			}
-			if s.flush() != nil {
-				return
+			if wrote {
+				if s.flush() != nil {
+					return
+				}
+				idle = time.Now()
 			}
-			idle = time.Now()
 			if len(rd.next) < batch && rd.rejTotal <= cur.R {
 				break
 			}
-			if ctx.Err() != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-e.closing:
+				return
+			default:
 			}
 		}
 		cur.N = max(cur.N, start)
@@ -316,7 +344,12 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-e.closing:
+			return
 		case <-poll.C:
+		}
+		if e.Halted != nil && e.Halted() != nil {
+			return
 		}
 		if time.Since(idle) >= e.Heartbeat {
 			if s.write([]byte(": heartbeat\n\n")) != nil || s.flush() != nil {
@@ -327,19 +360,22 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// body reads the artifact's canonical bytes from the stream.
-func (e *Explorer) body(ctx context.Context, a *ArtifactEvent) {
+// body reads the artifact's canonical bytes from the stream. It reports
+// false when the stream does not answer: the feed ends there, rather than
+// go past an artifact without its body. Bytes that no longer canonicalize
+// are sent with the error instead (reading them again changes nothing).
+func (e *Explorer) body(ctx context.Context, a *ArtifactEvent) bool {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	msg, err := e.stream.GetMsg(gctx, a.Position)
 	if err != nil {
-		a.Error = "read position " + strconv.FormatUint(a.Position, 10) + ": " + err.Error()
-		return
+		return false
 	}
 	b, err := canon.Canonicalize(canon.AMD, msg.Data)
 	if err != nil {
 		a.Error = "the stored bytes no longer canonicalize: " + err.Error()
-		return
+		return true
 	}
 	a.Canonical = string(b)
+	return true
 }

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,8 +41,18 @@ type Explorer struct {
 	// MaxLife how long one lasts before the browser reconnects with its
 	// Last-Event-ID (every request has a deadline).
 	Poll, Heartbeat, MaxLife time.Duration
-	etags                    map[string]string
+	// Halted, when set, says why the engine serves no state (a feed open
+	// when it halts ends; the guard in front refuses the reconnection).
+	Halted    func() error
+	etags     map[string]string
+	closing   chan struct{}
+	closeOnce sync.Once
 }
+
+// Shutdown ends the live feeds (an HTTP server's Shutdown waits for every
+// connection to become idle, which a feed never does):
+// http.Server.RegisterOnShutdown(e.Shutdown).
+func (e *Explorer) Shutdown() { e.closeOnce.Do(func() { close(e.closing) }) }
 
 // MaxStreams is the number of live feeds an engine serves at once; the
 // next is refused with 503.
@@ -51,7 +62,8 @@ const MaxStreams = 256
 // stream (the artifacts' bodies).
 func New(r *runner.Runner, stream jetstream.Stream) *Explorer {
 	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams),
-		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{}}
+		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
+		closing: make(chan struct{})}
 	fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			b, _ := assets.ReadFile(p)

@@ -9,17 +9,21 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/service"
@@ -147,6 +151,11 @@ func browser(t *testing.T) (context.Context, func() []string) {
 					args = append(args, string(a.Value))
 				}
 				note("console " + string(e.Type) + ": " + strings.Join(args, " "))
+			}
+		case *cdplog.EventEntryAdded:
+			// The browser's own: a refused script or style, a failed load.
+			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
+				note("browser " + string(e.Entry.Level) + ": " + e.Entry.Text + " " + e.Entry.URL)
 			}
 		case *runtime.EventExceptionThrown:
 			d := e.ExceptionDetails
@@ -286,6 +295,14 @@ func TestExplorer(t *testing.T) {
 		t.Errorf("inspector: %+v", in)
 	}
 
+	// A link to an artifact opens the page with it in the inspector.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.Navigate(page+"#"+r.evidence.ID.String()), chromedp.WaitVisible(`#insp-id`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval[string](t, bctx, `document.querySelector('#insp-id').textContent`); got != r.evidence.ID.String() {
+		t.Errorf("linked artifact: %s", got)
+	}
+
 	// Live: a second deliberation's page, then an objection published;
 	// it arrives without reload.
 	nc, _ := nats.Connect(s.NATSURL())
@@ -293,14 +310,35 @@ func TestExplorer(t *testing.T) {
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")
 	bob, _ := client.New(nc, "bob")
-	id2, _ := alice.Open(ctx, client.Charter{Title: "Second deliberation"})
-	claim, ack, _ := alice.Publish(ctx, id2, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Ship on Friday."}})
-	alice.WaitPosition(ctx, id2, ack.Sequence)
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id2), chromedp.WaitVisible(`#dag .node`)); err != nil {
+	id2, err := alice.Open(ctx, client.Charter{Title: "Second deliberation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(base + "/api/v1/deliberations/" + id2); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second deliberation is not projected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id2), chromedp.WaitVisible(`#dag text.empty`)); err != nil {
 		t.Fatal(err)
 	}
 	if live := eval[string](t, bctx, `window.marker = 'same page'; document.querySelector('#live').dataset.state`); live != "on" {
 		t.Errorf("live: %q", live)
+	}
+	claim, _, err := alice.Publish(ctx, id2, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Ship on Friday."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#dag .node[data-id="`+claim.ID.String()+`"]`)); err != nil {
+		t.Fatal(err)
 	}
 	obj, _, err := bob.Publish(ctx, id2, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Fridays break on-call.", Blocking: true},
 		References: []events.Reference{{Target: claim.ID, Relation: events.ObjectsTo}}})
@@ -310,12 +348,92 @@ func TestExplorer(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#dag .node[data-id="`+obj.ID.String()+`"]`)); err != nil {
 		t.Fatal(err)
 	}
-	type liveFacts struct{ Marker, State, Banner, Timeline string }
+	type liveFacts struct{ Marker, State, Banner, Timeline, Participants string }
 	lf := eval[liveFacts](t, bctx, `({Marker: window.marker, State: document.querySelector('#dag .node[data-id="`+obj.ID.String()+`"]').dataset.state,
-		Banner: document.querySelector('#outcome').innerText, Timeline: document.querySelector('#timeline').innerText})`)
-	if lf.Marker != "same page" || lf.State != "open" || !strings.Contains(lf.Banner, "1 blocking objection open") || !strings.Contains(lf.Timeline, "Fridays break on-call.") {
+		Banner: document.querySelector('#outcome').innerText, Timeline: document.querySelector('#timeline').innerText,
+		Participants: document.querySelector('#participants').innerText})`)
+	if lf.Marker != "same page" || lf.State != "open" || !strings.Contains(lf.Banner, "1 blocking objection open") || !strings.Contains(lf.Timeline, "Fridays break on-call.") ||
+		!strings.Contains(lf.Participants, "alice · 1") || !strings.Contains(lf.Participants, "bob · 1") {
 		t.Errorf("live update: %+v", lf)
 	}
+
+	// A final decision that leaves a blocking objection open: its closure
+	// does not verify, and the supervisor's FAILURE says so.
+	id3, _ := alice.Open(ctx, client.Charter{Title: "Decided too soon"})
+	c3, _, _ := alice.Publish(ctx, id3, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Rewrite it in a weekend."}})
+	o3, _, _ := bob.Publish(ctx, id3, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Nobody has estimated it.", Blocking: true},
+		References: []events.Reference{{Target: c3.ID, Relation: events.ObjectsTo}}})
+	if _, _, err := alice.Publish(ctx, id3, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Rewrite it.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}}, References: []events.Reference{{Target: c3.ID, Relation: events.Decides}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id3), chromedp.WaitVisible(`#failures`), chromedp.WaitVisible(`#final-closure`), chromedp.WaitVisible(`#dag .node.t-FAILURE`)); err != nil {
+		t.Fatal(err)
+	}
+	type failFacts struct{ Closure, Failures, Decision, ObjState string }
+	ff := eval[failFacts](t, bctx, `({Closure: document.querySelector('#final-closure').dataset.ok, Failures: document.querySelector('#failures').innerText,
+		Decision: document.querySelector('#decisions .card').innerText, ObjState: document.querySelector('#dag .node[data-id="`+o3.ID.String()+`"]').dataset.state})`)
+	if ff.Closure != "false" || !strings.Contains(ff.Failures, "1 FAILURE") || !strings.Contains(ff.Failures, "_supervisor") ||
+		!strings.Contains(ff.Decision, "Closure does not verify") || !strings.Contains(ff.Decision, "closure.") || ff.ObjState != "open" {
+		t.Errorf("a decision that does not verify: %+v", ff)
+	}
+
+	// A binding moment: listed with its status and a link to /bind.
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input json.RawMessage
+		}
+	}
+	b, err := os.ReadFile("../binding/testdata/envelopes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &envs)
+	var env json.RawMessage
+	for _, v := range envs.Vectors {
+		if v.Name == "seed002-6.4" {
+			env = v.Input
+		}
+	}
+	id4, _ := alice.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+	c4, _, _ := alice.Publish(ctx, id4, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+	if _, _, err := alice.Publish(ctx, id4, events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal what to share.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: c4.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: env}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id4), chromedp.WaitVisible(`#bindings li[data-status="open"] a.bindlink`)); err != nil {
+		t.Fatal(err)
+	}
+	if href := eval[string](t, bctx, `document.querySelector('#bindings a.bindlink').getAttribute('href')`); href != "/bind/"+id4 {
+		t.Errorf("binding link %q", href)
+	}
+	// Resolved (the principal chooses the first option): the page says so,
+	// live.
+	moments, err := s.Queries.Bindings(ctx, id4)
+	if err != nil || len(moments) != 1 {
+		t.Fatal(moments, err)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/v1/deliberations/"+id4+"/bindings/"+moments[0].EnvelopeDigest,
+		strings.NewReader(`{"binding_moment_resolution":{"envelope_digest":"`+moments[0].EnvelopeDigest+`","resolution":"option","option_idx":0}}`))
+	req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("resolve: %d", resp.StatusCode)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#bindings li[data-status="resolved"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if txt := eval[string](t, bctx, `document.querySelector('#bindings li').innerText`); !strings.Contains(txt, "chose option 1") || !strings.Contains(txt, "principal") {
+		t.Errorf("resolved: %q", txt)
+	}
+
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the pages had problems:\n%s", strings.Join(p, "\n"))
 	}
@@ -325,7 +443,7 @@ func TestExplorer(t *testing.T) {
 // asks for the token, keeps it in the engine's cookie, and then works,
 // its live feed included.
 func TestExplorerSignIn(t *testing.T) {
-	bctx, _ := browser(t)
+	bctx, problems := browser(t)
 	s := start(t, "0.0.0.0:0")
 	r := publish(t, s)
 	_, port, _ := strings.Cut(s.HTTPAddr(), "]:")
@@ -341,10 +459,16 @@ func TestExplorerSignIn(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("/ without the token: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+r.id), chromedp.WaitVisible(`#signin`),
-		chromedp.SendKeys(`#signin input[name=token]`, s.Credentials().HTTPToken), chromedp.Submit(`#signin`),
-		chromedp.WaitVisible(`#final-closure`)); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+r.id), chromedp.WaitVisible(`#signin`)); err != nil {
 		t.Fatal(err)
+	}
+	refused := len(problems()) // the page's own 401
+	if err := chromedp.Do(bctx, chromedp.SendKeys(`#signin input[name=token]`, s.Credentials().HTTPToken), chromedp.Submit(`#signin`),
+		chromedp.WaitVisible(`#final-closure`), chromedp.WaitVisible(`#dag .node`)); err != nil {
+		t.Fatal(err)
+	}
+	if p := problems()[refused:]; refused == 0 || len(p) > 0 {
+		t.Errorf("%d problems before signing in; after: %v", refused, p)
 	}
 	loc, _ := chromedp.Run(bctx, chromedp.Location())
 	if loc != base+"/deliberations/"+r.id {
@@ -421,16 +545,18 @@ func TestLiveFeed(t *testing.T) {
 	var arts []string
 	last := ""
 	for _, e := range first {
-		if e.Name == "artifact" {
-			var a struct {
+		if e.Name == "artifacts" {
+			var list []struct {
 				ArtifactID string `json:"artifact_id"`
 				Ordinal    int    `json:"ordinal"`
 				Canonical  string `json:"canonical"`
 			}
-			json.Unmarshal([]byte(e.Data), &a)
-			arts = append(arts, a.ArtifactID)
-			if a.Ordinal != 2 || !strings.Contains(a.Canonical, `"statement":"one"`) {
-				t.Errorf("artifact event: %s", e.Data)
+			json.Unmarshal([]byte(e.Data), &list)
+			for _, a := range list {
+				arts = append(arts, a.ArtifactID)
+				if a.Ordinal != 2 || !strings.Contains(a.Canonical, `"statement":"one"`) {
+					t.Errorf("artifact: %s", e.Data)
+				}
 			}
 		}
 		if e.ID != "" {
@@ -447,16 +573,16 @@ func TestLiveFeed(t *testing.T) {
 	resumed := readEvents(t, url, http.Header{"Last-Event-Id": {last}}, func(e sseEvent) bool { return e.Name == "ready" })
 	var got []string
 	for _, e := range resumed {
-		if e.Name == "artifact" {
+		if e.Name == "artifacts" {
 			got = append(got, e.Data)
 		}
 	}
-	if len(got) != 1 || !strings.Contains(got[0], second.ID.String()) {
+	if len(got) != 1 || !strings.Contains(got[0], second.ID.String()) || strings.Contains(got[0], claim.ID.String()) {
 		t.Fatalf("resumed: %v", resumed)
 	}
 	// ?after= a stream position: the claim's position gives the second.
 	after := readEvents(t, url+"?after="+itoa(first, claim.ID.String()), nil, func(e sseEvent) bool { return e.Name == "ready" })
-	if n := count(after, "artifact"); n != 1 || !strings.Contains(first1(after, "artifact"), second.ID.String()) {
+	if n := count(after, "artifacts"); n != 1 || !strings.Contains(first1(after, "artifacts"), second.ID.String()) || strings.Contains(first1(after, "artifacts"), claim.ID.String()) {
 		t.Fatalf("after: %v", after)
 	}
 
@@ -469,7 +595,7 @@ func TestLiveFeed(t *testing.T) {
 		alice.Cancel(ctx, id, "done")
 	}()
 	rest := readEvents(t, url, http.Header{"Last-Event-Id": {last}}, func(e sseEvent) bool { return e.Name == "end" })
-	if n := count(rest, "artifact"); n != 2 {
+	if n := strings.Count(all(rest, "artifacts"), `"artifact_id"`); n != 2 {
 		t.Errorf("live: %d artifacts in %v", n, rest)
 	}
 	if e := rest[len(rest)-1]; !strings.Contains(e.Data, `"status":"cancelled"`) {
@@ -502,6 +628,112 @@ func TestLiveFeed(t *testing.T) {
 	}
 }
 
+// A backlog of several batches arrives whole, once each, in stream order;
+// an artifact held pending (it references one not yet published) and
+// released after later ones were sent arrives too.
+func TestLiveFeedBacklogAndPending(t *testing.T) {
+	s := start(t, "127.0.0.1:0")
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	alice, _ := client.New(nc, "alice")
+	id, _ := alice.Open(ctx, client.Charter{Title: "backlog"})
+	const n = 700
+	var last uint64
+	var futures []jetstream.PubAckFuture
+	for i := range n {
+		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d", i)}})
+		f, err := alice.PublishArtifactAsync(id, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+	}
+	// y is referenced by x before it is published: x waits, pending.
+	y := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "y"}})
+	x := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "x objects to y"}, References: []events.Reference{{Target: y.ID, Relation: events.ObjectsTo}}})
+	if _, err := alice.PublishArtifact(ctx, id, x); err != nil {
+		t.Fatal(err)
+	}
+	z, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range futures {
+		<-f.Ok()
+	}
+	last = ack.Sequence
+	alice.WaitPosition(ctx, id, last)
+
+	url := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + id + "/events"
+	seen := map[string]int{}
+	var positions []uint64
+	published := false
+	evs := readEvents(t, url, nil, func(e sseEvent) bool {
+		if e.Name == "artifacts" {
+			var list []struct {
+				ArtifactID string `json:"artifact_id"`
+				Position   uint64 `json:"position"`
+			}
+			json.Unmarshal([]byte(e.Data), &list)
+			for _, a := range list {
+				seen[a.ArtifactID]++
+				if !published {
+					positions = append(positions, a.Position)
+				}
+			}
+		}
+		if e.Name == "ready" && !published {
+			published = true
+			go alice.PublishArtifact(ctx, id, y)
+		}
+		return seen[x.ID.String()] > 0 && seen[y.ID.String()] > 0
+	})
+	if len(positions) != n+1 || !slices.IsSorted(positions) || seen[z.ID.String()] != 1 {
+		t.Fatalf("backlog: %d artifacts, sorted %v, z %d", len(positions), slices.IsSorted(positions), seen[z.ID.String()])
+	}
+	for a, k := range seen {
+		if k != 1 && a != x.ID.String() {
+			t.Errorf("%s sent %d times", a, k)
+		}
+	}
+	if count(evs, "ready") != 1 || count(evs, "artifacts") < 3 {
+		t.Errorf("%d ready, %d artifacts events", count(evs, "ready"), count(evs, "artifacts"))
+	}
+}
+
+// An open feed does not hold the engine's shutdown: it ends, and the HTTP
+// server closes without waiting it out.
+func TestLiveFeedShutdown(t *testing.T) {
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	alice, _ := client.New(nc, "alice")
+	id, _ := alice.Open(context.Background(), client.Charter{Title: "open feed"})
+	_, ack, _ := alice.Publish(context.Background(), id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "one"}})
+	alice.WaitPosition(context.Background(), id, ack.Sequence)
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/api/v1/deliberations/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: ready" {
+	}
+	ended := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, resp.Body)
+		close(ended)
+	}()
+	if err := s.Close(); err != nil {
+		t.Fatalf("close with a feed open: %v", err)
+	}
+	<-ended
+}
+
 func first1(evs []sseEvent, name string) string {
 	for _, e := range evs {
 		if e.Name == name {
@@ -509,6 +741,16 @@ func first1(evs []sseEvent, name string) string {
 		}
 	}
 	return ""
+}
+
+func all(evs []sseEvent, name string) string {
+	var b strings.Builder
+	for _, e := range evs {
+		if e.Name == name {
+			b.WriteString(e.Data)
+		}
+	}
+	return b.String()
 }
 
 func count(evs []sseEvent, name string) int {
@@ -524,15 +766,71 @@ func count(evs []sseEvent, name string) int {
 // itoa returns the stream position of artifact id in the events.
 func itoa(evs []sseEvent, id string) string {
 	for _, e := range evs {
-		var a struct {
+		var list []struct {
 			ArtifactID string          `json:"artifact_id"`
 			Position   json.RawMessage `json:"position"`
 		}
-		if e.Name == "artifact" && json.Unmarshal([]byte(e.Data), &a) == nil && a.ArtifactID == id {
-			return string(a.Position)
+		if e.Name == "artifacts" && json.Unmarshal([]byte(e.Data), &list) == nil {
+			for _, a := range list {
+				if a.ArtifactID == id {
+					return string(a.Position)
+				}
+			}
 		}
 	}
 	return "0"
+}
+
+// The list's endpoint pages: every deliberation once, newest first.
+func TestListPages(t *testing.T) {
+	s := start(t, "127.0.0.1:0")
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	alice, _ := client.New(nc, "alice")
+	var ids []string
+	for i := range 5 {
+		id, err := alice.Open(ctx, client.Charter{Title: fmt.Sprintf("deliberation %d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	_, ack, _ := alice.Publish(ctx, ids[4], events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
+	alice.WaitPosition(ctx, ids[4], ack.Sequence)
+	var got []string
+	before := ""
+	for pages := 0; ; pages++ {
+		resp, err := http.Get("http://" + s.HTTPAddr() + "/api/v1/explorer/deliberations?limit=2" + before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page struct {
+			Deliberations []struct {
+				ID           string
+				Artifacts    int
+				Participants []struct{ ID string }
+				LastActivity *time.Time `json:"last_activity"`
+			}
+			NextBefore uint64 `json:"next_before"`
+		}
+		json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		for _, d := range page.Deliberations {
+			got = append(got, d.ID)
+			if d.LastActivity == nil || (d.ID == ids[4]) != (d.Artifacts == 1 && len(d.Participants) == 1) {
+				t.Errorf("row %+v", d)
+			}
+		}
+		if page.NextBefore == 0 || pages > 5 {
+			break
+		}
+		before = "&before=" + strconv.FormatUint(page.NextBefore, 10)
+	}
+	slices.Reverse(ids)
+	if !slices.Equal(got, ids) {
+		t.Errorf("pages: %v, want %v", got, ids)
+	}
 }
 
 // The list's endpoint refuses bad input with a code.

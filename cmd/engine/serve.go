@@ -118,8 +118,8 @@ removed at stop. docs/SECURITY.md says who may do what.`)
 	if c.HTTPToken == "" {
 		bind += " (with an --http-token token: ?token=…)"
 	}
-	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  bind  %s\n  data  %s (credentials.json: the operator's secrets, mode 0600)\n",
-		cfg.Version, s.NATSURL(), where, c.HTTPURL, bind, cfg.DataDir)
+	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (credentials.json: the operator's secrets, mode 0600)\n",
+		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir)
 	cfg.Logger.Info("engine started", "nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir)
 	code := exitOK
 	select {

@@ -17,7 +17,7 @@ function h(tag, attrs, ...kids) {
     else if (k === "text") e.textContent = v;
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
+  for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
   return e;
 }
 function put(e, ...kids) { e.replaceChildren(...kids.flat(Infinity).filter(k => k != null && k !== false)); }
@@ -210,8 +210,8 @@ function deliberationPage(id) {
     schedule(false);
   }
 
-  // rendering, batched: the graph at most every 700 ms while live
-  let pending = 0, graphDirty = false, lastGraph = 0;
+  // rendering, batched: the graph laid out again at most every 700 ms while live
+  let pending = 0, graphDirty = false, lastGraph = 0, graphTimer = 0;
   function schedule(graphToo) {
     graphDirty = graphDirty || graphToo;
     if (pending || !M.ready) return;
@@ -220,11 +220,16 @@ function deliberationPage(id) {
       renderHead(); renderDecisions(); renderObjections(); renderTimeline(); renderRejections(); renderBindings();
       if (M.selected) renderInspector(M.selected);
       if (graphDirty) {
-        const wait = 700 - (performance.now() - lastGraph);
-        if (wait > 0 && lastGraph) { setTimeout(() => schedule(true), wait); return; }
+        // at most every 700 ms, and never more than a third of the time
+        const wait = Math.max(700, 3 * (M.layoutMs || 0)) - (performance.now() - lastGraph);
+        if (wait > 0 && lastGraph) {
+          if (!graphTimer) graphTimer = setTimeout(() => { graphTimer = 0; schedule(true); }, wait);
+          return;
+        }
         graphDirty = false; lastGraph = performance.now();
         graph.render();
       } else graph.restyle();
+      for (const a of M.order) if (a.fresh) a.fresh = false; // highlighted once
       if (!document.body.dataset.rendered) {
         document.body.dataset.rendered = String(Math.round(performance.now()));
       }
@@ -237,8 +242,11 @@ function deliberationPage(id) {
     const title = (v && v.title) || "(untitled)";
     document.title = "parley: " + title;
     crumb.textContent = "› " + clip(title, 60);
-    const parts = Object.entries((v && v.participants) || {}).sort((a, b) => b[1] - a[1]);
+    const byPart = {};
+    for (const a of M.order) byPart[a.participant] = (byPart[a.participant] || 0) + 1;
+    const parts = Object.entries(byPart).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     const charter = v && v.charter;
+    const wasOpen = !!el.head.querySelector("details[open]"); // a live update keeps the charter open
     put(el.head, 
       h("div", { class: "head" }, h("h1", { id: "title" }, title), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
       h("div", { class: "facts" },
@@ -248,7 +256,7 @@ function deliberationPage(id) {
         h("span", { class: "mono" }, id),
         h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) }, "JSON")),
       h("div", { class: "facts", id: "participants" }, "Participants: ", parts.map(([p, n]) => h("span", { class: "pill" }, p + " · " + n))),
-      charter ? h("details", { class: "charter", id: "charter" }, h("summary", {}, "Charter"), h("dl", { class: "kv" },
+      charter ? h("details", { class: "charter", id: "charter", open: wasOpen }, h("summary", {}, "Charter"), h("dl", { class: "kv" },
         h("dt", {}, "title"), h("dd", {}, charter.title || ""),
         h("dt", {}, "participants"), h("dd", {}, (charter.participants || []).join(", ") || "anyone"),
         charter.terminators ? [h("dt", {}, "terminators"), h("dd", {}, charter.terminators.join(", "))] : null,
@@ -365,22 +373,30 @@ function deliberationPage(id) {
   function renderBindings() {
     if (M.bindingsError) { put(el.bindings, h("p", { class: "bad" }, "Binding moments could not be read: " + M.bindingsError)); return; }
     if (!M.bindings.length) return;
-    put(el.bindings, h("ul", { class: "reflist" }, M.bindings.map(b => h("li", { "data-status": b.status },
-      h("span", { class: "badge " + (b.status === "open" ? "warn" : b.status === "resolved" ? "ok" : "bad") }, b.status), " ",
-      refLink(b.decision), " asked by ", b.decider,
-      b.resolution ? h("div", { class: "muted" }, "resolved by " + (b.resolved_by || "") + ": " + resolutionText(b)) : null,
-      " ", h("a", { href: "/bind/" + encodeURIComponent(id), class: "bindlink" }, b.status === "open" ? "Resolve on /bind" : "See on /bind")))));
+    put(el.bindings, h("ul", { class: "reflist" }, M.bindings.map(b => {
+      const q = (b.envelope && b.envelope.question) || {};
+      return h("li", { "data-status": b.status },
+        h("span", { class: "badge " + (b.status === "open" ? "warn" : b.status === "resolved" ? "ok" : "bad") }, b.status), " ",
+        refLink(b.decision), " asked by ", b.decider,
+        q.stem ? h("div", {}, "“" + q.stem + "”") : null,
+        b.status === "malformed" ? h("div", { class: "bad" }, "malformed envelope: " + (b.findings || []).map(f => f.code || JSON.stringify(f)).join(", ")) : null,
+        b.resolution ? h("div", { class: "muted" }, "resolved by " + (b.resolved_by || "?") + ": " + resolutionText(b, q),
+          b.resolved_in ? [" — ", refLink(b.resolved_in)] : null) : null,
+        h("div", {}, h("a", { href: "/bind/" + encodeURIComponent(id), class: "bindlink" }, b.status === "open" ? "Resolve on /bind" : "See on /bind")));
+    })));
   }
-  function resolutionText(b) {
+  function resolutionText(b, q) {
     const r = b.resolution || {};
-    const kind = r.resolution || r.kind || "";
-    if (r.option_idx != null) return kind + " option " + r.option_idx;
-    if (r.answer) return kind + ": " + clip(r.answer, 120);
-    return kind || JSON.stringify(r);
+    if (r.option_idx != null) {
+      const o = (q.options || [])[r.option_idx];
+      return "chose option " + (r.option_idx + 1) + (o && o.label ? ": " + o.label : "");
+    }
+    return r.resolution || "";
   }
 
   function select(aid) {
     M.selected = aid;
+    history.replaceState(null, "", "#" + aid); // a link to the artifact
     renderInspector(aid);
     graph.restyle();
     graph.reveal(aid);
@@ -422,7 +438,10 @@ function deliberationPage(id) {
       h("h3", {}, "Canonical bytes (" + new TextEncoder().encode(a.canonical).length + ")"),
       a.error ? h("p", { class: "bad" }, a.error) : h("pre", { class: "mono", id: "insp-bytes" }, a.canonical),
       h("p", {}, h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(aid) }, "as served by the API")));
+    const top = el.inspector.scrollTop, same = el.inspector.dataset.id === aid;
     put(el.inspector, ...kids);
+    el.inspector.dataset.id = aid;
+    if (same) el.inspector.scrollTop = top; // a live update keeps the reader's place
   }
   function payloadView(a, p) {
     const rows = [];
@@ -442,28 +461,45 @@ function deliberationPage(id) {
   let es = null;
   function connect() {
     setLive("off", "connecting…");
+    M.connectAt = M.connectAt || Math.round(performance.now());
     es = new EventSource("/api/v1/deliberations/" + encodeURIComponent(id) + "/events");
     es.addEventListener("open", () => setLive("on", "live"));
-    es.addEventListener("error", () => { if (es.readyState !== EventSource.CLOSED) setLive("err", "reconnecting…"); });
-    es.addEventListener("artifact", ev => {
-      const a = JSON.parse(ev.data);
-      if (M.ready) a.fresh = true;
-      if (add(a)) { schedule(true); refreshSide(); }
+    es.addEventListener("error", () => {
+      if (es.readyState === EventSource.CLOSED) { if (!M.ended) setLive("err", "the live feed is unavailable"); }
+      else setLive("err", "reconnecting…");
     });
-    es.addEventListener("rejection", ev => { M.rejections.push(JSON.parse(ev.data)); schedule(false); });
+    es.addEventListener("artifacts", ev => {
+      const t0 = performance.now();
+      let added = false;
+      for (const a of JSON.parse(ev.data)) {
+        if (M.ready) a.fresh = true;
+        added = add(a) || added;
+      }
+      if (added) { schedule(true); if (M.ready) refreshSide(); }
+      M.ingestMs = (M.ingestMs || 0) + performance.now() - t0; // the page's own share of the feed's time
+    });
+    es.addEventListener("rejections", ev => { M.rejections.push(...JSON.parse(ev.data)); schedule(false); });
     es.addEventListener("state", ev => {
       const st = JSON.parse(ev.data), before = M.state;
       M.state = st;
       if (!before || before.status !== st.status) fetchView();
       schedule(false);
     });
-    es.addEventListener("ready", () => { M.ready = true; setLive("on", "live"); refreshSide(); schedule(true); });
+    es.addEventListener("ready", () => {
+      M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide(); schedule(true);
+      const want = decodeURIComponent(location.hash.slice(1));
+      if (M.arts.has(want)) requestAnimationFrame(() => requestAnimationFrame(() => select(want)));
+    });
     es.addEventListener("end", ev => {
       M.state = JSON.parse(ev.data); es.close(); M.ended = true;
       M.ready = true; setLive("off", "ended: " + M.state.status);
       schedule(false);
     });
   }
+  addEventListener("hashchange", () => {
+    const want = decodeURIComponent(location.hash.slice(1));
+    if (M.arts.has(want) && want !== M.selected) select(want);
+  });
   fetchView().then(connect);
   addEventListener("pagehide", () => es && es.close());
 }
@@ -484,7 +520,7 @@ function makeGraph(el, M, select) {
   const svg = el.svg;
   const defs = s("defs");
   for (const r of RELATIONS) {
-    const m = s("marker", { id: "arrow-" + r, viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+    const m = s("marker", { id: "arrow-" + r, viewBox: "0 0 10 10", refX: "9", refY: "5", markerUnits: "userSpaceOnUse", markerWidth: "11", markerHeight: "11", orient: "auto-start-reverse" });
     m.append(s("path", { d: "M0 0 L10 5 L0 10 z", class: "m-" + r }));
     defs.append(m);
   }
@@ -525,11 +561,15 @@ function makeGraph(el, M, select) {
     if (k >= 0.45) { view = { k, x: (r.width - laid.w * k) / 2, y: (r.height - laid.h * k) / 2 }; apply(); return; }
     // Too large to read whole: readable, around the newest artifact.
     const last = vp.querySelector(".nodes .node:last-child");
-    view.k = 0.7;
+    view.k = 0.8;
     if (last) {
       const m = last.transform.baseVal.consolidate().matrix, b = last.getBBox();
       view.x = r.width / 2 - (m.e + b.width / 2) * view.k; view.y = r.height * 0.7 - (m.f + b.height / 2) * view.k;
     }
+    // as much of the graph in view as the newest artifact allows
+    const w = laid.w * view.k, hh = laid.h * view.k;
+    view.x = w <= r.width ? (r.width - w) / 2 : Math.max(Math.min(view.x, 10), r.width - w - 10);
+    view.y = hh <= r.height ? (r.height - hh) / 2 : Math.max(Math.min(view.y, 10), r.height - hh - 10);
     apply();
   }
   function wrap(t, lines) {
@@ -549,6 +589,11 @@ function makeGraph(el, M, select) {
     const nodes = M.order.slice(start, start + GRAPH_MAX);
     const inWin = new Set(nodes.map(a => a.artifact_id));
     earlier.hidden = start === 0; later.hidden = start + nodes.length >= n;
+    if (!nodes.length) {
+      laid = null; svg.dataset.nodes = "0";
+      const t = s("text", { x: 20, y: 40, class: "empty" }); t.textContent = "No artifact yet.";
+      vp.replaceChildren(t); note.textContent = ""; return;
+    }
     const g = new dagre.graphlib.Graph({ multigraph: true });
     g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 46, edgesep: 12, marginx: 16, marginy: 16 });
     g.setDefaultEdgeLabel(() => ({}));
@@ -590,7 +635,10 @@ function makeGraph(el, M, select) {
         const tag = s("text", { class: "tag", x: 8, y: nd.height - 7 }); grp.append(tag);
       }
       const tt = s("title"); tt.textContent = M.label(a) + " " + a.type + " by " + a.participant + "\n" + M.text(a); grp.append(tt);
+      grp.setAttribute("tabindex", "0"); grp.setAttribute("role", "button");
+      grp.setAttribute("aria-label", M.label(a) + " " + a.type + " by " + a.participant);
       grp.addEventListener("click", () => select(a.artifact_id));
+      grp.addEventListener("keydown", ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); select(a.artifact_id); } });
       nodesG.append(grp);
     }
     put(vp, edges, nodesG);
