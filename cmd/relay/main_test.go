@@ -42,7 +42,8 @@ func TestRun_Single(t *testing.T) {
 	if code := Run(context.Background(), []string{"run", "--progress", "--dir", t.TempDir(), "../../examples/relay/full-history-stress.json"}, &out, &errb); code != 1 {
 		t.Errorf("stress run: exit %d", code)
 	}
-	if !strings.Contains(out.String(), "termination    cancelled") || !strings.Contains(out.String(), "failed closed  estimator") {
+	if !strings.Contains(out.String(), "  termination     cancelled\n") || !strings.Contains(out.String(), "  failed closed   estimator") ||
+		!strings.Contains(out.String(), "  run directory   ") || strings.Contains(out.String(), "map[") {
 		t.Errorf("stdout %q", out.String())
 	}
 	if !strings.Contains(errb.String(), "invalid output (attempt 3)") {
@@ -57,7 +58,7 @@ func TestRun_Usage(t *testing.T) {
 			t.Errorf("%v: exit %d", args, code)
 		}
 	}
-	if code := Run(context.Background(), []string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "Usage: relay run") {
+	if code := Run(context.Background(), []string{"help"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "relay run [--nats URL") {
 		t.Errorf("help: %d %q", code, out.String())
 	}
 }
