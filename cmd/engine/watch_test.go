@@ -24,10 +24,8 @@ import (
 
 // lines collects what a running command writes, line by line.
 type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-	ch  chan string
-	pw  *io.PipeWriter
+	ch chan string
+	pw *io.PipeWriter
 }
 
 func newLines() *lines {
