@@ -46,7 +46,7 @@ func TestExample_TwelveRound(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 	report, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	if err != nil || !strings.Contains(string(report), "termination: **completed**") {
+	if err != nil || !strings.Contains(string(report), "| termination | **completed** (#51, ") {
 		t.Errorf("report: %v %s", err, report)
 	}
 }

@@ -408,3 +408,75 @@ func TestRun_InvalidOutputCause(t *testing.T) {
 		t.Errorf("summary block:\n%s", out)
 	}
 }
+
+// benchRecord is a deliberation of n rounds like the twelve-round
+// example's: a revision, an objection to it (every third blocking,
+// disposed of by the decision), evidence for it.
+func benchRecord(rounds int) *deliberationRecord {
+	rec := &deliberationRecord{byID: map[canon.Digest]int{}, disposed: map[canon.Digest]disposal{}, final: -1}
+	add := func(part string, a *events.Artifact) {
+		rec.byID[a.ID] = len(rec.entries)
+		rec.entries = append(rec.entries, entry{Ordinal: uint64(len(rec.entries) + 2), Participant: part, A: a})
+	}
+	prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "A read-through cache in front of the ledger halves p99 latency."}})
+	add("architect", prev)
+	var disp []events.Disposition
+	for r := 1; r <= rounds; r++ {
+		if r > 1 {
+			rev := events.MustSeal(events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: fmt.Sprintf("Revision %d: the cache, revised once more.", r)},
+				References: []events.Reference{{Target: prev.ID, Relation: events.Revises}}})
+			add("architect", rev)
+			prev = rev
+		}
+		obj := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: fmt.Sprintf("Round %d: the tail latency is not shown.", r), Blocking: r%3 == 0},
+			References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
+		add("critic", obj)
+		if r%3 == 0 {
+			disp = append(disp, events.Disposition{Objection: obj.ID, Disposition: events.Addressed, Rationale: "measured"})
+		}
+		ev := events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: fmt.Sprintf("Round %d: p99 %d ms.", r, 80-r%40), ProvenanceClass: "TRACE_VERIFIED_OBSERVATION"},
+			References: []events.Reference{{Target: prev.ID, Relation: events.Supports}, {Target: obj.ID, Relation: events.Considers}}})
+		add("verifier", ev)
+	}
+	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Adopt it.", Status: events.Final, ObjectionDispositions: disp, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: prev.ID, Relation: events.Decides}}})
+	add("judge", dec)
+	rec.final = len(rec.entries) - 1
+	for _, d := range disp {
+		rec.disposed[d.Objection] = disposal{d, rec.final}
+	}
+	return rec
+}
+
+// BenchmarkDAG lays out and renders the picture of deliberations of 38,
+// 151 and 598 artifacts (12, 50 and 200 rounds).
+func BenchmarkDAG(b *testing.B) {
+	for _, rounds := range []int{12, 50, 200} {
+		rec := benchRecord(rounds)
+		b.Run(fmt.Sprintf("artifacts=%d", len(rec.entries)), func(b *testing.B) {
+			dot := dagDOT(rec)
+			if _, err := renderSVG(context.Background(), dot); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := renderSVG(context.Background(), dagDOT(rec)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// The layout rules hold on a larger deliberation too.
+func TestDAG_Larger(t *testing.T) {
+	rec := benchRecord(50)
+	svg, err := renderSVG(context.Background(), dagDOT(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := checkSVG(t, svg)
+	if len(rep.nodes) != len(rec.entries) {
+		t.Errorf("%d nodes for %d artifacts", len(rep.nodes), len(rec.entries))
+	}
+}
