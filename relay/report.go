@@ -42,6 +42,9 @@ func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
+// maxPicture is the most artifacts dag.svg is drawn for.
+const maxPicture = 1000
+
 // writeReport writes the run directory's files: summary.json, report.md,
 // record.jsonl (the relay's accepted artifacts), dag.dot and dag.svg.
 func writeReport(ctx context.Context, dir string, s *Summary, record []ContextArtifact, rec *deliberationRecord) error {
@@ -57,8 +60,14 @@ func writeReport(ctx context.Context, dir string, s *Summary, record []ContextAr
 		return err
 	}
 	picture := "dag.svg"
-	svg, err := renderSVG(ctx, dot)
-	if err != nil {
+	var svg []byte
+	var err error
+	if len(rec.entries) > maxPicture {
+		// dot's layout grows faster than the graph: past this size the
+		// picture would take minutes and be unreadable anyway.
+		picture = ""
+		s.Notes = append(s.Notes, fmt.Sprintf("no DAG picture: %d artifacts, more than the %d it is drawn for (dag.dot has the graph)", len(rec.entries), maxPicture))
+	} else if svg, err = renderSVG(ctx, dot); err != nil {
 		// The report stands without its picture; say why in it.
 		picture = ""
 		s.Notes = append(s.Notes, "no DAG picture: "+err.Error())

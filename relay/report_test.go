@@ -448,10 +448,11 @@ func benchRecord(rounds int) *deliberationRecord {
 	return rec
 }
 
-// BenchmarkDAG lays out and renders the picture of deliberations of 38,
-// 151 and 598 artifacts (12, 50 and 200 rounds).
+// BenchmarkDAG lays out and renders the picture of deliberations of 37,
+// 151, 601 and 1000 artifacts (12, 50, 200 and 333 rounds: the last is
+// the most the relay draws, maxPicture).
 func BenchmarkDAG(b *testing.B) {
-	for _, rounds := range []int{12, 50, 200} {
+	for _, rounds := range []int{12, 50, 200, 333} {
 		rec := benchRecord(rounds)
 		b.Run(fmt.Sprintf("artifacts=%d", len(rec.entries)), func(b *testing.B) {
 			dot := dagDOT(rec)
