@@ -257,11 +257,11 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 				fmt.Fprintf(w.e.stderr, "engine watch: %v\n", err)
 				return exitUsage
 			}
-			term, code := w.message(ctx, meta.Sequence.Stream, n.msg.Subject(), n.msg.Data())
+			term, check, code := w.message(ctx, meta.Sequence.Stream, n.msg.Subject(), n.msg.Data())
 			if code >= 0 {
 				return code
 			}
-			if term || ended {
+			if term || check || ended {
 				sctx, cancel := context.WithTimeout(ctx, w.timeout)
 				v, err := w.cl.State(sctx, w.id)
 				cancel()
@@ -269,10 +269,13 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 					return w.requestFailed(err, url)
 				}
 				if v.Status.Terminal() {
-					if term || len(v.Terminations) > 0 {
+					if term {
 						return w.end(ctx, "")
 					}
-					if !ended {
+					// Ended by a cancel: its TERMINATION is still to come
+					// (or, read afterwards, further in the stream); with
+					// none on the record, wait --grace for one.
+					if !ended && len(v.Terminations) == 0 {
 						ended, endedAt = true, time.Now()
 					}
 				}
@@ -310,30 +313,32 @@ func (w *watcher) outcome(ctx context.Context, position uint64) (projector.Outco
 }
 
 // message handles one message of the deliberation's subjects: it returns
-// whether it was a TERMINATION that took effect, and an exit code (-1 to
-// go on).
-func (w *watcher) message(ctx context.Context, position uint64, subject string, data []byte) (bool, int) {
+// whether it was a TERMINATION that took effect, whether the state is to
+// be checked for an end anyway (a cancel), and an exit code (-1 to go on).
+func (w *watcher) message(ctx context.Context, position uint64, subject string, data []byte) (bool, bool, int) {
 	_, kind, participant := wire.Parse(subject)
 	if kind == "" {
-		return false, -1 // not one of the deliberation's messages (the engine records it apart)
+		return false, false, -1 // not one of the deliberation's messages (the engine records it apart)
 	}
 	o, err := w.outcome(ctx, position)
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", position, err)
-		return false, exitUsage
+		return false, false, exitUsage
 	}
 	if !w.opened {
 		if kind != "ctl" || o.Outcome != projector.VerdictApplied || o.Op != "open" {
-			return false, -1 // before the open: no message of the deliberation yet
+			return false, false, -1 // before the open: no message of the deliberation yet
 		}
 		w.opened = true
 	}
 	w.ordinal++
 	line := watchLine{Ordinal: w.ordinal, Position: position, Participant: participant, Outcome: string(o.Outcome)}
-	term := false
+	term, check := false, false
 	switch {
 	case kind == "ctl":
 		line.Kind, line.Op = "control", o.Op
+		// A cancel ends the deliberation; its TERMINATION follows.
+		check = o.Outcome == projector.VerdictApplied && o.Op == "cancel"
 		var c struct {
 			Op      string `json:"op"`
 			Round   int    `json:"round"`
@@ -392,10 +397,10 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	w.print(line)
 	if len(w.pending) > 0 && o.Outcome != projector.VerdictPending {
 		if code := w.releasePending(ctx); code >= 0 {
-			return false, code
+			return false, false, code
 		}
 	}
-	return term, -1
+	return term, check, -1
 }
 
 // releasePending prints the pending artifacts the engine has admitted or

@@ -345,3 +345,34 @@ func freeNATS(t *testing.T) string {
 	t.Cleanup(func() { embedded.Stop(srv) })
 	return srv.ClientURL()
 }
+
+// On an engine without its supervisor a cancelled deliberation gets no
+// TERMINATION: the watch ends after --grace, and says why.
+func TestWatch_NoSupervisor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NoSupervisor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	c, _ := client.New(nc, "alice")
+	id, err := c.Open(ctx, client.Charter{Title: "no supervisor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(ctx, id, "done"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), "--grace", "1s", id)
+	if code != 0 || !strings.Contains(out, "#2    control      cancel      done\n") || !strings.Contains(out, "ended: cancelled after 2 messages") ||
+		!strings.Contains(out, "note: the deliberation ended with no TERMINATION on the record within --grace") {
+		t.Errorf("exit %d %q %q", code, out, errs)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
