@@ -102,12 +102,41 @@ func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, 
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: dir})
+	var notices bytes.Buffer // not a terminal: the /bind address shows all the same
+	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: dir, Notices: &notices, HTTP: "http://" + s.HTTPAddr()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := <-errs; e != "" {
 		t.Fatal(e)
+	}
+	// Each binding moment says where it is answered, whole, and each
+	// resolution what was chosen or answered (in the notices, the summary
+	// and the report).
+	if n := strings.Count(notices.String(), "answer at http://"+s.HTTPAddr()+"/bind/"+sum.Deliberation+" "); n != len(answers) {
+		t.Errorf("%d /bind addresses for %d moments:\n%s", n, len(answers), notices.String())
+	}
+	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	if len(sum.Binding) != len(answers) {
+		t.Errorf("binding %+v", sum.Binding)
+	}
+	for i, b := range sum.Binding {
+		var want string
+		switch {
+		case strings.Contains(answers[i], `"option_idx":0`):
+			want = "option 0: "
+		case strings.Contains(answers[i], `"option_idx":1`):
+			want = "option 1: "
+		case strings.Contains(answers[i], `"answer":`):
+			want = strings.TrimSuffix(strings.SplitN(answers[i], `"answer":"`, 2)[1], `"`)
+		}
+		if b.Resolution == "" || b.Question == "" || !strings.HasPrefix(b.Chosen, want) || (want != "" && len(b.Chosen) <= len("option 0: ")) {
+			t.Errorf("resolution %d: %+v (answered %s)", i, b, answers[i])
+		}
+		if !strings.Contains(notices.String(), "resolved by principal: "+b.Resolution) ||
+			(b.Chosen != "" && !strings.Contains(string(report), b.Chosen)) {
+			t.Errorf("resolution %+v not shown:\n%s", b, notices.String())
+		}
 	}
 	return sum
 }

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,7 +46,7 @@ func TestExample_TwelveRound(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 	report, err := os.ReadFile(filepath.Join(dir, "report.md"))
-	if err != nil || !strings.Contains(string(report), "termination: **completed**") {
+	if err != nil || !strings.Contains(string(report), "| termination | **completed** (#51, ") {
 		t.Errorf("report: %v %s", err, report)
 	}
 }
@@ -65,9 +66,20 @@ func TestExample_FullHistoryStress(t *testing.T) {
 	if s.Termination != "cancelled" || s.InvalidOutputs != 3 || s.Counts[events.TypeFailure] != 3 || s.Counts[events.TypeTermination] != 1 || s.FailedClosed == "" {
 		t.Fatalf("summary %+v", s)
 	}
-	raw, _ := filepath.Glob(filepath.Join(dir, "invalid", "*.txt"))
-	if len(raw) != 3 {
-		t.Errorf("kept %d raw answers", len(raw))
+	raw, _ := filepath.Glob(filepath.Join(dir, "invalid", "*-attempt-?.txt"))
+	causes, _ := filepath.Glob(filepath.Join(dir, "invalid", "*.cause.txt"))
+	if len(raw) != 3 || len(causes) != 3 {
+		t.Errorf("kept %d raw answers, %d causes", len(raw), len(causes))
+	}
+	// A failed run lists every FAILURE, with its reason.
+	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, f := range s.Failures {
+		if !strings.Contains(string(report), fmt.Sprintf("| %d | estimator | `%s` | ", f.Ordinal, f.Code)) || f.Reason == "" {
+			t.Errorf("report.md lacks FAILURE %+v", f)
+		}
+	}
+	if len(s.Failures) != 3 {
+		t.Errorf("failures %+v", s.Failures)
 	}
 }
 

@@ -49,6 +49,14 @@ type Options struct {
 	Dir string
 	// Progress, when set, receives a line per turn.
 	Progress io.Writer
+	// Notices, when set, receives what a person must see whatever the
+	// progress setting: where a binding moment is answered (the whole
+	// address of the /bind page).
+	Notices io.Writer
+	// HTTP is the base URL of the engine's HTTP API at NATS (default
+	// http://127.0.0.1:8080, engine serve's), for the /bind address a
+	// binding moment prints; the embedded engine's own is known.
+	HTTP string
 	// Record, when set, is a cassette directory every participant call is
 	// recorded in; Replay, when set, is one to answer from, with no network
 	// and no model call (a miss is an error).
@@ -95,6 +103,20 @@ type Summary struct {
 	Findings           []closure.Finding   `json:"findings,omitempty"`
 	StateDigest        string              `json:"state_digest"`
 	FailedClosed       string              `json:"failed_closed,omitempty"`
+	// Dir is the run directory (report.md, dag.svg, summary.json,
+	// record.jsonl, invalid/).
+	Dir string `json:"dir"`
+	// FinalDecisionOrdinal is the final decision's ordinal within the
+	// deliberation.
+	FinalDecisionOrdinal uint64 `json:"final_decision_ordinal,omitempty"`
+	// Failures are every FAILURE of the record, the relay's and the
+	// supervisor's, with their reasons.
+	Failures []FailureLine `json:"failures,omitempty"`
+	// Binding are the binding moments resolved, with what was chosen or
+	// answered.
+	Binding []Resolved `json:"binding,omitempty"`
+	// Notes say what the run could not write (the picture).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // CodeInvalidOutput is the FAILURE code of a participant's unusable answer.
@@ -194,7 +216,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 	defer nc.Close()
 
 	r := &runner{cfg: cfg, opts: opts, engine: embeddedEngine, clients: map[string]*client.Client{}, parts: map[string]Participant{},
-		sum: &Summary{Title: cfg.Title, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
+		sum: &Summary{Title: cfg.Title, Dir: opts.Dir, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
 	var ids []string
 	for _, p := range cfg.Participants {
 		c, err := client.NewWithOptions(nc, p.ID, opts.Client)
@@ -372,6 +394,22 @@ func open(ctx context.Context, orch *client.Client, ch client.Charter) (string, 
 	return id, nil
 }
 
+// DefaultHTTP is engine serve's HTTP address, where the /bind page of an
+// engine at --nats is looked for unless Options.HTTP says otherwise.
+const DefaultHTTP = "http://127.0.0.1:8080"
+
+// notice writes a line a person must see (Options.Notices, else the
+// progress writer).
+func (r *runner) notice(format string, a ...any) {
+	w := r.opts.Notices
+	if w == nil {
+		w = r.opts.Progress
+	}
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", a...)
+	}
+}
+
 func (r *runner) progress(format string, a ...any) {
 	if r.opts.Progress != nil {
 		fmt.Fprintf(r.opts.Progress, format+"\n", a...)
@@ -502,9 +540,19 @@ func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final
 		// Fail closed: the record keeps a FAILURE, the raw answer is kept
 		// in the run directory, and the turn is retried.
 		r.sum.InvalidOutputs++
-		name := fmt.Sprintf("round-%02d-%s-attempt-%d.txt", round, p.ID, attempt+1)
+		// The raw answer as it came (empty when the call itself failed),
+		// and beside it the cause: why it was refused, the call's error
+		// (an exec participant's exit status and standard error).
+		base := fmt.Sprintf("round-%02d-%s-attempt-%d", round, p.ID, attempt+1)
+		name := base + ".txt"
 		os.MkdirAll(filepath.Join(r.opts.Dir, "invalid"), 0o750)
-		os.WriteFile(filepath.Join(r.opts.Dir, "invalid", name), res.Output, 0o640)
+		if err := os.WriteFile(filepath.Join(r.opts.Dir, "invalid", name), res.Output, 0o640); err != nil {
+			return false, fmt.Errorf("relay: keep the invalid answer: %w", err)
+		}
+		cause := fmt.Sprintf("participant %s, round %d, attempt %d\ncause: %s\nraw answer: %d bytes in %s\n", p.ID, round, attempt+1, problem, len(res.Output), name)
+		if err := os.WriteFile(filepath.Join(r.opts.Dir, "invalid", base+".cause.txt"), []byte(cause), 0o640); err != nil {
+			return false, fmt.Errorf("relay: keep the cause of an invalid answer: %w", err)
+		}
 		ext := map[string]any{"parley.round": round}
 		if res.Model != nil {
 			ext["parley.model"] = res.Model
@@ -517,7 +565,7 @@ func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final
 		}
 		_, _, err := c.Publish(ctx, r.id, events.Draft{Type: events.TypeFailure, Extensions: ext,
 			Payload: events.Failure{Code: CodeInvalidOutput, Retryable: true,
-				Description: fmt.Sprintf("round %d, attempt %d: %s (raw answer kept as invalid/%s)", round, attempt+1, problem, name)}})
+				Description: fmt.Sprintf("round %d, attempt %d: %s (raw answer kept as invalid/%s, the cause as invalid/%s.cause.txt)", round, attempt+1, problem, name, base)}})
 		if err != nil {
 			return false, err
 		}
@@ -555,9 +603,20 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 		BindingMoment json.RawMessage `json:"binding_moment"`
 		Provenance    json.RawMessage `json:"provenance"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(res.Output)))
+	trimmed := strings.TrimSpace(string(res.Output))
+	if trimmed == "" {
+		return nil, errors.New("the answer is empty")
+	}
+	if trimmed[0] != '{' {
+		return nil, fmt.Errorf("the answer is not a JSON object (a draft): it begins %q", clip(trimmed, 40))
+	}
+	dec := json.NewDecoder(strings.NewReader(trimmed))
 	dec.UseNumber()
 	if err := dec.Decode(&d); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("the answer is not a JSON draft: member %q is a JSON %s, not what a draft has there", te.Field, te.Value)
+		}
 		return nil, fmt.Errorf("the answer is not a JSON draft: %w", err)
 	}
 	if !slices.Contains(t.AllowedTypes, d.ArtifactType) {
@@ -685,48 +744,19 @@ func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, err
 			}
 		}
 	}
+	rec, err := fetchRecord(ctx, orch, r.id, v, s.FinalDecision)
+	if err != nil {
+		return nil, err
+	}
+	if rec.final >= 0 {
+		s.FinalDecisionOrdinal = rec.entries[rec.final].Ordinal
+	}
+	s.Failures = rec.failures()
+	if r.cfg.Principal != "" {
+		s.Binding = rec.resolutions(r.cfg.Principal)
+	}
 	r.progress("termination %s; closure ok %v; state_digest %s", s.Termination, s.ClosureOK, s.StateDigest)
-	return s, writeReport(r.opts.Dir, s, r.record)
-}
-
-func writeReport(dir string, s *Summary, record []ContextArtifact) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n\n", s.Title)
-	fmt.Fprintf(&b, "- deliberation: `%s`\n- termination: **%s**\n- rounds: %d\n- final decision: `%s` (closure %s)\n",
-		s.Deliberation, s.Termination, s.Rounds, s.FinalDecision, map[bool]string{true: "verified", false: "not verified"}[s.ClosureOK])
-	fmt.Fprintf(&b, "- objections raised %d, disposed by the final decision %d\n- invalid outputs: %d\n- tokens %d, cost %d micro-USD, model latency %d ms\n- state_digest: `%s`\n\n",
-		s.ObjectionsRaised, s.ObjectionsDisposed, s.InvalidOutputs, s.Tokens, s.CostUSDMicros, s.LatencyMS, s.StateDigest)
-	if s.FailedClosed != "" {
-		fmt.Fprintf(&b, "The run failed closed: %s.\n\n", s.FailedClosed)
-	}
-	for _, f := range s.Findings {
-		fmt.Fprintf(&b, "- finding `%s` on `%s`: %s\n", f.Code, f.ArtifactID, f.Message)
-	}
-	b.WriteString("\n![the deliberation's DAG](dag.svg)\n")
-	b.WriteString("\n| position | participant | type | artifact |\n| --- | --- | --- | --- |\n")
-	for _, c := range record {
-		var a struct {
-			ID   string `json:"artifact_id"`
-			Type string `json:"artifact_type"`
-		}
-		json.Unmarshal(c.Artifact, &a)
-		fmt.Fprintf(&b, "| %d | %s | %s | `%s` |\n", c.Position, c.Participant, a.Type, a.ID)
-	}
-	var rec []byte
-	for _, c := range record {
-		rec = append(append(rec, c.Artifact...), '\n')
-	}
-	if err := os.WriteFile(filepath.Join(dir, "record.jsonl"), rec, 0o640); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "dag.svg"), []byte(dagSVG(record)), 0o640); err != nil {
-		return err
-	}
-	sb, _ := json.MarshalIndent(s, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "summary.json"), sb, 0o640); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o640)
+	return s, writeReport(ctx, r.opts.Dir, s, r.record, rec)
 }
 
 // seed publishes a fork's prefix under the new deliberation, each artifact
@@ -797,12 +827,17 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 		return "", nil
 	}
 	r.sum.BindingMoments++
+	r.notice("binding moment %s asks %s: %q", env.Digest.String()[:19], r.cfg.Principal, env.Question.Stem)
 	if r.engine != nil {
 		// The relay's own engine: its address and token are this
 		// process's; print the address that signs the principal in.
-		r.progress("binding moment %s: waiting for %s at %s/bind/%s (sign in: %s)", env.Digest.String()[:19], r.cfg.Principal, r.engine.HTTPURL, r.id, r.engine.BindURL())
+		r.notice("  answer at %s/bind/%s (sign in first: %s)", r.engine.HTTPURL, r.id, r.engine.BindURL())
 	} else {
-		r.progress("binding moment %s: waiting for %s (engine serve: /bind/%s)", env.Digest.String()[:19], r.cfg.Principal, r.id)
+		base := r.opts.HTTP
+		if base == "" {
+			base = DefaultHTTP
+		}
+		r.notice("  answer at %s/bind/%s (engine serve's page, with the engine's HTTP token; or engine bind %s)", strings.TrimRight(base, "/"), r.id, r.id)
 	}
 	wait, _ := time.ParseDuration(r.cfg.PrincipalTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -854,7 +889,11 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 		r.lastTurn = []ContextArtifact{entry}
 		r.sum.Participants[r.cfg.Principal]++
 		r.sum.Resolutions = append(r.sum.Resolutions, string(rr.Resolution))
-		r.progress("principal  %-12s %-9s %s (%s)", r.cfg.Principal, a.Type, a.ID.String()[:19], rr.Resolution)
+		what := chosen(a, rr, env)
+		if what != "" {
+			what = ": " + clip(what, 100)
+		}
+		r.notice("binding moment %s resolved by %s: %s%s", env.Digest.String()[:19], r.cfg.Principal, rr.Resolution, what)
 		if rr.Resolution == binding.KindOption {
 			r.sum.FinalDecision = a.ID.String()
 		}

@@ -70,7 +70,7 @@ func (n *natsFlags) register(fs interface {
 	}
 }
 
-func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
+func (n *natsFlags) connect(extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{nats.Name("parley-engine-cli"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		n.mu.Lock()
 		n.violations = append(n.violations, err.Error())
@@ -115,7 +115,7 @@ func (n *natsFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
 			}
 		}
 	}
-	nc, err := nats.Connect(n.url, opts...)
+	nc, err := nats.Connect(n.url, append(opts, extra...)...)
 	if err != nil {
 		if n.from != "" {
 			return nil, nil, fmt.Errorf("connect to %s with the credentials of %s: %w", n.url, n.from, err)

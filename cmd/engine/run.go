@@ -45,6 +45,7 @@ func commands() []command {
 		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
 		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
 		{"control", "suspend, resume or cancel a deliberation, or announce a round; wait for the verdict", runControl},
+		{"watch", "show a deliberation live, a line per message, until it ends (or --json)", runWatch},
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
 		{"import", "publish a stream recording into a live engine (resumable)", runImport},
 		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},

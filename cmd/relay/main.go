@@ -4,9 +4,12 @@
 // supervisor ends the deliberation with an explicit record.
 //
 //	relay run [--nats URL] [--dir DIR] [--json] CONFIG.json
+//	relay replay [--speed X] [--nats URL] FILE
+//	relay fork FILE --at N [--nats URL] CONFIG.json
+//	relay version
 //
-// docs/RELAY.md documents the configuration, the turn contract and the
-// adapters.
+// Run "relay help" for every command and flag; docs/RELAY.md documents the
+// configuration, the turn contract and the adapters.
 package main
 
 import (
@@ -18,11 +21,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/buildinfo"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 )
@@ -34,110 +41,157 @@ func main() {
 	os.Exit(code)
 }
 
-// Exit codes: 0 the deliberation completed with a verified closure; 1 it
-// ended otherwise (failed closed, exhausted, deadlock, not verified); 2 bad
-// arguments or configuration, or the run could not be carried out.
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module's build information says which build this is.
+var version = ""
+
+// command is one subcommand: its synopsis (the flags the docs show), what
+// it does, and its flags.
+type command struct {
+	name, synopsis, summary, about string
+	// flags registers the command's flags on fs and returns the function
+	// that runs it with the positional arguments.
+	flags func(fs *flag.FlagSet, stdout, stderr io.Writer) func(ctx context.Context, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
+			"run a relay experiment: participants take turns, the engine's supervisor ends it",
+			`Runs the relay experiment CONFIG.json (docs/RELAY.md): its participants take
+turns publishing artifacts into a new deliberation, the decider decides, and
+the engine's supervisor ends the deliberation with a TERMINATION. Without
+--nats the engine is an embedded one in DIR/engine. The run directory gets
+report.md (statements, objections and their dispositions, every FAILURE with
+its reason, the DAG picture dag.svg), summary.json, record.jsonl and
+invalid/ (each invalid answer and its cause).
+
+Exit status: 0 the deliberation completed with a verified closure; 1 it ended
+otherwise (failed closed, exhausted, deadlock, not verified); 2 bad arguments
+or configuration, or the run could not be carried out.`, runFlags},
+		{"replay", "[--speed X] [--as ID] [--nats URL [--user U --password P | --creds FILE]] [--dir DIR] [--wait D] [--provenance-root DIR]... [--progress] FILE",
+			"re-publish a recorded deliberation as a new one, with its pacing (demos, load)",
+			`Re-publishes the stream recording FILE (engine export --format stream) as a
+new deliberation (or --as ID), with the recording's pacing scaled by --speed.
+The supervisor's recorded emissions are left out: the live supervisor judges
+again. Prints {"deliberation","published","skipped_supervisor","status",
+"state_digest"} once it has. A recording with a principal's resolutions needs
+the operator user of the engine's credentials.json with --nats.
+
+Exit status: 0 replayed; 2 bad arguments, an unreadable recording, or a
+publish the engine refused.`, replayFlags},
+		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] CONFIG.json",
+			"continue a recorded deliberation after message N with other participants",
+			`A counterfactual run: the participants' artifacts of the stream recording
+FILE up to message N (--at: its ordinal within the recorded deliberation, 1
+for the open, as report.md, engine watch and the API's "ordinal" number
+messages) open a new deliberation, copied with no model call, and the
+participants of CONFIG.json carry on from there for its rounds.
+--at-position P names the message by its stream position in the recording
+instead. Output, exit status and run directory are those of relay run.`, forkFlags},
+		{"version", "[--json]", "print the relay's version, Go version and protocol version",
+			`Prints the relay's version: the module version, else the VCS revision and
+its time that go build stamps ("-dirty" with local changes); a build that
+carries neither (go run, go test) says so.`, versionFlags},
+	}
+}
+
+// Run runs the relay command line with args (without the program name)
+// and returns the exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "replay" {
-		return runReplay(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "fork" {
-		return runFork(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) == 0 || args[0] != "run" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "help" || args[0] == "--help") {
-			usage(stdout)
-			return 0
-		}
+	if len(args) == 0 {
 		usage(stderr)
 		return 2
 	}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded engine in the run directory)")
-	var auth natsAuth
-	auth.register(fs)
-	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	quiet := fs.Bool("quiet", false, "no per-turn progress")
-	progress := fs.Bool("progress", false, "per-turn progress on standard error even when it is not a terminal")
-	record := fs.String("record", "", "record every participant call in this cassette directory")
-	replay := fs.String("replay", "", "answer every participant call from this cassette directory (no network)")
-	parallel := fs.Int("parallel", 1, "run this many deliberations of the config at once against one engine")
-	fs.Usage = func() { usage(stderr); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "relay run: need exactly one CONFIG file")
-		return 2
-	}
-	cfg, err := relay.Load(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if *record != "" && *replay != "" {
-		fmt.Fprintln(stderr, "relay run: --record and --replay exclude each other")
-		return 2
-	}
-	opts := relay.Options{NATS: *natsURL, NATSOptions: auth.options(), Dir: *dir, Record: *record, Replay: *replay}
-	if !*quiet && (*progress || isTerminal(stderr)) {
-		opts.Progress = stderr
-	}
-	if *parallel > 1 {
-		start := time.Now()
-		sums, err := relay.RunFleet(ctx, cfg, *parallel, opts)
-		if err != nil {
-			fmt.Fprintf(stderr, "relay: %v\n", err)
-			return 2
-		}
-		completed := 0
-		for _, s := range sums {
-			if s.Termination == "completed" && s.ClosureOK {
-				completed++
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					fs, _ := c.flagSet(stdout, stderr)
+					c.usage(fs, stdout)
+					return 0
+				}
 			}
 		}
-		secs := time.Since(start).Seconds()
-		if *asJSON {
-			b, _ := json.MarshalIndent(map[string]any{"runs": len(sums), "completed": completed, "seconds": secs, "summaries": sums}, "", "  ")
-			fmt.Fprintf(stdout, "%s\n", b)
-		} else {
-			fmt.Fprintf(stdout, "runs %d, completed and verified %d, %.1f s\n", len(sums), completed, secs)
-		}
-		if completed == len(sums) {
-			return 0
-		}
-		return 1
-	}
-	sum, err := relay.Run(ctx, cfg, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
-		return 2
-	}
-	if *asJSON {
-		b, _ := json.MarshalIndent(sum, "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
-	} else {
-		fmt.Fprintf(stdout, "deliberation   %s\ntermination    %s\nrounds         %d\nartifacts      %v\nfinal decision %s\nclosure ok     %v\ninvalid output %d\ntokens         %d\nstate_digest   %s\n",
-			sum.Deliberation, sum.Termination, sum.Rounds, sum.Counts, sum.FinalDecision, sum.ClosureOK, sum.InvalidOutputs, sum.Tokens, sum.StateDigest)
-		if sum.FailedClosed != "" {
-			fmt.Fprintf(stdout, "failed closed  %s\n", sum.FailedClosed)
-		}
-	}
-	if sum.Termination == "completed" && sum.ClosureOK {
+		usage(stdout)
 		return 0
 	}
-	return 1
+	for _, c := range commands() {
+		if c.name == args[0] {
+			fs, run := c.flagSet(stdout, stderr)
+			if wantsHelp(args[1:]) {
+				c.usage(fs, stdout)
+				return 0
+			}
+			pos, err := parse(fs, args[1:])
+			if err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return 0
+				}
+				return 2
+			}
+			return run(ctx, pos)
+		}
+	}
+	fmt.Fprintf(stderr, "relay: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// flagSet returns the command's flags and the function that runs it; its
+// usage goes to the flag set's output (stderr, after a bad flag).
+func (c command) flagSet(stdout, stderr io.Writer) (*flag.FlagSet, func(context.Context, []string) int) {
+	fs := flag.NewFlagSet("relay "+c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	run := c.flags(fs, stdout, stderr)
+	fs.Usage = func() { c.usage(fs, fs.Output()) }
+	return fs, run
+}
+
+// usage writes the command's synopsis, description and flags.
+func (c command) usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: relay %s %s\n\n%s\n", c.name, c.synopsis, c.about)
+	var any bool
+	fs.VisitAll(func(*flag.Flag) { any = true })
+	if any {
+		fmt.Fprintln(w, "\nFlags (they may come before, between or after the file arguments):")
+		out := fs.Output()
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(out)
+	}
+}
+
+// wantsHelp reports whether args ask for a command's help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: relay run [--nats URL] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json")
-	fmt.Fprintln(w, "       relay replay [--nats URL] [--dir DIR] [--speed X] [--as ID] [--wait D] FILE")
-	fmt.Fprintln(w, "       relay fork FILE --at POS [--nats URL] [--dir DIR] [--json] CONFIG.json")
+	fmt.Fprintln(w, "Usage: relay <command> [flags] FILE...")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "relay runs multi-model relay experiments against a parley engine, replays")
+	fmt.Fprintln(w, "recorded deliberations and forks them (docs/RELAY.md).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "  help     this help; relay help COMMAND (or relay COMMAND -h) for a command's flags")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  relay %s %s\n", c.name, c.synopsis)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags may come before, between or after the file arguments. With --nats, --user and --password")
 	fmt.Fprintln(w, "(or --creds) are the engine's NATS credentials: to replay or fork a recording that holds a principal's")
 	fmt.Fprintln(w, "resolutions, give the operator user of the engine's credentials.json (docs/SECURITY.md).")
@@ -160,101 +214,220 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o relay.ReplayOptions
-	fs.StringVar(&o.NATS, "nats", "", "NATS URL of a running engine (default: an embedded one)")
-	var auth natsAuth
-	auth.register(fs)
-	fs.StringVar(&o.Dir, "dir", "", "run directory for an embedded engine")
-	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
-	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
-	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay")
-	fs.Func("provenance-root", "a directory the embedded engine re-verifies provenance annotations against (repeatable)", func(v string) error {
-		o.ProvenanceRoots = append(o.ProvenanceRoots, v)
-		return nil
-	})
-	progress := fs.Bool("progress", false, "a line per message on standard error")
-	pos, err := parse(fs, args)
-	if err != nil || len(pos) != 1 {
-		fmt.Fprintln(stderr, "Usage: relay replay [flags] FILE")
-		return 2
-	}
-	if *progress || isTerminal(stderr) {
-		o.Progress = stderr
-	}
-	o.NATSOptions = auth.options()
-	f, err := os.Open(pos[0])
-	if err != nil {
-		fmt.Fprintln(stderr, "relay replay:", err)
-		return 2
-	}
-	defer f.Close()
-	r, err := recording.NewReader(f)
-	if err != nil {
-		fmt.Fprintln(stderr, "relay replay:", err)
-		return 2
-	}
-	res, err := relay.Replay(ctx, r, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "relay replay:", err)
-		return 2
-	}
-	b, _ := json.Marshal(res)
-	fmt.Fprintf(stdout, "%s\n", b)
-	return 0
+// engineFlags are the flags that reach a running engine.
+type engineFlags struct {
+	nats, http string
+	auth       natsAuth
 }
 
-func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fork", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	at := fs.Uint64("at", 0, "fork after this stream position of the recording")
-	natsURL := fs.String("nats", "", "NATS URL of a running engine (default: an embedded one)")
-	var auth natsAuth
-	auth.register(fs)
-	dir := fs.String("dir", "", "run directory")
+func (e *engineFlags) register(fs *flag.FlagSet, withHTTP bool) {
+	fs.StringVar(&e.nats, "nats", "", "NATS URL of a running engine (default: an embedded engine in DIR/engine)")
+	e.auth.register(fs)
+	if withHTTP {
+		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints")
+	}
+}
+
+func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, []string) int {
+	var ef engineFlags
+	ef.register(fs, true)
+	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	pos, err := parse(fs, args)
-	if err != nil || len(pos) != 2 || *at == 0 {
-		fmt.Fprintln(stderr, "Usage: relay fork FILE --at POS [flags] CONFIG.json")
-		return 2
+	quiet := fs.Bool("quiet", false, "no per-turn progress")
+	progress := fs.Bool("progress", false, "per-turn progress on standard error even when it is not a terminal")
+	record := fs.String("record", "", "record every participant call in this cassette directory")
+	replay := fs.String("replay", "", "answer every participant call from this cassette directory (no network)")
+	parallel := fs.Int("parallel", 1, "run this many deliberations of the config at once against one engine, each in DIR/run-NNN")
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "relay run: need exactly one CONFIG file (relay run -h)")
+			return 2
+		}
+		cfg, err := relay.Load(pos[0])
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		if *record != "" && *replay != "" {
+			fmt.Fprintln(stderr, "relay run: --record and --replay exclude each other")
+			return 2
+		}
+		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Record: *record, Replay: *replay,
+			Notices: stderr}
+		if !*quiet && (*progress || isTerminal(stderr)) {
+			opts.Progress = stderr
+		}
+		if *parallel > 1 {
+			return runFleet(ctx, cfg, *parallel, opts, *asJSON, stdout, stderr)
+		}
+		sum, err := relay.Run(ctx, cfg, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "relay: %v\n", err)
+			return 2
+		}
+		return printSummary(stdout, sum, *asJSON, "")
 	}
-	f, err := os.Open(pos[0])
+}
+
+func runFleet(ctx context.Context, cfg *relay.Config, k int, opts relay.Options, asJSON bool, stdout, stderr io.Writer) int {
+	start := time.Now()
+	sums, err := relay.RunFleet(ctx, cfg, k, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, "relay fork:", err)
+		fmt.Fprintf(stderr, "relay: %v\n", err)
 		return 2
 	}
-	defer f.Close()
-	rec, err := recording.NewReader(f)
-	if err != nil {
-		fmt.Fprintln(stderr, "relay fork:", err)
-		return 2
+	completed := 0
+	for _, s := range sums {
+		if s.Termination == "completed" && s.ClosureOK {
+			completed++
+		}
 	}
-	cfg, err := relay.Load(pos[1])
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	opts := relay.Options{NATS: *natsURL, NATSOptions: auth.options(), Dir: *dir, Fork: rec, ForkAt: *at}
-	if isTerminal(stderr) {
-		opts.Progress = stderr
-	}
-	sum, err := relay.Run(ctx, cfg, opts)
-	if err != nil {
-		fmt.Fprintf(stderr, "relay fork: %v\n", err)
-		return 2
-	}
-	b, _ := json.MarshalIndent(sum, "", "  ")
-	if *asJSON {
+	secs := time.Since(start).Seconds()
+	if asJSON {
+		b, _ := json.MarshalIndent(map[string]any{"runs": len(sums), "completed": completed, "seconds": secs, "summaries": sums}, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
-		fmt.Fprintf(stdout, "deliberation %s (forked at %d)\ntermination  %s\nclosure ok   %v\n", sum.Deliberation, *at, sum.Termination, sum.ClosureOK)
+		fmt.Fprintf(stdout, "%s\n  %-16s%d, completed and verified %d, %.1f s\n", cfg.Title, "runs", len(sums), completed, secs)
+		for _, s := range sums {
+			fmt.Fprintf(stdout, "  %-16s%s  %s  %s\n", "", s.Dir, s.Deliberation, s.Termination)
+		}
+	}
+	if completed == len(sums) {
+		return 0
+	}
+	return 1
+}
+
+// printSummary prints a run's summary (as JSON, or as a block for people)
+// and returns its exit status.
+func printSummary(w io.Writer, sum *relay.Summary, asJSON bool, forked string) int {
+	if asJSON {
+		b, _ := json.MarshalIndent(sum, "", "  ")
+		fmt.Fprintf(w, "%s\n", b)
+	} else {
+		s := relay.FormatSummary(sum)
+		if forked != "" {
+			title, rest, _ := strings.Cut(s, "\n")
+			s = title + "\n" + fmt.Sprintf("  %-16s%s\n", "forked after", forked) + rest
+		}
+		fmt.Fprint(w, s)
 	}
 	if sum.Termination == "completed" && sum.ClosureOK {
 		return 0
 	}
 	return 1
+}
+
+func replayFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, []string) int {
+	var o relay.ReplayOptions
+	fs.StringVar(&o.NATS, "nats", "", "NATS URL of a running engine (default: an embedded one in DIR/engine)")
+	var auth natsAuth
+	auth.register(fs)
+	fs.StringVar(&o.Dir, "dir", "", "run directory for an embedded engine (default: relay-runs/<UTC time>)")
+	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
+	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
+	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay (to look at it)")
+	fs.Func("provenance-root", "a directory the embedded engine re-verifies provenance annotations against (repeatable)", func(v string) error {
+		o.ProvenanceRoots = append(o.ProvenanceRoots, v)
+		return nil
+	})
+	progress := fs.Bool("progress", false, "a line per message on standard error even when it is not a terminal")
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 1 {
+			fmt.Fprintln(stderr, "relay replay: need exactly one recording FILE (relay replay -h)")
+			return 2
+		}
+		if *progress || isTerminal(stderr) {
+			o.Progress = stderr
+		}
+		o.NATSOptions = auth.options()
+		f, err := os.Open(pos[0])
+		if err != nil {
+			fmt.Fprintln(stderr, "relay replay:", err)
+			return 2
+		}
+		defer f.Close()
+		r, err := recording.NewReader(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "relay replay:", err)
+			return 2
+		}
+		res, err := relay.Replay(ctx, r, o)
+		if err != nil {
+			fmt.Fprintln(stderr, "relay replay:", err)
+			return 2
+		}
+		b, _ := json.Marshal(res)
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+}
+
+func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, []string) int {
+	at := fs.Uint64("at", 0, "fork after message N of the recorded deliberation: its ordinal (1 for the open), as report.md and engine watch number messages")
+	atPos := fs.Uint64("at-position", 0, "fork after the message at this stream position of the recording instead")
+	var ef engineFlags
+	ef.register(fs, true)
+	dir := fs.String("dir", "", "run directory (default: relay-runs/<UTC time>)")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	return func(ctx context.Context, pos []string) int {
+		if len(pos) != 2 || (*at == 0) == (*atPos == 0) {
+			fmt.Fprintln(stderr, "Usage: relay fork FILE (--at N | --at-position P) [flags] CONFIG.json (relay fork -h)")
+			return 2
+		}
+		f, err := os.Open(pos[0])
+		if err != nil {
+			fmt.Fprintln(stderr, "relay fork:", err)
+			return 2
+		}
+		defer f.Close()
+		rec, err := recording.NewReader(f)
+		if err != nil {
+			fmt.Fprintln(stderr, "relay fork:", err)
+			return 2
+		}
+		cfg, err := relay.Load(pos[1])
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
+			Notices: stderr}
+		if isTerminal(stderr) {
+			opts.Progress = stderr
+		}
+		sum, err := relay.Run(ctx, cfg, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "relay fork: %v\n", err)
+			return 2
+		}
+		forked := fmt.Sprintf("message %d of %s's deliberation %s", *at, pos[0], rec.Header().Deliberation)
+		if *atPos > 0 {
+			forked = fmt.Sprintf("stream position %d of %s (deliberation %s)", *atPos, pos[0], rec.Header().Deliberation)
+		}
+		return printSummary(stdout, sum, *asJSON, forked)
+	}
+}
+
+func versionFlags(fs *flag.FlagSet, stdout, _ io.Writer) func(context.Context, []string) int {
+	asJSON := fs.Bool("json", false, "print a JSON object")
+	return func(_ context.Context, pos []string) int {
+		bi := buildinfo.Read(version)
+		if *asJSON {
+			b, _ := json.Marshal(struct {
+				Relay        string `json:"relay"`
+				Revision     string `json:"revision,omitempty"`
+				RevisionTime string `json:"revision_time,omitempty"`
+				Modified     bool   `json:"modified,omitempty"`
+				Go           string `json:"go"`
+				Protocol     string `json:"protocol"`
+			}{bi.Short(), bi.Revision, bi.Time, bi.Modified, runtime.Version(), events.ProtocolVersion})
+			fmt.Fprintf(stdout, "%s\n", b)
+			return 0
+		}
+		fmt.Fprintf(stdout, "relay     %s\ngo        %s\nprotocol  %s\n", bi.String(), runtime.Version(), events.ProtocolVersion)
+		return 0
+	}
 }
 
 // isTerminal reports whether w is a terminal: progress shows there and
