@@ -93,9 +93,9 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 	} else if c, _, err := parseControl(m.Data); err == nil {
 		ctlOK, out.Op = true, c.Op
 	}
-	if m.Seq > p.position {
+	if m.Seq > p.Position() {
 		out.Verdict = VerdictUnprojected
-		out.Note = "the projection is at position " + strconv.FormatUint(p.position, 10)
+		out.Note = "the projection is at position " + strconv.FormatUint(p.Position(), 10)
 		return out, nil
 	}
 	d := p.delibs[id]

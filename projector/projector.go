@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
@@ -169,7 +170,7 @@ func DefaultOptions() Options {
 // state. A Projection is not safe for concurrent use; the runner guards it.
 type Projection struct {
 	opts     Options
-	position uint64 // the highest position applied
+	position atomic.Uint64 // the highest position applied (read by a deliberation's readers while another's messages are applied)
 	delibs   map[string]*Deliberation
 	// Messages that name no deliberation (or not one that was ever
 	// opened) are recorded here, the most recent MaxKept of them.
@@ -193,13 +194,13 @@ func New(opts Options) *Projection {
 }
 
 // Position is the highest stream position applied.
-func (p *Projection) Position() uint64 { return p.position }
+func (p *Projection) Position() uint64 { return p.position.Load() }
 
 // Advance records that every message up to position seq that concerns this
 // projection has been applied (a runner that spreads the stream over
 // several projections hands each only its own messages): its position
 // moves there, and a snapshot of it resumes after seq.
-func (p *Projection) Advance(seq uint64) { p.position = max(p.position, seq) }
+func (p *Projection) Advance(seq uint64) { p.position.Store(max(p.position.Load(), seq)) }
 
 // MaxKept is the number of detailed rejections kept per deliberation (and
 // of unrouted ones).
@@ -257,10 +258,10 @@ func (p *Projection) Apply(m Msg) Outcome {
 			return Outcome{}
 		}
 		prev = d.lastTime
-	} else if m.Seq <= p.position {
+	} else if m.Seq <= p.position.Load() {
 		return Outcome{}
 	}
-	p.position = max(p.position, m.Seq)
+	p.position.Store(max(p.position.Load(), m.Seq))
 	m.Time = EffectiveTime(m, prev)
 	out := p.apply(m, delib, kind, participant)
 	out.Time = m.Time

@@ -125,7 +125,7 @@ func cut[T any](s []T) []T { return s[:len(s):len(s)] }
 // open objections, pending artifacts, bounded lists), not the size of the
 // DAGs. The caller holds whatever keeps the fold from running meanwhile.
 func (p *Projection) Freeze() *Frozen {
-	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.position, Unrouted: slices.Clone(p.unrouted), UnroutedTotal: p.unroutedTotal},
+	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.Position(), Unrouted: slices.Clone(p.unrouted), UnroutedTotal: p.unroutedTotal},
 		delibs: make([]frozenDelib, 0, len(p.delibs))}
 	for _, d := range p.delibs {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
@@ -195,7 +195,8 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		return nil, fmt.Errorf("projector: snapshot version %d, want %d", s.Version, snapshotVersion)
 	}
 	p := New(opts)
-	p.position, p.unrouted, p.unroutedTotal = s.Position, s.Unrouted, s.UnroutedTotal
+	p.position.Store(s.Position)
+	p.unrouted, p.unroutedTotal = s.Unrouted, s.UnroutedTotal
 	for _, ds := range s.Delibs {
 		d := newDeliberation(ds.ID, p.opts)
 		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
