@@ -65,11 +65,12 @@ func startCluster(t testing.TB, n int) *jsCluster {
 			c.kill(i)
 		}
 	})
-	// JetStream is ready once the meta group has a leader.
+	// JetStream is ready once the meta group has a leader that knows
+	// every peer (a stream on 3 replicas needs them all).
 	deadline := time.Now().Add(30 * time.Second)
-	for !c.metaLeader() {
+	for c.metaPeers() < n {
 		if time.Now().After(deadline) {
-			t.Fatal("the cluster elected no JetStream meta leader")
+			t.Fatalf("the cluster's JetStream meta leader knows %d of %d peers", c.metaPeers(), n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -104,15 +105,17 @@ func (c *jsCluster) kill(i int) {
 	}
 }
 
-func (c *jsCluster) metaLeader() bool {
+// metaPeers is how many peers the JetStream meta leader knows (0: no
+// leader).
+func (c *jsCluster) metaPeers() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range c.nodes {
 		if s != nil && s.JetStreamIsLeader() {
-			return true
+			return len(s.JetStreamClusterPeers())
 		}
 	}
-	return false
+	return 0
 }
 
 // streamLeader is the index of the node leading the PARLEY stream, or -1.
@@ -176,8 +179,19 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	var logs []*levelLog
 	for i := range engines {
 		l := &levelLog{}
-		s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: c.urls(i), HTTP: "127.0.0.1:0", Replicas: 3,
-			Logger: slog.New(l)})
+		dir := t.TempDir()
+		var s *service.Service
+		var err error
+		// A cluster just formed may still refuse the stream's creation
+		// for a moment (no responders while its meta group settles).
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			s, err = service.Start(ctx, service.Config{DataDir: dir, NATS: c.urls(i), HTTP: "127.0.0.1:0", Replicas: 3, Logger: slog.New(l)})
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			t.Logf("engine %d: %v: again", i+1, err)
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
