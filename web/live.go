@@ -185,6 +185,9 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 			out.missed = fresh - avail
 			from := len(kept) - avail
 			out.rejections = slices.Clone(kept[from : from+min(avail, batch)])
+			for i := range out.rejections {
+				out.rejections[i].Ordinal = d.Ordinal(out.rejections[i].Position)
+			}
 		}
 		out.admitted, out.rejTotal = n, total
 		out.state = StateEvent{Status: d.Status, Position: d.Position, Artifacts: n, Rejections: total, Pending: d.Pending(),

@@ -260,7 +260,7 @@ func TestExplorer(t *testing.T) {
 		!strings.Contains(f.Decision, "Closure verifies") || !strings.Contains(f.Decision, "addressed") {
 		t.Errorf("decision: %q", f.Decision)
 	}
-	if !strings.Contains(f.Rejection, "critic") || !strings.Contains(f.Rejection, "json.syntax") || !strings.Contains(f.Rejection, "malformed_input") {
+	if !strings.Contains(f.Rejection, "critic") || !strings.HasPrefix(f.Rejection, "#6") || !strings.Contains(f.Rejection, "json.syntax") || !strings.Contains(f.Rejection, "malformed_input") {
 		t.Errorf("rejection: %q", f.Rejection)
 	}
 	// 6 artifacts (the supervisor's TERMINATION among them), 7 references
