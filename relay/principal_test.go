@@ -117,6 +117,19 @@ func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, 
 		t.Errorf("%d /bind addresses for %d moments:\n%s", n, len(answers), notices.String())
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	// The summary and the report link the deliberation's page in the
+	// engine's explorer, which serves it.
+	if want := "http://" + s.HTTPAddr() + "/deliberations/" + sum.Deliberation; sum.Explorer != want ||
+		!strings.Contains(string(report), "<"+want+">") || !strings.Contains(relay.FormatSummary(sum), want) {
+		t.Errorf("explorer link %q, want %q in the summary and the report", sum.Explorer, want)
+	} else if resp, err := http.Get(want); err != nil {
+		t.Error(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("GET %s: %s %s", want, resp.Status, resp.Header.Get("Content-Type"))
+		}
+	}
 	if len(sum.Binding) != len(answers) {
 		t.Errorf("binding %+v", sum.Binding)
 	}

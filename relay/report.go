@@ -91,6 +91,9 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
 	b.WriteString("| | |\n| --- | --- |\n")
 	row("deliberation", "`"+s.Deliberation+"`")
+	if s.Explorer != "" {
+		row("explorer", "<"+s.Explorer+">")
+	}
 	term := "**" + s.Termination + "**"
 	for _, e := range rec.entries {
 		if e.A.Type == events.TypeTermination && e.Participant == projector.SupervisorToken {
@@ -326,6 +329,9 @@ func FormatSummary(s *Summary) string {
 		line("run directory", "%s (report.md, dag.svg, summary.json, record.jsonl)", s.Dir)
 	}
 	line("deliberation", "%s", s.Deliberation)
+	if s.Explorer != "" {
+		line("explorer", "%s", s.Explorer)
+	}
 	line("termination", "%s", s.Termination)
 	if s.FailedClosed != "" {
 		line("failed closed", "%s", s.FailedClosed)

@@ -84,7 +84,11 @@ type Options struct {
 
 // Summary of a run (relay run --json prints it).
 type Summary struct {
-	Deliberation       string              `json:"deliberation"`
+	Deliberation string `json:"deliberation"`
+	// Explorer is the deliberation's page in the explorer of the engine
+	// at --nats (its --http address), for a run against a running engine;
+	// empty for a run on its own embedded engine, which stops with it.
+	Explorer           string              `json:"explorer,omitempty"`
 	Title              string              `json:"title"`
 	Termination        string              `json:"termination"` // the final status
 	Rounds             int                 `json:"rounds"`
@@ -260,6 +264,13 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 		return nil, err
 	}
 	r.sum.Deliberation = r.id
+	if opts.NATS != "" {
+		base := opts.HTTP
+		if base == "" {
+			base = DefaultHTTP
+		}
+		r.sum.Explorer = strings.TrimRight(base, "/") + "/deliberations/" + r.id
+	}
 	defer func() {
 		if runErr != nil && errors.Is(runErr, client.ErrUnavailable) && ctx.Err() == nil {
 			runErr = r.failClosed(orch, runErr)
