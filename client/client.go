@@ -64,12 +64,21 @@ func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, erro
 	if !projector.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
-	js, err := jetstream.New(nc, o.JetStream...)
+	// DefaultAsyncMaxPending first: the caller's options override it.
+	js, err := jetstream.New(nc, append([]jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(DefaultAsyncMaxPending)}, o.JetStream...)...)
 	if err != nil {
 		return nil, err
 	}
 	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs(), opts: o.withDefaults()}, nil
 }
+
+// DefaultAsyncMaxPending is how many asynchronous publishes a client has
+// in flight at most (PublishArtifactAsync waits past it), unless its
+// JetStream options say otherwise. JetStream's own default, 4,000, lets a
+// fleet of a few dozen publishers overflow a server's stream ingest
+// queue (100,000 messages by default), which refuses the excess with 429
+// too many requests; at 256, 200 publishers fit.
+const DefaultAsyncMaxPending = 256
 
 // Participant returns the client's token.
 func (c *Client) Participant() string { return c.participant }

@@ -408,3 +408,60 @@ func TestClient_WaitPositionWaitsForAnEngineCatchingUp(t *testing.T) {
 		t.Fatalf("WaitOutcome: %v after %d requests, want the context's end after several", err, asked.Load())
 	}
 }
+
+// A client has at most DefaultAsyncMaxPending asynchronous publishes in
+// flight unless told otherwise: past it, PublishArtifactAsync waits for
+// acknowledgements (here, a subscriber that never answers stands in for a
+// stream that is slow to acknowledge). JetStream's own default (4,000)
+// would let a fleet overflow the server's stream ingest queue.
+func TestClient_AsyncInFlightBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  []jetstream.JetStreamOpt
+		limit int
+	}{
+		{"default", nil, client.DefaultAsyncMaxPending},
+		{"the caller's", []jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(40)}, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, nc := bare(t)
+			// Acknowledges nothing until released, then everything.
+			release := make(chan struct{})
+			var once sync.Once
+			defer once.Do(func() { close(release) })
+			sink, err := nc.Subscribe(projector.ArtifactSubject(delib, ">"), func(m *nats.Msg) {
+				<-release
+				m.Respond([]byte(`{"stream":"` + wire.StreamName + `","seq":1}`))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Unsubscribe()
+			c, err := client.New(nc, "alice", tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tc.limit {
+				a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "claim " + strconv.Itoa(i)}})
+				if _, err := c.PublishArtifactAsync(delib, a); err != nil {
+					t.Fatalf("publish %d of %d: %v", i+1, tc.limit, err)
+				}
+			}
+			over := make(chan error, 1)
+			go func() {
+				a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "one too many"}})
+				_, err := c.PublishArtifactAsync(delib, a)
+				over <- err
+			}()
+			select {
+			case err := <-over:
+				t.Fatalf("publish %d returned at once (%v): more than %d in flight", tc.limit+1, err, tc.limit)
+			case <-time.After(300 * time.Millisecond):
+			}
+			once.Do(func() { close(release) })
+			if err := <-over; err != nil {
+				t.Fatalf("publish %d once the others were acknowledged: %v", tc.limit+1, err)
+			}
+		})
+	}
+}
