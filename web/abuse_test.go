@@ -98,6 +98,20 @@ func TestLiveFeedAbuse(t *testing.T) {
 			t.Errorf("%s Last-Event-ID %.40q: %d %v, want %d %s", cse.url[len(base):min(len(cse.url), len(base)+80)], cse.lastID, resp.StatusCode, body, cse.status, cse.code)
 		}
 	}
+	// min_position holds for the explorer's endpoints as for the API's:
+	// not a number is refused, a position far ahead answers behind.
+	for _, u := range []string{feed, base + "/api/v1/explorer/deliberations"} {
+		for q, want := range map[string]string{"-5": "400 bad_request", "abc": "400 bad_request", strconv.FormatUint(1<<62, 10): "503 " + service.CodeBehind} {
+			resp, body := get(u+"?min_position="+q, nil)
+			if got := fmt.Sprint(resp.StatusCode, " ", body["code"]); got != want {
+				t.Errorf("%s?min_position=%s: %s, want %s", u[len(base):], q, got, want)
+			}
+		}
+	}
+	if evs := readEvents(t, feed+"?min_position="+strconv.FormatUint(last, 10), nil, func(e sseEvent) bool { return e.Name == "ready" }); !strings.Contains(all(evs, "artifacts"), "claim 2") {
+		t.Errorf("the feed at a min_position reached: %v", evs)
+	}
+
 	// Cursors at the ends of the range are feeds. Past the last
 	// position with every admitted artifact counted as sent, only ready;
 	// with none counted, the admitted ones are sent (as held and
