@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -128,8 +129,16 @@ func dagDOT(rec *deliberationRecord) string {
 	return b.String()
 }
 
-// esc escapes text for an HTML-like label.
-func esc(s string) string { return html.EscapeString(s) }
+// esc escapes text for an HTML-like label: its markup, Graphviz's
+// escapes (\N, \G, \L... would be replaced by names, even written as
+// entities: a word joiner after the backslash keeps them as they are
+// written), and the control characters XML has no place for, which are
+// shown as escapes.
+func esc(s string) string {
+	return gvEscapes.ReplaceAllString(html.EscapeString(inert(s, false)), "\\\u2060$1")
+}
+
+var gvEscapes = regexp.MustCompile(`\\([GNEHTLlnr])`)
 
 func nodeDOT(rec *deliberationRecord, n dagNode) string {
 	e := rec.entries[n.first]

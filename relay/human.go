@@ -40,7 +40,7 @@ func (h *humanParticipant) ask(prompt string) (string, error) {
 func (h *humanParticipant) Take(_ context.Context, t Turn) (Response, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	fmt.Fprintf(h.out, "\n== round %d, %s (%s)\n%s\n", t.Round, t.Participant, t.Role, t.Question)
+	fmt.Fprintf(h.out, "\n== round %d, %s (%s)\n%s\n", t.Round, t.Participant, t.Role, inert(t.Question, true))
 	var last string
 	for _, c := range t.Context {
 		var a struct {
@@ -49,7 +49,8 @@ func (h *humanParticipant) Take(_ context.Context, t Turn) (Response, error) {
 			Payload map[string]any `json:"payload"`
 		}
 		json.Unmarshal(c.Artifact, &a)
-		fmt.Fprintf(h.out, "  [%s] %s by %s: %v\n", a.ID[:19], a.Type, c.Participant, a.Payload)
+		// what other participants wrote, on one line, inert
+		fmt.Fprintln(h.out, inert(fmt.Sprintf("  [%s] %s by %s: %v", a.ID[:19], a.Type, c.Participant, a.Payload), false))
 		last = a.ID
 	}
 	typ := "DECISION"

@@ -190,13 +190,22 @@ func clip(s string, n int) string {
 func wrap(s string, width, max int) []string {
 	var lines []string
 	line := ""
-	for _, w := range strings.Fields(s) {
-		for utf8.RuneCountInString(w) > width {
+	// Past max lines the rest is not looked at (a statement can be a
+	// megabyte without a space).
+	for w := range strings.FieldsSeq(s) {
+		if len(lines) > max {
+			break
+		}
+		for len(lines) <= max && utf8.RuneCountInString(w) > width {
 			if line != "" {
 				lines, line = append(lines, line), ""
 			}
-			r := []rune(w)
-			lines, w = append(lines, string(r[:width])), string(r[width:])
+			cut := 0
+			for range width {
+				_, n := utf8.DecodeRuneInString(w[cut:])
+				cut += n
+			}
+			lines, w = append(lines, w[:cut]), w[cut:]
 		}
 		switch {
 		case line == "":

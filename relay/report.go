@@ -36,10 +36,27 @@ type Resolved struct {
 	Ordinal uint64 `json:"ordinal,omitempty"` // of the principal's artifact
 }
 
-// mdCell escapes text for a Markdown table cell.
+// mdCell escapes text for a Markdown table cell: on one line, with no
+// cell boundary, raw HTML, link, image or code span of its own.
 func mdCell(s string) string {
+	return mdText(strings.Join(strings.Fields(s), " "))
+}
+
+// mdText escapes text for Markdown: backslashes (so that none escapes
+// the escape of the next character), the table's pipes, the angle
+// brackets of raw HTML and autolinks, the brackets of links and images,
+// and backticks.
+var mdText = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", ">", "&gt;", "[", `\[`, "]", `\]`, "`", "\\`").Replace
+
+// mdCode is a code (a FAILURE's, which its author chooses) as a code
+// span in a table cell; one that carries a backslash, which a code span
+// would show doubled, as escaped text instead.
+func mdCode(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	return strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace(s)
+	if strings.Contains(s, `\`) {
+		return mdText(s)
+	}
+	return "`" + strings.NewReplacer("|", `\|`, "`", "'").Replace(s) + "`"
 }
 
 // maxPicture is the most artifacts dag.svg is drawn for.
@@ -130,7 +147,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 		if len(s.Findings) > 0 {
 			b.WriteString("Its closure does not verify:\n\n")
 			for _, x := range s.Findings {
-				fmt.Fprintf(&b, "- `%s` on %s: %s\n", x.Code, rec.ref(mustDigest(x.ArtifactID)), mdCell(x.Message))
+				fmt.Fprintf(&b, "- %s on %s: %s\n", mdCode(x.Code), rec.ref(mustDigest(x.ArtifactID)), mdCell(x.Message))
 			}
 			b.WriteString("\n")
 		} else if s.ClosureOK {
@@ -146,7 +163,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	} else if len(s.Findings) > 0 {
 		b.WriteString("## Closure findings\n\n")
 		for _, x := range s.Findings {
-			fmt.Fprintf(&b, "- `%s` on %s: %s\n", x.Code, rec.ref(mustDigest(x.ArtifactID)), mdCell(x.Message))
+			fmt.Fprintf(&b, "- %s on %s: %s\n", mdCode(x.Code), rec.ref(mustDigest(x.ArtifactID)), mdCell(x.Message))
 		}
 		b.WriteString("\n")
 	}
@@ -196,7 +213,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	if len(s.Failures) > 0 {
 		fmt.Fprintf(&b, "## Failures (%d)\n\n| # | participant | code | reason |\n| --- | --- | --- | --- |\n", len(s.Failures))
 		for _, f := range s.Failures {
-			fmt.Fprintf(&b, "| %d | %s | `%s` | %s |\n", f.Ordinal, f.Participant, f.Code, mdCell(f.Reason))
+			fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", f.Ordinal, f.Participant, mdCode(f.Code), mdCell(f.Reason))
 		}
 		b.WriteString("\n")
 	}
@@ -213,11 +230,11 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 		}
 		typ := string(e.A.Type)
 		if q := qualifier(e.A); q != "" {
-			typ += " (" + q + ")"
+			typ += " (" + mdCell(q) + ")"
 		}
 		round := ""
 		if raw, ok := e.A.Extensions["parley.round"]; ok {
-			round = string(raw)
+			round = mdCell(string(raw))
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s |\n", e.Ordinal, e.Position, round, e.Participant, typ,
 			mdCell(clip(artifactText(e.A), 240)), strings.Join(refs, ", "))
@@ -227,7 +244,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	if len(rec.rejections) > 0 {
 		b.WriteString("## Rejected messages\n\n| # | position | participant | code | message |\n| --- | --- | --- | --- | --- |\n")
 		for _, r := range rec.rejections {
-			fmt.Fprintf(&b, "| %d | %d | %s | `%s` | %s |\n", r.Ordinal, r.Position, r.Participant, r.Code, mdCell(clip(r.Message, 200)))
+			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", r.Ordinal, r.Position, r.Participant, mdCode(r.Code), mdCell(clip(r.Message, 200)))
 		}
 		b.WriteString("\n")
 	}
@@ -239,7 +256,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 func mdQuote(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	for i, l := range lines {
-		lines[i] = "> " + l
+		lines[i] = "> " + mdText(l)
 	}
 	return strings.Join(lines, "\n")
 }
@@ -320,7 +337,7 @@ func chosen(a *events.Artifact, rr binding.ResolutionRecord, env *binding.Envelo
 }
 
 // FormatSummary is the summary of a run as a block for people, naming the
-// run directory.
+// run directory; participants' words in it are inert on a terminal.
 func FormatSummary(s *Summary) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", s.Title)
@@ -378,5 +395,5 @@ func FormatSummary(s *Summary) string {
 	for _, n := range s.Notes {
 		line("note", "%s", n)
 	}
-	return b.String()
+	return inert(b.String(), true)
 }

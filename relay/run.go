@@ -423,7 +423,7 @@ func (r *runner) notice(format string, a ...any) {
 
 func (r *runner) progress(format string, a ...any) {
 	if r.opts.Progress != nil {
-		fmt.Fprintf(r.opts.Progress, format+"\n", a...)
+		fmt.Fprintln(r.opts.Progress, inert(fmt.Sprintf(format, a...), false))
 	}
 }
 

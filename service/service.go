@@ -244,7 +244,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.haltedErr
 	explorer.Register(root)
-	s.http = &http.Server{Handler: s.auth.wrap(w.guard(root)), ReadHeaderTimeout: 10 * time.Second}
+	// min_position holds for the explorer's endpoints as for the API's
+	// (whose handler applies it too: a position reached costs nothing
+	// the second time).
+	s.http = &http.Server{Handler: s.auth.wrap(w.guard(s.Queries.minPosition(root))), ReadHeaderTimeout: 10 * time.Second}
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	go func() {
 		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

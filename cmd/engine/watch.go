@@ -560,7 +560,51 @@ func (w *watcher) print(l watchLine) {
 			b.WriteString(" (pending: waits for a reference)")
 		}
 	}
-	fmt.Fprintln(w.e.stdout, b.String())
+	fmt.Fprintln(w.e.stdout, inert(b.String()))
+}
+
+// inert makes participants' text safe to print on a terminal: control
+// characters (C0 but the space, DEL, C1: escape sequences, BEL,
+// carriage returns) and the bidirectional overrides and isolates that
+// reorder what a terminal shows are written as visible \x.. or \u....
+// escapes; bytes that are not UTF-8 as \x.. too.
+func inert(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x80 && unsafeRune(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 func mustParse(s string) canon.Digest {
