@@ -347,10 +347,10 @@ func resolver(r *http.Request) (string, error) {
 }
 
 // Handler serves the HTTP query API under /api/v1, /healthz and /metrics
-// (the pages, web's, are mounted beside it in Start). It authenticates nothing: a write needs the
-// participant a token stands for, which only the engine's authentication
-// (around this handler in Start) puts in the request; without it every
-// write is refused.
+// (Start mounts web's pages beside it). It authenticates nothing: a write
+// needs the participant a token stands for, which only the engine's
+// authentication (around this handler in Start) puts in the request;
+// without it every write is refused.
 func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", q.serveDeliberations)

@@ -27,8 +27,8 @@ import (
 const DefaultPrincipal = wire.PrincipalToken
 
 // BindingMoment is a provisional DECISION that asks its principal (seed
-// 002), with where it stands (its home is binding, so that the binding
-// pages need no engine to render them).
+// 002), with where it stands (its home is binding, so that web's binding
+// pages render it without importing the engine's assembly).
 type BindingMoment = binding.Moment
 
 // Bindings returns the binding moments of a deliberation in stream order.
