@@ -76,6 +76,18 @@ func TestBindPage(t *testing.T) {
 		return id
 	}
 	page := func(id string) string { return "http://" + s.HTTPAddr() + "/bind/" + id }
+	// The pages' templates sit among the explorer's assets, and are not
+	// served as assets.
+	for _, name := range []string{"bind.html", "bind-index.html", "refused.html"} {
+		resp, err := http.Get("http://" + s.HTTPAddr() + "/assets/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("/assets/%s: %s", name, resp.Status)
+		}
+	}
 
 	// Without the token the page shows, but resolving is refused.
 	id := ask(byName["seed002-6.4"])
