@@ -137,6 +137,10 @@ func (q *Queries) minPosition(next http.Handler) http.Handler {
 
 func (e *apiError) Error() string { return e.Message }
 
+// HTTPStatus is the status the error is answered with (web's binding
+// pages answer a refused resolution with it).
+func (e *apiError) HTTPStatus() int { return e.Status }
+
 func notFound(what string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: what + " not found"}
 }
@@ -342,11 +346,11 @@ func resolver(r *http.Request) (string, error) {
 	return p, nil
 }
 
-// Handler serves the HTTP query API under /api/v1, /healthz and /metrics,
-// and the /bind pages. It authenticates nothing: a write needs the
-// participant a token stands for, which only the engine's authentication
-// (around this handler in Start) puts in the request; without it every
-// write is refused.
+// Handler serves the HTTP query API under /api/v1, /healthz and /metrics
+// (Start mounts web's pages beside it). It authenticates nothing: a write
+// needs the participant a token stands for, which only the engine's
+// authentication (around this handler in Start) puts in the request;
+// without it every write is refused.
 func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", q.serveDeliberations)
@@ -414,9 +418,6 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		}
 		writeJSON(w, http.StatusCreated, v)
 	})
-	mux.HandleFunc("GET /bind", q.webIndex)
-	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { q.webBind(w, r, nil, "", http.StatusOK) })
-	mux.HandleFunc("POST /bind/{id}/{envelope_digest}", q.webResolve)
 	mux.HandleFunc("GET /api/v1/rejections", q.serveUnrouted)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		h := q.Health(r.Context())

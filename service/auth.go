@@ -222,10 +222,8 @@ func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 	}
-	if strings.HasPrefix(r.URL.Path, "/bind") || web.IsPage(r.URL.Path) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(e.Status)
-		refusedPage.Execute(w, e)
+	if web.IsBindPage(r.URL.Path) || web.IsPage(r.URL.Path) {
+		web.Refuse(w, e.Status, e.Code, e.Message)
 		return
 	}
 	writeJSON(w, e.Status, e)

@@ -27,20 +27,9 @@ import (
 const DefaultPrincipal = wire.PrincipalToken
 
 // BindingMoment is a provisional DECISION that asks its principal (seed
-// 002), with where it stands.
-type BindingMoment struct {
-	Decision       canon.Digest              `json:"decision"`
-	Decider        string                    `json:"decider"`
-	Position       uint64                    `json:"position"`
-	Status         string                    `json:"status"` // open, resolved, malformed
-	EnvelopeDigest string                    `json:"envelope_digest,omitempty"`
-	Envelope       json.RawMessage           `json:"envelope,omitempty"`
-	Findings       []binding.Finding         `json:"findings,omitempty"` // of a malformed envelope: never rendered as a decision
-	Suppressed     []string                  `json:"hatches_suppressed,omitempty"`
-	Resolution     *binding.ResolutionRecord `json:"resolution,omitempty"`
-	ResolvedBy     string                    `json:"resolved_by,omitempty"`
-	ResolvedIn     *canon.Digest             `json:"resolved_in,omitempty"`
-}
+// 002), with where it stands (its home is binding, so that web's binding
+// pages render it without importing the engine's assembly).
+type BindingMoment = binding.Moment
 
 // Bindings returns the binding moments of a deliberation in stream order.
 // It reads the bodies of the deliberation's artifacts from the stream
@@ -98,13 +87,7 @@ func (q *Queries) Bindings(ctx context.Context, id string) ([]BindingMoment, err
 }
 
 // Resolved is the answer to a resolution: what was published.
-type Resolved struct {
-	Verdict     binding.Verdict `json:"verdict"`
-	ArtifactID  canon.Digest    `json:"artifact_id"`
-	Type        events.Type     `json:"artifact_type"`
-	Participant string          `json:"participant"`
-	Position    uint64          `json:"position"`
-}
+type Resolved = binding.Resolved
 
 // Resolve applies a principal's resolution (the body, seed 002 §7.3) to the
 // open binding moment of deliberation id whose envelope has digest

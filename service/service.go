@@ -236,14 +236,16 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, fmt.Errorf("service: --http: %w", err)
 	}
 	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
-	// The explorer's pages and live feed beside the query API, behind the
-	// same authentication and the same halt (a halted engine serves no
-	// state as if it were sound).
+	// The explorer's pages and live feed, and the binding pages (which
+	// read binding moments and publish resolutions through the query
+	// API), beside the query API, behind the same authentication and the
+	// same halt (a halted engine serves no state as if it were sound).
 	root := http.NewServeMux()
 	root.Handle("/", s.Queries.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.haltedErr
 	explorer.Register(root)
+	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's
 	// (whose handler applies it too: a position reached costs nothing
 	// the second time).

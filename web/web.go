@@ -8,6 +8,10 @@
 // server-sent events, resumable from a position. The pages read the rest
 // from the query API (/api/v1), and obey the same authentication: they
 // are mounted behind it.
+//
+// The package holds the engine's other pages too: the binding pages
+// (/bind, /bind/{id}), where a principal resolves binding moments, and
+// the page a browser is shown when a request is refused (bind.go).
 package web
 
 import (

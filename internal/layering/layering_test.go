@@ -297,3 +297,23 @@ func TestScan(t *testing.T) {
 		}
 	}
 }
+
+// above are the parley packages the pages (web) may not depend on: the
+// engine's assembly, which mounts them and hands them what they need of
+// the query API, and what is built on it.
+var above = []string{"service", "relay", "mcpserver", "cmd/engine", "cmd/relay"}
+
+// The pages are below the engine's assembly: web depends on none of the
+// packages above it. The control: service depends on web (it mounts the
+// pages), and the same walk finds it.
+func TestPagesBelowService(t *testing.T) {
+	all := list(t, module+"web", module+"service")
+	for _, d := range deps(all, module+"web") {
+		if slices.Contains(above, strings.TrimPrefix(d, module)) {
+			t.Errorf("web depends on %s, which is above it", d)
+		}
+	}
+	if !slices.Contains(deps(all, module+"service"), module+"web") {
+		t.Error("the dependency walk misses service's import of web")
+	}
+}

@@ -1,4 +1,4 @@
-package service_test
+package web_test
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
@@ -20,8 +18,7 @@ import (
 	"github.com/parley-engine/parley/events"
 )
 
-// browser returns a headless Chromium context, or skips (failing instead
-// when PARLEY_REQUIRE_BROWSER is set, as CI sets it).
+// invariants are what the binding page shows of seed 002 §9.1.
 type invariants struct {
 	Slots, Findings, Recs, Options, Reasonings, Recommended int
 	RecBorder, OtherBorder, Badge                           string
@@ -41,29 +38,10 @@ func result(t *testing.T, bctx context.Context, steps ...chromedp.Action[chromed
 	return a.Value
 }
 
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("PARLEY_REQUIRE_BROWSER") != "" {
-			t.Fatal("chromium is required and not installed")
-		}
-		t.Skip("SKIPPED: no chromium (apt-get install chromium); the web page is not tested")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("headless", true))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancel3)
-	return ctx
-}
-
 // The binding page in a real browser: every invariant of seed 002 §9.1,
 // and each resolution through its affordance lands on the record.
-func TestWeb_BindPage(t *testing.T) {
-	bctx := browser(t)
+func TestBindPage(t *testing.T) {
+	bctx, _ := browser(t)
 	var envs struct {
 		Vectors []struct {
 			Name  string
@@ -76,8 +54,7 @@ func TestWeb_BindPage(t *testing.T) {
 	for _, v := range envs.Vectors {
 		byName[v.Name] = v.Input
 	}
-	s := start(t, t.TempDir())
-	defer s.Close()
+	s := start(t, "127.0.0.1:0")
 	nc, _ := nats.Connect(s.NATSURL())
 	defer nc.Close()
 	ctx := context.Background()
@@ -99,6 +76,18 @@ func TestWeb_BindPage(t *testing.T) {
 		return id
 	}
 	page := func(id string) string { return "http://" + s.HTTPAddr() + "/bind/" + id }
+	// The pages' templates sit among the explorer's assets, and are not
+	// served as assets.
+	for _, name := range []string{"bind.html", "bind-index.html", "refused.html"} {
+		resp, err := http.Get("http://" + s.HTTPAddr() + "/assets/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("/assets/%s: %s", name, resp.Status)
+		}
+	}
 
 	// Without the token the page shows, but resolving is refused.
 	id := ask(byName["seed002-6.4"])
@@ -139,20 +128,6 @@ func TestWeb_BindPage(t *testing.T) {
 	if moments, _ := s.Queries.Bindings(ctx, id); moments[0].Status != "open" {
 		t.Fatalf("a cross-site request resolved: %+v", moments[0])
 	}
-	waitStatus := func(id, want string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			v, _ := judge.State(ctx, id)
-			if string(v.Status) == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status %s, want %s", v.Status, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 
 	// The §6.4 envelope: the invariants, then decline.
 	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`section[data-status="open"]`)); err != nil {
@@ -182,7 +157,7 @@ func TestWeb_BindPage(t *testing.T) {
 	if typ := result(t, bctx, chromedp.Click(`#decline`)); typ != "CLAIM" {
 		t.Fatalf("decline recorded a %s", typ)
 	}
-	waitStatus(id, "cancelled")
+	waitStatus(t, judge, id, "cancelled")
 
 	// Dialogue off: no question-space hatch, decline still there; choose
 	// the recommended option.
@@ -196,7 +171,7 @@ func TestWeb_BindPage(t *testing.T) {
 	if hasQuestion || !hasDecline || typ != "DECISION" {
 		t.Fatalf("question %v decline %v recorded %s", hasQuestion, hasDecline, typ)
 	}
-	waitStatus(id, "completed")
+	waitStatus(t, judge, id, "completed")
 
 	// The answer-space hatch.
 	id = ask(byName["seed002-6.4"])

@@ -1,0 +1,35 @@
+package binding
+
+import (
+	"encoding/json"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// Moment is a provisional DECISION that asks its principal, with where it
+// stands: an item of the engine's GET .../bindings (the engine's query API
+// reads them from the stream; the binding pages render them).
+type Moment struct {
+	Decision       canon.Digest      `json:"decision"`
+	Decider        string            `json:"decider"`
+	Position       uint64            `json:"position"`
+	Status         string            `json:"status"` // open, resolved, malformed
+	EnvelopeDigest string            `json:"envelope_digest,omitempty"`
+	Envelope       json.RawMessage   `json:"envelope,omitempty"`
+	Findings       []Finding         `json:"findings,omitempty"` // of a malformed envelope: never rendered as a decision
+	Suppressed     []string          `json:"hatches_suppressed,omitempty"`
+	Resolution     *ResolutionRecord `json:"resolution,omitempty"`
+	ResolvedBy     string            `json:"resolved_by,omitempty"`
+	ResolvedIn     *canon.Digest     `json:"resolved_in,omitempty"`
+}
+
+// Resolved is the answer to a principal's resolution: what the engine
+// published.
+type Resolved struct {
+	Verdict     Verdict      `json:"verdict"`
+	ArtifactID  canon.Digest `json:"artifact_id"`
+	Type        events.Type  `json:"artifact_type"`
+	Participant string       `json:"participant"`
+	Position    uint64       `json:"position"`
+}
