@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -131,14 +132,25 @@ func TestLiveFeedAbuse(t *testing.T) {
 		t.Errorf("?after= the largest position: %v", evs)
 	}
 
-	// More feeds than the engine serves: the next is refused with 503
-	// and Retry-After, and served once one has gone.
+	// More feeds from one client than it is served: the next is refused
+	// with 503 and Retry-After, while another client is served. More feeds
+	// than the engine serves, from clients at several loopback addresses:
+	// the next is refused likewise, and served once one has gone.
 	before := runtime.NumGoroutine()
 	var conns []*http.Response
-	tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: web.MaxStreams + 8}
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
-	open := func() *http.Response {
+	var transports []*http.Transport
+	defer func() {
+		for _, tr := range transports {
+			tr.CloseIdleConnections()
+		}
+	}()
+	from := func(host string) *http.Client {
+		tr := &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: web.MaxStreams + 8,
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(host)}}).DialContext}
+		transports = append(transports, tr)
+		return &http.Client{Transport: tr}
+	}
+	open := func(hc *http.Client) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, "GET", feed, nil)
 		resp, err := hc.Do(req)
@@ -147,25 +159,44 @@ func TestLiveFeedAbuse(t *testing.T) {
 		}
 		return resp
 	}
-	for range web.MaxStreams {
-		resp := open()
+	refused := func(resp *http.Response, what, want string) {
+		t.Helper()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		msg, _ := body["error"].(string)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body["code"] != "unavailable" || !strings.Contains(msg, want) {
+			t.Errorf("%s: %d %v Retry-After %q, want 503 unavailable (%s)", what, resp.StatusCode, body, resp.Header.Get("Retry-After"), want)
+		}
+	}
+	clients := make([]*http.Client, web.MaxStreams/web.MaxStreamsPerClient)
+	for i := range clients {
+		clients[i] = from(fmt.Sprintf("127.0.0.%d", 2+i))
+	}
+	for range web.MaxStreamsPerClient {
+		resp := open(clients[0])
 		if resp.StatusCode != 200 {
-			t.Fatalf("feed %d refused: %d", len(conns), resp.StatusCode)
+			t.Fatalf("feed %d of one client refused: %d", len(conns)+1, resp.StatusCode)
 		}
 		conns = append(conns, resp)
 	}
-	resp := open()
-	var body map[string]any
-	json.NewDecoder(resp.Body).Decode(&body)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body["code"] != "unavailable" {
-		t.Errorf("feed %d: %d %v Retry-After %q, want 503 unavailable", web.MaxStreams+1, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	refused(open(clients[0]), fmt.Sprintf("feed %d of one client", web.MaxStreamsPerClient+1), "from 127.0.0.2")
+	for _, hc := range clients[1:] {
+		for range web.MaxStreamsPerClient {
+			resp := open(hc)
+			if resp.StatusCode != 200 {
+				t.Fatalf("feed %d refused: %d", len(conns)+1, resp.StatusCode)
+			}
+			conns = append(conns, resp)
+		}
 	}
-	conns[0].Body.Close()
+	other := from("127.0.0.250")
+	refused(open(other), fmt.Sprintf("feed %d", web.MaxStreams+1), "too many live feeds open (")
+	conns[len(conns)-1].Body.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp := open()
+		resp := open(other)
 		if resp.StatusCode == 200 {
-			conns[0] = resp
+			conns[len(conns)-1] = resp
 			break
 		}
 		resp.Body.Close()
@@ -176,7 +207,9 @@ func TestLiveFeedAbuse(t *testing.T) {
 	for _, r := range conns {
 		r.Body.Close()
 	}
-	tr.CloseIdleConnections()
+	for _, tr := range transports {
+		tr.CloseIdleConnections()
+	}
 	settle := func(what string, limit int) {
 		t.Helper()
 		var n int
@@ -193,6 +226,7 @@ func TestLiveFeedAbuse(t *testing.T) {
 	// answered 503 projection.behind with Retry-After after the wait, and
 	// the goroutines come back down.
 	before = runtime.NumGoroutine()
+	hc := from("127.0.0.1")
 	far := strconv.FormatUint(1<<62, 10)
 	const flood = 300
 	var wg sync.WaitGroup
@@ -234,7 +268,9 @@ func TestLiveFeedAbuse(t *testing.T) {
 	if took > 20*service.DefaultMinPositionWait {
 		t.Errorf("%d reads waiting for %s took %v", flood, far, took)
 	}
-	tr.CloseIdleConnections()
+	for _, tr := range transports {
+		tr.CloseIdleConnections()
+	}
 	settle("the flood", before+20)
 	t.Logf("%d feeds at once, then %d reads waiting for min_position %s answered in %v: %v", web.MaxStreams, flood, far, took, answers)
 }

@@ -38,8 +38,11 @@ var assets embed.FS
 type Explorer struct {
 	r      *runner.Runner
 	stream jetstream.Stream
-	// streams bounds the live feeds open at once.
-	streams chan struct{}
+	// streams bounds the live feeds open at once, perClient those of one
+	// client address (so that one client cannot take every place).
+	streams   chan struct{}
+	feedsMu   sync.Mutex
+	perClient map[string]int
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
 	// MaxLife how long one lasts before the browser reconnects with its
@@ -58,14 +61,19 @@ type Explorer struct {
 // http.Server.RegisterOnShutdown(e.Shutdown).
 func (e *Explorer) Shutdown() { e.closeOnce.Do(func() { close(e.closing) }) }
 
-// MaxStreams is the number of live feeds an engine serves at once; the
-// next is refused with 503.
-const MaxStreams = 256
+// MaxStreams is the number of live feeds an engine serves at once, and
+// MaxStreamsPerClient the number it serves to one client address (the
+// host of the connection's remote address: behind a reverse proxy, the
+// proxy's); the next is refused with 503 and Retry-After.
+const (
+	MaxStreams          = 256
+	MaxStreamsPerClient = 32
+)
 
 // New returns the explorer over the engine's runner (the projection) and
 // stream (the artifacts' bodies).
 func New(r *runner.Runner, stream jetstream.Stream) *Explorer {
-	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams),
+	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams), perClient: map[string]int{},
 		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
 		closing: make(chan struct{})}
 	fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
