@@ -465,3 +465,44 @@ func TestClient_AsyncInFlightBounded(t *testing.T) {
 		})
 	}
 }
+
+// CatchUp: the reads that follow carry the stream's last position, that of
+// messages another client published.
+func TestClient_CatchUp(t *testing.T) {
+	_, nc := bare(t)
+	js, _ := jetstream.New(nc)
+	if _, err := ledger.Ensure(context.Background(), js, 1); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := client.NewWithOptions(nc, "bob", fast())
+	var last uint64
+	for i := range 3 {
+		_, ack, err := other.Publish(context.Background(), delib, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "s" + strconv.Itoa(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	mins := make(chan uint64, 4)
+	sub, _ := nc.Subscribe(wire.MicroPrefix+".deliberation", func(m *nats.Msg) {
+		var req struct {
+			MinPosition uint64 `json:"min_position"`
+		}
+		json.Unmarshal(m.Data, &req)
+		mins <- req.MinPosition
+		m.Respond([]byte(`{"id":"` + delib + `"}`))
+	})
+	defer sub.Unsubscribe()
+	c, _ := client.NewWithOptions(nc, "alice", fast())
+	c.State(context.Background(), delib)
+	if got := <-mins; got != 0 {
+		t.Fatalf("before CatchUp the read carried min_position %d", got)
+	}
+	if err := c.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.State(context.Background(), delib)
+	if got := <-mins; got != last || c.Seen() != last {
+		t.Fatalf("after CatchUp: min_position %d, seen %d, want %d", got, c.Seen(), last)
+	}
+}

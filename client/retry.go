@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/wire"
 )
 
 // Options configure a client's deadlines and retries (NewWithOptions).
@@ -241,3 +243,18 @@ func (c *Client) Saw(seq uint64) {
 // Seen returns the stream position of the client's last acknowledged
 // publish (the highest), which its reads carry as min_position.
 func (c *Client) Seen() uint64 { return c.seen.Load() }
+
+// CatchUp raises the position the client's reads carry to the stream's
+// last sequence: the reads that follow see everything the stream held when
+// CatchUp was called, whoever published it (a command that follows
+// another's open, say), or answer projection.behind and are retried.
+func (c *Client) CatchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	st, err := c.js.Stream(ctx, wire.StreamName)
+	if err != nil {
+		return fmt.Errorf("client: the stream's last position: %w", err)
+	}
+	c.Saw(st.CachedInfo().State.LastSeq) // js.Stream has just read it
+	return nil
+}

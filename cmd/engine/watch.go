@@ -145,8 +145,13 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "engine watch: %v\n", err)
 		return exitUsage
 	}
-	// The deliberation must be known to the engine.
+	// The deliberation must be known to the engine, as of now: the read
+	// carries the stream's last position, so that an open another process
+	// has just published is not taken for an unknown deliberation.
 	sctx, cancel := context.WithTimeout(ctx, w.timeout)
+	if err := w.cl.CatchUp(sctx); err != nil {
+		fmt.Fprintf(e.stderr, "engine watch: %v (reading without it)\n", err)
+	}
 	v, err := w.cl.State(sctx, w.id)
 	cancel()
 	if err != nil {
