@@ -122,32 +122,8 @@ func shortID(id canon.Digest) string {
 	return s
 }
 
-// Text returns what an artifact says, for people: the statement of a
-// CLAIM, OBJECTION or REVISION, the content of EVIDENCE, the outcome of a
-// DECISION, the code and description of a FAILURE, the state and reason
-// of a TERMINATION.
-func artifactText(a *events.Artifact) string {
-	switch p := a.Payload.(type) {
-	case *events.Claim:
-		return p.Statement
-	case *events.Objection:
-		return p.Statement
-	case *events.RevisionPayload:
-		return p.Statement
-	case *events.Evidence:
-		return p.Content
-	case *events.Decision:
-		return p.Outcome
-	case *events.Failure:
-		return p.Code + ": " + p.Description
-	case *events.Termination:
-		if p.Reason != "" {
-			return string(p.State) + ": " + p.Reason
-		}
-		return string(p.State)
-	}
-	return ""
-}
+// artifactText is what an artifact says, for people (events.Artifact.Text).
+func artifactText(a *events.Artifact) string { return a.Text() }
 
 // qualifier is the short note beside an artifact's type: an objection's
 // blocking, a decision's status, evidence's provenance class.

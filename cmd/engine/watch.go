@@ -445,29 +445,8 @@ func (w *watcher) describe(l *watchLine, a *events.Artifact) {
 	}
 }
 
-// artifactText is what an artifact says, for people.
-func artifactText(a *events.Artifact) string {
-	switch p := a.Payload.(type) {
-	case *events.Claim:
-		return p.Statement
-	case *events.Objection:
-		return p.Statement
-	case *events.RevisionPayload:
-		return p.Statement
-	case *events.Evidence:
-		return p.Content
-	case *events.Decision:
-		return p.Outcome
-	case *events.Failure:
-		return p.Code + ": " + p.Description
-	case *events.Termination:
-		if p.Reason != "" {
-			return string(p.State) + ": " + p.Reason
-		}
-		return string(p.State)
-	}
-	return ""
-}
+// artifactText is what an artifact says, for people (events.Artifact.Text).
+func artifactText(a *events.Artifact) string { return a.Text() }
 
 // ref names an artifact by its ordinal when it has been seen, else by its
 // short id.
