@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"slices"
 	"strconv"
@@ -70,7 +71,7 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return cmpU64(d.nodes[a].seq, d.nodes[b].seq) })
+	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
 	for _, i := range order {
 		n := &d.nodes[i]
 		line("artifact", ids[i].String(), u(n.seq), d.parts[n.part], string(typeOf[n.typ]))
@@ -79,7 +80,7 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	for _, p := range d.pend {
 		pend = append(pend, p)
 	}
-	slices.SortFunc(pend, func(a, b *pending) int { return cmpU64(a.seq, b.seq) })
+	slices.SortFunc(pend, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
 	for _, p := range pend {
 		line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
 	}
@@ -104,14 +105,4 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	var out canon.Digest
 	h.Sum(out[:0])
 	return out
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 
@@ -78,14 +79,14 @@ func (d *Deliberation) noteOrder() {
 // buildOrder rebuilds bySeq (after a snapshot is read).
 func (d *Deliberation) buildOrder() {
 	d.bySeq = nil
-	if slices.IsSortedFunc(d.nodes, func(a, b node) int { return cmpU64(a.seq, b.seq) }) {
+	if slices.IsSortedFunc(d.nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) }) {
 		return
 	}
 	d.bySeq = make([]int32, len(d.nodes))
 	for i := range d.bySeq {
 		d.bySeq[i] = int32(i)
 	}
-	slices.SortFunc(d.bySeq, func(a, b int32) int { return cmpU64(d.nodes[a].seq, d.nodes[b].seq) })
+	slices.SortFunc(d.bySeq, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
 }
 
 // ArtifactsAfter calls fn for the artifacts of the DAG at stream

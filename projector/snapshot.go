@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"encoding/gob"
 	"fmt"
 	"io"
@@ -176,7 +177,7 @@ func (f *Frozen) Write(w io.Writer) error {
 		for _, e := range fd.extras {
 			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
-		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmpU64(a.Seq, b.Seq) })
+		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmp.Compare(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
 	}
 	if err := gob.NewEncoder(w).Encode(&s); err != nil {

@@ -155,7 +155,7 @@ func nodeDOT(rec *deliberationRecord, n dagNode) string {
 		who = "supervisor"
 	}
 	rows = append(rows, fmt.Sprintf(`<B>%s %s</B>  <FONT COLOR="#444444">%s</FONT>`, esc(head), a.Type, esc(who)))
-	text := artifactText(a)
+	text := a.Text()
 	if n.count > 1 {
 		text = a.Payload.(*events.Failure).Code + " (the report lists each one)"
 	}

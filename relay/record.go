@@ -122,9 +122,6 @@ func shortID(id canon.Digest) string {
 	return s
 }
 
-// artifactText is what an artifact says, for people (events.Artifact.Text).
-func artifactText(a *events.Artifact) string { return a.Text() }
-
 // qualifier is the short note beside an artifact's type: an objection's
 // blocking, a decision's status, evidence's provenance class.
 func qualifier(a *events.Artifact) string {

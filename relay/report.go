@@ -114,7 +114,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	term := "**" + s.Termination + "**"
 	for _, e := range rec.entries {
 		if e.A.Type == events.TypeTermination && e.Participant == projector.SupervisorToken {
-			term += fmt.Sprintf(" (#%d, %s)", e.Ordinal, mdCell(artifactText(e.A)))
+			term += fmt.Sprintf(" (#%d, %s)", e.Ordinal, mdCell(e.A.Text()))
 		}
 	}
 	row("termination", term)
@@ -124,7 +124,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	row("rounds", fmt.Sprint(s.Rounds))
 	if rec.final >= 0 {
 		f := rec.entries[rec.final]
-		row("final decision", fmt.Sprintf("#%d by %s: %s (closure **%s**)", f.Ordinal, f.Participant, mdCell(clip(artifactText(f.A), 200)), closure))
+		row("final decision", fmt.Sprintf("#%d by %s: %s (closure **%s**)", f.Ordinal, f.Participant, mdCell(clip(f.A.Text(), 200)), closure))
 	} else {
 		row("final decision", "none")
 	}
@@ -197,7 +197,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 			} else if rec.openBlocking(e.A.ID) {
 				disp = "**open** (blocking)"
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", e.Ordinal, e.Participant, strings.Join(to, ", "), blocking, mdCell(clip(artifactText(e.A), 200)), disp)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", e.Ordinal, e.Participant, strings.Join(to, ", "), blocking, mdCell(clip(e.A.Text(), 200)), disp)
 		}
 		b.WriteString("\n")
 	}
@@ -237,7 +237,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 			round = mdCell(string(raw))
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s |\n", e.Ordinal, e.Position, round, e.Participant, typ,
-			mdCell(clip(artifactText(e.A), 240)), strings.Join(refs, ", "))
+			mdCell(clip(e.A.Text(), 240)), strings.Join(refs, ", "))
 	}
 	b.WriteString("\n")
 
@@ -329,9 +329,9 @@ func chosen(a *events.Artifact, rr binding.ResolutionRecord, env *binding.Envelo
 		if env != nil && rr.OptionIdx != nil && *rr.OptionIdx >= 0 && *rr.OptionIdx < len(env.Question.Options) {
 			return fmt.Sprintf("option %d: %s", *rr.OptionIdx, env.Question.Options[*rr.OptionIdx].Label)
 		}
-		return artifactText(a)
+		return a.Text()
 	case binding.KindAnswer:
-		return artifactText(a)
+		return a.Text()
 	}
 	return ""
 }

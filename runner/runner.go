@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -384,7 +385,7 @@ func (r *Runner) Unrouted() ([]projector.Rejection, int) {
 		total += n
 		s.mu.RUnlock()
 	}
-	slices.SortFunc(all, func(a, b projector.Rejection) int { return cmpU64(a.Position, b.Position) })
+	slices.SortFunc(all, func(a, b projector.Rejection) int { return cmp.Compare(a.Position, b.Position) })
 	if max := r.shards[0].proj.MaxKept(); len(all) > max {
 		all = all[len(all)-max:]
 	}
@@ -856,16 +857,6 @@ func (r *Runner) writeShard(s *shard, f *projector.Frozen) error {
 	s.snapAt.Store(f.Position())
 	r.log.Debug("snapshot written", "shard", s.i, "position", f.Position())
 	return nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // NewInMemory returns a runner of n shards over no stream, whose messages

@@ -350,7 +350,8 @@ func resolver(r *http.Request) (string, error) {
 // (Start mounts web's pages beside it). It authenticates nothing: a write
 // needs the participant a token stands for, which only the engine's
 // authentication (around this handler in Start) puts in the request;
-// without it every write is refused.
+// without it every write is refused. Nor does it wait for min_position:
+// Start wraps it, with web's pages, in minPosition once.
 func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", q.serveDeliberations)
@@ -431,7 +432,7 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
-	return q.minPosition(mux)
+	return mux
 }
 
 func reply(w http.ResponseWriter, v any, err error) {

@@ -246,9 +246,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	explorer.Halted = w.haltedErr
 	explorer.Register(root)
 	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)
-	// min_position holds for the explorer's endpoints as for the API's
-	// (whose handler applies it too: a position reached costs nothing
-	// the second time).
+	// min_position holds for the explorer's endpoints as for the API's,
+	// applied once for both.
 	s.http = &http.Server{Handler: s.auth.wrap(w.guard(s.Queries.minPosition(root))), ReadHeaderTimeout: 10 * time.Second}
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	go func() {

@@ -439,14 +439,11 @@ func (w *watcher) releasePending(ctx context.Context) int {
 // describe fills in what an artifact says.
 func (w *watcher) describe(l *watchLine, a *events.Artifact) {
 	l.ArtifactType, l.ArtifactID, l.Artifact = string(a.Type), a.ID.String(), json.RawMessage(a.Canonical)
-	l.Text, l.Qualifier = artifactText(a), artifactQualifier(a, w.ref)
+	l.Text, l.Qualifier = a.Text(), artifactQualifier(a, w.ref)
 	for _, r := range a.References {
 		l.References = append(l.References, watchRef{Relation: string(r.Relation), ArtifactID: r.Target.String(), Ordinal: w.ordinals[r.Target]})
 	}
 }
-
-// artifactText is what an artifact says, for people (events.Artifact.Text).
-func artifactText(a *events.Artifact) string { return a.Text() }
 
 // ref names an artifact by its ordinal when it has been seen, else by its
 // short id.
