@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -479,13 +480,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("service: ordered consumer: %w", err)
 	}
-	// A heartbeat a second: when the node serving the consumer is lost (a
-	// stream leader killed), the ordered consumer notices in two seconds
-	// and resumes elsewhere, instead of ten with the default.
-	it, err := cons.Messages(jetstream.PullMaxMessages(2048), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second))
-	if err != nil {
-		return fmt.Errorf("service: consume: %w", err)
-	}
 	// Validation is the fold's costliest part and pure: it runs ahead, on
 	// every core, and each shard applies its messages in stream order as
 	// their validation completes.
@@ -532,39 +526,42 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer wg.Done()
 		r.snapshotLoop(ctx)
 	}()
-	stopped := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-stopped:
+	// The consumer's handler runs on one goroutine of the NATS client; a
+	// reset of the ordered consumer (a node lost) starts another, so the
+	// handler takes mu, and a position it has already dispatched is
+	// dropped. After stop, nothing more is dispatched.
+	var (
+		mu      sync.Mutex
+		stop    bool
+		lastErr atomic.Value // the consumer's last error, for the message should it end
+	)
+	take := func(msg jetstream.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stop {
+			return
 		}
-		it.Stop()
-	}()
-	var runErr error
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				runErr = fmt.Errorf("service: consume at position %d: %w", r.Position(), err)
-			}
-			break
+		seq, ts, pending, ok := ackMetadata(msg.Reply())
+		if !ok {
+			r.log.Error("message without metadata", "subject", msg.Subject(), "reply", msg.Reply())
+			return
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			r.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
-			continue
+		if seq <= r.dispatched.Load() {
+			return // delivered again across a reset
 		}
 		// An imported message claims its original time; the fold decides
 		// how much of the claim to believe (projector.EffectiveTime).
 		var claimed time.Time
-		if h := msg.Headers().Get(OriginalTimeHeader); h != "" {
-			if ot, err := time.Parse(time.RFC3339Nano, h); err == nil {
-				claimed = ot
+		if h := msg.Headers(); h != nil {
+			if v := h.Get(OriginalTimeHeader); v != "" {
+				if ot, err := time.Parse(time.RFC3339Nano, v); err == nil {
+					claimed = ot
+				}
 			}
 		}
-		m := projector.Msg{Seq: meta.Sequence.Stream, Subject: msg.Subject(), Data: msg.Data(), Time: meta.Timestamp, Claimed: claimed}
+		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts), Claimed: claimed}
 		s := r.shardOf(projector.DeliberationOf(m.Subject))
-		it := &item{m: m, pending: meta.NumPending}
+		it := &item{m: m, pending: pending}
 		if strings.Contains(m.Subject, ".art.") {
 			it.ready = make(chan struct{})
 			validate <- it
@@ -573,7 +570,39 @@ func (r *Runner) Run(ctx context.Context) error {
 		s.in <- it
 		r.dispatched.Store(m.Seq)
 	}
-	close(stopped)
+	// A heartbeat a second: when the node serving the consumer is lost (a
+	// stream leader killed), the ordered consumer notices in two seconds
+	// and resumes elsewhere, instead of ten with the default. The handler
+	// form, not the iterator: the iterator arms a new timer for every
+	// message (a tenth of the consumer's CPU).
+	cc, err := cons.Consume(take, jetstream.PullMaxMessages(2048), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			lastErr.Store(fmt.Sprint(err))
+			r.log.Debug("consume", "position", r.Position(), "err", err)
+		}))
+	var runErr error
+	if err != nil {
+		runErr = fmt.Errorf("service: consume: %w", err)
+	} else {
+		closed := cc.Closed()
+		select {
+		case <-ctx.Done():
+			cc.Stop()
+			select {
+			case <-closed:
+			case <-time.After(5 * time.Second):
+				r.log.Warn("the consumer did not stop within 5 s; going on without it")
+			}
+		case <-closed:
+			if ctx.Err() == nil {
+				why, _ := lastErr.Load().(string)
+				runErr = fmt.Errorf("service: consume ended at position %d: %s", r.Position(), cmp.Or(why, "the consumer closed"))
+			}
+		}
+	}
+	mu.Lock()
+	stop = true
+	mu.Unlock()
 	close(validate)
 	validators.Wait()
 	wg.Wait()
@@ -589,6 +618,60 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.log.Error("final snapshot", "err", err)
 	}
 	return runErr
+}
+
+// ackMetadata reads a JetStream message's stream position, time and the
+// number of messages after it from its reply subject, without the
+// allocations of jetstream.Msg.Metadata:
+//
+//	$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+//	$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>[.<token>...]
+func ackMetadata(reply string) (seq uint64, ts int64, pending uint64, ok bool) {
+	const prefix = "$JS.ACK."
+	if !strings.HasPrefix(reply, prefix) {
+		return 0, 0, 0, false
+	}
+	var tok [12]string
+	n := 2
+	rest := reply[len(prefix):]
+	for n < len(tok) && rest != "" {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			tok[n], rest = rest, ""
+		} else {
+			tok[n], rest = rest[:i], rest[i+1:]
+		}
+		n++
+	}
+	base := 0 // v2: the domain and account hash come first
+	switch {
+	case n == 9 && rest == "":
+		base = -2
+	case n >= 11:
+	default:
+		return 0, 0, 0, false
+	}
+	seq, ok1 := ackNum(tok[7+base])
+	t, ok2 := ackNum(tok[9+base])
+	pending, ok3 := ackNum(tok[10+base])
+	if !ok1 || !ok2 || !ok3 || seq == 0 || t > math.MaxInt64 {
+		return 0, 0, 0, false
+	}
+	return seq, int64(t), pending, true
+}
+
+func ackNum(s string) (uint64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(s[i]-'0')
+	}
+	return n, true
 }
 
 // runShard applies the shard's messages until its channel is closed and

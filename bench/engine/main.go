@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,8 @@ import (
 	"github.com/parley-engine/parley/service"
 )
 
+var rebuildProfile string
+
 func main() {
 	n := flag.Int("n", 100000, "artifacts for the ingest benchmark")
 	k := flag.Int("k", 8, "participants for the ingest benchmark")
@@ -49,6 +52,7 @@ func main() {
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&rebuildProfile, "rebuild-profile", "", "write a CPU profile of the engine's rebuild alone (replay) to this file")
 	flag.Parse()
 	ctx := context.Background()
 	if *cpuprofile != "" {
@@ -70,6 +74,19 @@ func main() {
 	if *d > 0 {
 		concurrent(ctx, *d, 10, *per)
 	}
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func perMsg(cpu time.Duration, n uint64) float64 {
+	return float64(cpu.Microseconds()) / float64(max(n, 1))
 }
 
 func tempDir() string {
@@ -232,6 +249,7 @@ func replay(ctx context.Context, m int) {
 	fmt.Printf("replay  %d messages (%d MB in the stream; filled in %s)\n", last, info.State.Bytes>>20, time.Since(fill).Round(time.Second))
 
 	// A bare ordered consumer.
+	cpu0 := cpuTime()
 	start := time.Now()
 	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
@@ -245,11 +263,20 @@ func replay(ctx context.Context, m int) {
 	}
 	it.Stop()
 	bareT := time.Since(start)
+	bareCPU := cpuTime() - cpu0
 
 	// The engine's runner from nothing.
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	if rebuildProfile != "" {
+		f, err := os.Create(rebuildProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+	}
+	cpu0 = cpuTime()
 	start = time.Now()
 	r, err := runner.New(ctx, js, stream, runner.Config{})
 	if err != nil {
@@ -262,6 +289,10 @@ func replay(ctx context.Context, m int) {
 		log.Fatal(err)
 	}
 	projT := time.Since(start)
+	projCPU := cpuTime() - cpu0
+	if rebuildProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	cancel()
 	<-done
 	runtime.GC()
@@ -269,8 +300,8 @@ func replay(ctx context.Context, m int) {
 	var artifacts int
 	r.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
 	bareRate, projRate := float64(last)/bareT.Seconds(), float64(last)/projT.Seconds()
-	fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s)\n", bareRate, bareT.Round(time.Millisecond))
-	fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s)\n", projRate, projT.Round(time.Millisecond))
+	fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s, CPU %.1f us a message)\n", bareRate, bareT.Round(time.Millisecond), perMsg(bareCPU, last))
+	fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s, CPU %.1f us a message)\n", projRate, projT.Round(time.Millisecond), perMsg(projCPU, last))
 	fmt.Printf("  ratio engine/bare                %9.2f  (target >= 0.5)\n", projRate/bareRate)
 	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	fmt.Printf("memory  %d artifacts in the projection: %d MB heap, %d bytes per artifact (target <= 400)\n\n",
