@@ -57,4 +57,11 @@
 // other strings are normalized segment by segment from the first code point
 // NFC may change, and a Canonicalizer remembers the normalized form of the
 // short segments it has met.
+//
+// ID and Verify first try whether the input is already canonical in a plain
+// shape (no whitespace, no escapes, no code point NFC may change, names in
+// order, integers): then the input is its own canonical form, checked by
+// one scan that writes nothing, and only the SHA-256 remains. Anything else
+// goes to the full parser, which decides, errors included; the tests judge
+// every input both ways.
 package canon

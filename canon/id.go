@@ -127,32 +127,38 @@ func (c *Canonicalizer) Digest(src []byte) (canonical []byte, d Digest, err erro
 // member removed (nested ones stay). src must be a top-level object. The
 // returned canonical bytes are those of the whole input, artifact_id
 // included; they belong to the Canonicalizer and are valid until its next
-// call. ID(x) == ID(Canonicalize(x)) for every accepted x.
+// call, or, when src is already canonical, they are src itself (fast.go).
+// ID(x) == ID(Canonicalize(x)) for every accepted x.
 func (c *Canonicalizer) ID(src []byte) (canonical []byte, id Digest, err error) {
+	if c.fast(src) {
+		// Already canonical (fast.go): the input is its canonical form.
+		return src, c.idDigest(src), nil
+	}
 	if err := c.run(src); err != nil {
 		return nil, id, err
 	}
 	if !c.topObject {
 		return nil, id, at(ErrTopLevel, c.topOff, "")
 	}
-	return c.out, c.idDigest(), nil
+	return c.out, c.idDigest(c.out), nil
 }
 
-// idDigest hashes c.out without the top-level artifact_id member.
-func (c *Canonicalizer) idDigest() Digest {
+// idDigest hashes the canonical form out without the top-level artifact_id
+// member.
+func (c *Canonicalizer) idDigest(out []byte) Digest {
 	var d Digest
 	if c.idStart < 0 {
-		return sha256.Sum256(c.out)
+		return sha256.Sum256(out)
 	}
 	s, e := c.idStart, c.idEnd
-	if c.out[s-1] == ',' {
+	if out[s-1] == ',' {
 		s-- // drop the comma before it
-	} else if c.out[e] == ',' {
+	} else if out[e] == ',' {
 		e++ // first member: drop the comma after it
 	}
 	h := c.hasher()
-	h.Write(c.out[:s])
-	h.Write(c.out[e:])
+	h.Write(out[:s])
+	h.Write(out[e:])
 	c.sum = h.Sum(c.sum[:0])
 	copy(d[:], c.sum)
 	return d
@@ -169,7 +175,7 @@ func (c *Canonicalizer) Verify(src []byte) (canonical []byte, id Digest, err err
 	if c.idStart < 0 {
 		return nil, id, at(ErrIDMissing, 0, "")
 	}
-	v := c.out[c.idStart+len(`"artifact_id":`) : c.idEnd]
+	v := canonical[c.idStart+len(`"artifact_id":`) : c.idEnd]
 	if v[0] != '"' {
 		return nil, id, at(ErrIDNotString, c.idSrcOff, "")
 	}

@@ -1,0 +1,138 @@
+package canon_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/parley-engine/parley/canon"
+)
+
+// judgeBothWays runs ID and Verify on data with the fast path and with the
+// full parser alone; they must agree on the canonical bytes, the id and
+// the error (code and offset), and an input the fast path takes must be
+// its own canonical form. It reports whether the fast path took data.
+func judgeBothWays(t *testing.T, data []byte) bool {
+	t.Helper()
+	full := canon.New(canon.AMD)
+	quick := canon.New(canon.AMD)
+	took := quick.Fast(data)
+	for _, op := range []struct {
+		name string
+		fn   func(*canon.Canonicalizer, []byte) ([]byte, canon.Digest, error)
+	}{{"ID", (*canon.Canonicalizer).ID}, {"Verify", (*canon.Canonicalizer).Verify}} {
+		canon.SetFast(false)
+		cf, idf, errf := op.fn(full, data)
+		cf = bytes.Clone(cf)
+		canon.SetFast(true)
+		cq, idq, errq := op.fn(quick, data)
+		if !sameError(errf, errq) || idf != idq || !bytes.Equal(cf, cq) {
+			t.Fatalf("%s of %q: full parser %q %v %v, with the fast path %q %v %v", op.name, clip(data), clip(cf), idf, errf, clip(cq), idq, errq)
+		}
+		if took && op.name == "ID" && (errf != nil || !bytes.Equal(cf, data)) {
+			t.Fatalf("the fast path took %q, which the full parser writes %q (%v)", clip(data), clip(cf), errf)
+		}
+	}
+	return took
+}
+
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	var ea, eb *canon.Error
+	if !errors.As(a, &ea) || !errors.As(b, &eb) {
+		return false
+	}
+	return ea.Code == eb.Code && ea.Offset == eb.Offset && ea.Msg == eb.Msg
+}
+
+// corpus is every input the package's tests have, and the canonical form
+// of each that has one.
+func corpus(tb testing.TB) [][]byte {
+	var out [][]byte
+	for _, glob := range []string{
+		"amd-upstream/*/*.input.json",
+		"amd-upstream/*/*.json",
+		"jcs-upstream/*/input/*.json",
+		"jcs-upstream/*/output/*.json",
+		"jsontestsuite/test_parsing/*.json",
+		"jsontestsuite/test_transform/*.json",
+		"matrix-canonical/*/*.json",
+		"ep-upstream/*/*.json",
+	} {
+		files, _ := filepath.Glob(filepath.Join(upstream, glob))
+		for _, file := range files {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	for _, v := range loadVectors(tb) {
+		out = append(out, v.input)
+	}
+	out = append(out, benchCorpus(400, 3)...)
+	n := len(out)
+	for _, d := range out[:n] {
+		if c, err := canon.Canonicalize(canon.AMD, d); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestFast_AgreesWithFullParser(t *testing.T) {
+	defer canon.SetFast(true)
+	docs := corpus(t)
+	took := 0
+	for _, d := range docs {
+		if judgeBothWays(t, d) {
+			took++
+		}
+	}
+	// Near misses: canonical documents with one byte changed, inserted or
+	// removed, most of which the fast path must turn down.
+	rng := rand.New(rand.NewPCG(7, 8))
+	mutants := 0
+	for _, d := range docs {
+		c, err := canon.Canonicalize(canon.AMD, d)
+		if err != nil || len(c) < 2 || len(c) > 4096 {
+			continue
+		}
+		for range 20 {
+			m := bytes.Clone(c)
+			k := rng.IntN(len(m))
+			switch rng.IntN(3) {
+			case 0:
+				m[k] = " \t\"\\,:{}[]0-1e.ta\x00\x7f\xc3\xa9\xcc\x81\xed"[rng.IntN(24)]
+			case 1:
+				m = append(m[:k], append([]byte{"\\\" ,01-e\u0301"[rng.IntN(10)]}, m[k:]...)...)
+			case 2:
+				m = append(m[:k], m[k+1:]...)
+			}
+			judgeBothWays(t, m)
+			mutants++
+		}
+	}
+	t.Logf("%d documents (%d taken by the fast path), %d near misses", len(docs), took, mutants)
+	if took < 400 {
+		t.Fatalf("the fast path took only %d of %d documents", took, len(docs))
+	}
+}
+
+func FuzzFastPath(f *testing.F) {
+	defer canon.SetFast(true)
+	for _, d := range corpus(f) {
+		if len(d) <= 64<<10 {
+			f.Add(d)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		judgeBothWays(t, data)
+	})
+}
