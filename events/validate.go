@@ -303,8 +303,10 @@ type fields []field
 
 type field struct{ name, val []byte }
 
-func readFields(obj []byte) fields {
-	f := make(fields, 0, 8)
+// readFields reads the members of the canonical object obj into f (which
+// the caller passes empty, usually over an array of its own, so that a
+// small object needs no allocation).
+func readFields(f fields, obj []byte) fields {
 	for i := 1; obj[i] != '}'; {
 		if obj[i] == ',' {
 			i++
@@ -376,7 +378,8 @@ func (a *Artifact) hasRelation(rels ...Relation) bool {
 }
 
 func readPayload(a *Artifact, obj []byte) error {
-	f := readFields(obj)
+	var buf [8]field
+	f := readFields(buf[:0], obj)
 	var err error
 	switch a.Type {
 	case TypeClaim:
@@ -480,7 +483,8 @@ func readDecision(f fields) (*Decision, error) {
 		if kindOf(v) != '{' {
 			return fail(ErrInvalidDisposition, path, "not an object")
 		}
-		e := readFields(v)
+		var buf [8]field
+		e := readFields(buf[:0], v)
 		var d Disposition
 		var ok bool
 		if d.Objection, ok = digestField(e, "objection"); !ok {
@@ -539,7 +543,8 @@ func readDecision(f fields) (*Decision, error) {
 		if kindOf(v) != '{' {
 			return fail(ErrInvalidUnresolvedIssue, path, "not an object")
 		}
-		e := readFields(v)
+		var buf [8]field
+		e := readFields(buf[:0], v)
 		d, has := e.get("description")
 		if !has || kindOf(d) != '"' || blank(str(d)) {
 			return fail(ErrInvalidUnresolvedIssue, path+"/description", "missing or blank")

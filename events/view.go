@@ -28,7 +28,7 @@ func end(b []byte, i int) int {
 		// The next quote not escaped: one after an even run of
 		// backslashes (canonical strings escape only \" \\ and controls).
 		for j := i + 1; ; {
-			q := bytes.IndexByte(b[j:], '"') + j
+			q := nextQuote(b, j)
 			k := q
 			for k > i+1 && b[k-1] == '\\' {
 				k--
@@ -59,6 +59,18 @@ func end(b []byte, i int) int {
 		j++
 	}
 	return j
+}
+
+// nextQuote returns the index of the first '"' at or after b[j] (there is
+// one): byte by byte over the first 16 bytes, which is all most names and
+// short values have, then with the vectorized search.
+func nextQuote(b []byte, j int) int {
+	for n := min(len(b), j+16); j < n; j++ {
+		if b[j] == '"' {
+			return j
+		}
+	}
+	return bytes.IndexByte(b[j:], '"') + j
 }
 
 // members calls fn for each member of the canonical object obj, in order.
