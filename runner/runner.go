@@ -681,21 +681,44 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 	defer s.running.Store(false)
 	retry := time.NewTicker(time.Millisecond)
 	defer retry.Stop()
+	closed := func() {
+		for len(s.held) > 0 {
+			r.drain(s)
+			time.Sleep(time.Millisecond)
+		}
+	}
 	for {
+		// While messages wait, take up to 64 of them without the full
+		// select (which locks every channel it names); then the select
+		// gives snapshots, held messages and the end their turn.
+		for range 64 {
+			select {
+			case it, ok := <-s.in:
+				if !ok {
+					closed()
+					return
+				}
+				r.handle(s, it)
+				continue
+			default:
+			}
+			break
+		}
+		// The ticker is waited on only while messages are held: a shard
+		// with nothing held does not wake every millisecond.
+		var tick <-chan time.Time
+		if len(s.held) > 0 {
+			tick = retry.C
+		}
 		select {
 		case it, ok := <-s.in:
 			if !ok {
-				for len(s.held) > 0 {
-					r.drain(s)
-					time.Sleep(time.Millisecond)
-				}
+				closed()
 				return
 			}
 			r.handle(s, it)
-		case <-retry.C:
-			if len(s.held) > 0 {
-				r.drain(s)
-			}
+		case <-tick:
+			r.drain(s)
 		case reply := <-s.snapReq:
 			reply <- r.freezeShard(s)
 		case <-ctx.Done():
