@@ -117,7 +117,7 @@ type shard struct {
 	// (listing.go), guarded by mu.
 	opened []openedDelib
 
-	in chan *item
+	in chan []*item
 	// enq is the last position handed to the shard, processed the last
 	// one its goroutine took (applied, or held back).
 	enq, processed atomic.Uint64
@@ -157,8 +157,9 @@ func (l *delibLock) rlock() {
 type item struct {
 	m       projector.Msg
 	pending uint64 // messages left in the stream after it, when it was read
+	shard   *shard
 	// ready is closed once the artifact is validated (nil: not an artifact
-	// subject, nothing to wait for).
+	// subject, nothing to wait for); the artifacts of a batch share it.
 	ready chan struct{}
 	// reverified, set by the shard's goroutine, is closed once an EVIDENCE's
 	// provenance annotations are re-verified (nil: nothing to re-verify);
@@ -166,6 +167,24 @@ type item struct {
 	reverified chan struct{}
 	rev        []provenance.Verification
 }
+
+// batch is consecutive messages of the stream, dispatched together: a
+// validator takes a batch at a time, each shard its own items of it, so
+// that the hand-overs between goroutines are paid per batch, not per
+// message.
+type batch struct {
+	items []*item
+	ready chan struct{} // closed once every artifact of items is validated
+}
+
+// A batch is dispatched once it holds batchMax messages, when the stream
+// has no more for now (the message's pending count is 0), or batchWait
+// after its first message, whichever comes first: a batch waits only
+// while more messages are on their way.
+const (
+	batchMax  = 64
+	batchWait = 500 * time.Microsecond
+)
 
 // done reports whether the item is ready for the fold: validated (the
 // shard's goroutine has waited for that) and re-verified.
@@ -208,7 +227,7 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
-		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan *item, 4096),
+		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan []*item, 1024),
 			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan frozen)}
 	}
 	if r.snapPath != "" {
@@ -488,16 +507,20 @@ func (r *Runner) Run(ctx context.Context) error {
 	// deliberation's policy judges: its shard hands it over and holds back
 	// that deliberation's messages until it is done, going on with the
 	// others.
-	validate := make(chan *item, 4096)
+	validate := make(chan *batch, 1024)
 	r.reverify = make(chan *item, 4096)
 	var validators, reverifiers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		validators.Add(1)
 		go func() {
 			defer validators.Done()
-			for it := range validate {
-				it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
-				close(it.ready)
+			for b := range validate {
+				for _, it := range b.items {
+					if it.ready != nil {
+						it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
+					}
+				}
+				close(b.ready)
 			}
 		}()
 	}
@@ -528,13 +551,70 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	// The consumer's handler runs on one goroutine of the NATS client; a
 	// reset of the ordered consumer (a node lost) starts another, so the
-	// handler takes mu, and a position it has already dispatched is
-	// dropped. After stop, nothing more is dispatched.
+	// handler takes mu, and a position it has already taken is dropped.
+	// It gathers messages into a batch (batchMax, batchWait), which flush
+	// hands to the validators and the shards. After stop, nothing more is
+	// taken.
 	var (
 		mu      sync.Mutex
 		stop    bool
+		taken   = r.dispatched.Load()
+		cur     = make([]*item, 0, batchMax)
+		counts  = make([]int, len(r.shards))
 		lastErr atomic.Value // the consumer's last error, for the message should it end
 	)
+	flush := func() { // mu held
+		if len(cur) == 0 {
+			return
+		}
+		b := &batch{items: cur}
+		cur = make([]*item, 0, batchMax)
+		for _, it := range b.items {
+			if strings.Contains(it.m.Subject, ".art.") {
+				if b.ready == nil {
+					b.ready = make(chan struct{})
+				}
+				it.ready = b.ready
+			}
+		}
+		if b.ready != nil {
+			validate <- b
+		}
+		// Each shard's items, in stream order, carved out of one array.
+		clear(counts)
+		for _, it := range b.items {
+			counts[it.shard.i]++
+		}
+		all := make([]*item, len(b.items))
+		off := 0
+		for i, n := range counts {
+			counts[i] = off
+			off += n
+		}
+		for _, it := range b.items {
+			all[counts[it.shard.i]] = it
+			counts[it.shard.i]++
+		}
+		from := 0
+		for i, to := range counts {
+			if to > from {
+				part := all[from:to:to]
+				s := r.shards[i]
+				s.enq.Store(part[len(part)-1].m.Seq)
+				s.in <- part
+			}
+			from = to
+		}
+		r.dispatched.Store(b.items[len(b.items)-1].m.Seq)
+	}
+	timer := time.AfterFunc(time.Hour, func() {
+		mu.Lock()
+		if !stop {
+			flush()
+		}
+		mu.Unlock()
+	})
+	timer.Stop()
 	take := func(msg jetstream.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -546,9 +626,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.log.Error("message without metadata", "subject", msg.Subject(), "reply", msg.Reply())
 			return
 		}
-		if seq <= r.dispatched.Load() {
+		if seq <= taken {
 			return // delivered again across a reset
 		}
+		taken = seq
 		// An imported message claims its original time; the fold decides
 		// how much of the claim to believe (projector.EffectiveTime).
 		var claimed time.Time
@@ -560,15 +641,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts), Claimed: claimed}
-		s := r.shardOf(projector.DeliberationOf(m.Subject))
-		it := &item{m: m, pending: pending}
-		if strings.Contains(m.Subject, ".art.") {
-			it.ready = make(chan struct{})
-			validate <- it
+		cur = append(cur, &item{m: m, pending: pending, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
+		switch {
+		case pending == 0 || len(cur) >= batchMax:
+			flush()
+		case len(cur) == 1:
+			timer.Reset(batchWait)
 		}
-		s.enq.Store(m.Seq)
-		s.in <- it
-		r.dispatched.Store(m.Seq)
 	}
 	// A heartbeat a second: when the node serving the consumer is lost (a
 	// stream leader killed), the ordered consumer notices in two seconds
@@ -601,8 +680,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	mu.Lock()
+	flush()
 	stop = true
 	mu.Unlock()
+	timer.Stop()
 	close(validate)
 	validators.Wait()
 	wg.Wait()
@@ -688,17 +769,19 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 		}
 	}
 	for {
-		// While messages wait, take up to 64 of them without the full
+		// While batches wait, take up to 64 of them without the full
 		// select (which locks every channel it names); then the select
 		// gives snapshots, held messages and the end their turn.
 		for range 64 {
 			select {
-			case it, ok := <-s.in:
+			case its, ok := <-s.in:
 				if !ok {
 					closed()
 					return
 				}
-				r.handle(s, it)
+				for _, it := range its {
+					r.handle(s, it)
+				}
 				continue
 			default:
 			}
@@ -711,12 +794,14 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 			tick = retry.C
 		}
 		select {
-		case it, ok := <-s.in:
+		case its, ok := <-s.in:
 			if !ok {
 				closed()
 				return
 			}
-			r.handle(s, it)
+			for _, it := range its {
+				r.handle(s, it)
+			}
 		case <-tick:
 			r.drain(s)
 		case reply := <-s.snapReq:
