@@ -42,6 +42,11 @@ type Canonicalizer struct {
 	deferred *Error
 	surName  bool
 
+	// The top-level members, when the fast path took the last input
+	// (fast.go).
+	top      []Member
+	fastTook bool
+
 	h       hash.Hash
 	sum     []byte
 	it      norm.Iter
@@ -115,6 +120,7 @@ func (c *Canonicalizer) run(src []byte) error {
 	c.idStart, c.idEnd = -1, -1
 	c.topObject = false
 	c.deferred, c.surName = nil, false
+	c.fastTook = false
 	defer func() { c.src = nil }()
 	if len(src) > c.cfg.maxSize {
 		return at(ErrSize, c.cfg.maxSize, "limit "+strconv.Itoa(c.cfg.maxSize)+" bytes")

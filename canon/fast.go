@@ -21,17 +21,36 @@ import (
 // fastOff disables the fast path (tests compare both ways).
 var fastOff bool
 
+// Member is where one member of the top-level object stands in the
+// canonical bytes: its name, without the quotes, is [NameStart, NameEnd),
+// its value [ValueStart, ValueEnd).
+type Member struct{ NameStart, NameEnd, ValueStart, ValueEnd int }
+
+// TopMembers returns the members of the top-level object of the last ID
+// or Verify, in order, as spans of the canonical bytes it returned, when
+// the fast path took the input; otherwise nil (the members are then read
+// from the bytes). Valid until the Canonicalizer's next call.
+func (c *Canonicalizer) TopMembers() []Member {
+	if !c.fastTook {
+		return nil
+	}
+	return c.top
+}
+
 // fast reports whether src is a top-level AMD object the full parser would
 // accept and write out unchanged, with the top-level artifact_id member's
 // span (if any) in c.idStart, c.idEnd and c.idSrcOff, as run leaves them
 // (offsets in src, which is the canonical form).
 func (c *Canonicalizer) fast(src []byte) bool {
+	c.fastTook = false
 	if fastOff || c.profile != AMD || len(src) == 0 || len(src) > c.cfg.maxSize || src[0] != '{' {
 		return false
 	}
 	c.idStart, c.idEnd, c.idSrcOff = -1, -1, 0
+	c.top = c.top[:0]
 	i, ok := c.fastObject(src, 0, 1, true)
-	return ok && i == len(src)
+	c.fastTook = ok && i == len(src)
+	return c.fastTook
 }
 
 func (c *Canonicalizer) fastValue(src []byte, i, depth int) (int, bool) {
@@ -88,8 +107,11 @@ func (c *Canonicalizer) fastObject(src []byte, i, depth int, top bool) (int, boo
 		if i, ok = c.fastValue(src, next+1, depth); !ok {
 			return i, false
 		}
-		if top && string(key) == "artifact_id" {
-			c.idStart, c.idEnd, c.idSrcOff = start, i, start
+		if top {
+			c.top = append(c.top, Member{start + 1, next - 1, next + 1, i})
+			if string(key) == "artifact_id" {
+				c.idStart, c.idEnd, c.idSrcOff = start, i, start
+			}
 		}
 		if i >= len(src) {
 			return i, false

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/parley-engine/parley/canon"
 )
 
@@ -35,8 +37,52 @@ func judgeBothWays(t *testing.T, data []byte) bool {
 		if took && op.name == "ID" && (errf != nil || !bytes.Equal(cf, data)) {
 			t.Fatalf("the fast path took %q, which the full parser writes %q (%v)", clip(data), clip(cf), errf)
 		}
+		if took {
+			checkTopMembers(t, data, quick.TopMembers())
+		} else if quick.TopMembers() != nil {
+			t.Fatalf("%s of %q: members without the fast path", op.name, clip(data))
+		}
 	}
 	return took
+}
+
+// checkTopMembers compares the fast path's spans of the top-level members
+// with what jsontext reads.
+func checkTopMembers(t *testing.T, data []byte, got []canon.Member) {
+	t.Helper()
+	d := jsontext.NewDecoder(bytes.NewReader(data))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		t.Fatalf("%q: %v", clip(data), err)
+	}
+	var want []canon.Member
+	for d.PeekKind() != '}' {
+		before := int(d.InputOffset())
+		name, err := d.ReadToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		afterName := int(d.InputOffset())
+		v, err := d.ReadValue()
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := int(d.InputOffset())
+		_ = name
+		// Offsets: the name's quotes are at before (after a comma) and
+		// afterName-1; the value ends at end.
+		if data[before] == ',' {
+			before++
+		}
+		want = append(want, canon.Member{NameStart: before + 1, NameEnd: afterName - 1, ValueStart: end - len(v), ValueEnd: end})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%q: %d top-level members, jsontext reads %d", clip(data), len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%q: member %d at %+v, jsontext reads %+v", clip(data), i, got[i], want[i])
+		}
+	}
 }
 
 func sameError(a, b error) bool {

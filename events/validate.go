@@ -69,7 +69,7 @@ func (v *Validator) validate(raw []byte, keep bool) (*Artifact, error) {
 	if keep {
 		a.Canonical = append([]byte(nil), canonical...)
 	}
-	if err := v.semantics(a); err != nil {
+	if err := v.semantics(a, c.TopMembers()); err != nil {
 		return nil, err
 	}
 	if !keep {
@@ -83,10 +83,12 @@ func (v *Validator) validate(raw []byte, keep bool) (*Artifact, error) {
 	return a, nil
 }
 
-// semantics reads a.Canonical into a, checking the artifact rules (docs/ERRORS.md).
-func (v *Validator) semantics(a *Artifact) error {
+// semantics reads a.Canonical into a, checking the artifact rules
+// (docs/ERRORS.md). top is where the canonicalizer found the top-level
+// members, when it knows (nil: they are read from the bytes).
+func (v *Validator) semantics(a *Artifact, top []canon.Member) error {
 	var version, typ, payload, refs, exts []byte
-	err := members(a.Canonical, func(name, val []byte) error {
+	member := func(name, val []byte) error {
 		switch string(name) {
 		case "protocol_version":
 			version = val
@@ -103,7 +105,18 @@ func (v *Validator) semantics(a *Artifact) error {
 			return fail(ErrUnknownMember, "/"+pointerEscape(unquote(name)), strconv.Quote(string(name)))
 		}
 		return nil
-	})
+	}
+	var err error
+	if top != nil {
+		b := a.Canonical
+		for _, m := range top {
+			if err = member(b[m.NameStart:m.NameEnd], b[m.ValueStart:m.ValueEnd]); err != nil {
+				break
+			}
+		}
+	} else {
+		err = members(a.Canonical, member)
+	}
 	if err != nil {
 		return err
 	}
