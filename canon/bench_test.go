@@ -99,6 +99,19 @@ func corpusBytes(docs [][]byte) int64 {
 func BenchmarkCorpus(b *testing.B) {
 	b.Run("corpus=mixed", func(b *testing.B) { benchCorpusRun(b, benchCorpus(512, 8)) })
 	b.Run("corpus=nfd-heavy", func(b *testing.B) { benchCorpusRun(b, benchCorpus(512, 1)) })
+	// What publishers send: the mixed corpus in canonical form, which ID's
+	// fast path takes.
+	b.Run("corpus=canonical", func(b *testing.B) {
+		docs := benchCorpus(512, 8)
+		for i, d := range docs {
+			c, err := canon.Canonicalize(canon.AMD, d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			docs[i] = c
+		}
+		benchCorpusRun(b, docs)
+	})
 }
 
 func benchCorpusRun(b *testing.B, docs [][]byte) {
