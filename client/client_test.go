@@ -79,7 +79,9 @@ func TestClient_StateRetriesALostReply(t *testing.T) {
 // answer that is not retryable ends it at once.
 func TestClient_ReadGivesUp(t *testing.T) {
 	_, nc := bare(t)
-	c, _ := client.NewWithOptions(nc, "alice", client.Options{Timeout: 50 * time.Millisecond, RetryFor: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	// RetryFor is many attempts long, so that a loaded machine (timers
+	// late by hundreds of milliseconds under -race) still sees several.
+	c, _ := client.NewWithOptions(nc, "alice", client.Options{Timeout: 50 * time.Millisecond, RetryFor: 1500 * time.Millisecond, Backoff: 10 * time.Millisecond})
 
 	_, err := c.State(context.Background(), delib)
 	var ue *client.UnavailableError
