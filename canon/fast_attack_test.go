@@ -591,3 +591,181 @@ func TestFastAttack_JCSNeverFast(t *testing.T) {
 		}
 	}
 }
+
+// reuseInputs mixes inputs the fast path takes with and without a
+// top-level artifact_id, inputs it starts on and gives up (after it has
+// seen an artifact_id), inputs the full parser reorders or rewrites, and
+// errors.
+func reuseInputs() []string {
+	return []string{
+		withID(`"a":1`),
+		withID(`"b":[1,{"artifact_id":"x"}]`, `"z":"é"`),
+		withID(),
+		`{"a":1,"b":2}`,
+		`{}`,
+		`{"artifact_id":1}`,
+		`{"artifact_id":"x","b" :1}`,
+		`{"artifact_id":"x","b":01}`,
+		`{"artifact_id":"x","b":-0}`,
+		`{"b":1,"artifact_id":"x","a":2}`,
+		` ` + withID(`"a":1`),
+		`{"z":1,"artifact_id":"sha256:` + strings.Repeat("0", 64) + `","a":"e` + "\u0301" + `"}`,
+		`{"a":"\u00e9","artifact_id":"y"}`,
+		`[1,2]`,
+		`"artifact_id"`,
+		`{"a":`,
+		``,
+		"{\"a\":\"\xff\"}",
+		`{"artifact_id":"x","artifact_id":"y"}`,
+	}
+}
+
+// A Canonicalizer that has taken the fast path, given up on it, or run
+// the full parser for another call answers every next call as a new one
+// does: nothing of the previous input (the members, the artifact_id span,
+// whether the fast path took it) carries over.
+func TestFastAttack_ReuseAgreesWithFresh(t *testing.T) {
+	ins := reuseInputs()
+	ops := []struct {
+		name string
+		fn   func(*canon.Canonicalizer, []byte) ([]byte, canon.Digest, error)
+	}{
+		{"ID", (*canon.Canonicalizer).ID},
+		{"Verify", (*canon.Canonicalizer).Verify},
+		{"Canonicalize", func(c *canon.Canonicalizer, b []byte) ([]byte, canon.Digest, error) {
+			out, err := c.Canonicalize(b)
+			return out, canon.Digest{}, err
+		}},
+		{"Append", func(c *canon.Canonicalizer, b []byte) ([]byte, canon.Digest, error) {
+			out, err := c.Append([]byte("prefix"), b)
+			return out, canon.Digest{}, err
+		}},
+		{"Digest", (*canon.Canonicalizer).Digest},
+		{"Fast", func(c *canon.Canonicalizer, b []byte) ([]byte, canon.Digest, error) {
+			c.Fast(b)
+			return nil, canon.Digest{}, nil
+		}},
+	}
+	for _, first := range ins {
+		for _, op1 := range ops {
+			for _, second := range ins {
+				for _, op2 := range ops[:2] {
+					c := canon.New(canon.AMD)
+					a := []byte(first)
+					op1.fn(c, a)
+					b := []byte(second)
+					got, gid, gerr := op2.fn(c, b)
+					got = bytes.Clone(got)
+					gtop := c.TopMembers()
+					fresh := canon.New(canon.AMD)
+					want, wid, werr := op2.fn(fresh, []byte(second))
+					wtop := fresh.TopMembers()
+					if !sameError(gerr, werr) || gid != wid || !bytes.Equal(got, want) {
+						t.Fatalf("%s(%q) then %s(%q): %q %v %v, a new Canonicalizer %q %v %v", op1.name, first, op2.name, second, got, gid, gerr, want, wid, werr)
+					}
+					if (gtop == nil) != (wtop == nil) && (len(gtop) != 0 || len(wtop) != 0) {
+						t.Fatalf("%s(%q) then %s(%q): members %v, a new Canonicalizer %v", op1.name, first, op2.name, second, gtop, wtop)
+					}
+					for k := range max(len(gtop), len(wtop)) {
+						if len(gtop) != len(wtop) || gtop[k] != wtop[k] {
+							t.Fatalf("%s(%q) then %s(%q): members %v, a new Canonicalizer %v", op1.name, first, op2.name, second, gtop, wtop)
+						}
+					}
+					if string(a) != first {
+						t.Fatalf("%s(%q) then %s(%q): the first input was written to", op1.name, first, op2.name, second)
+					}
+				}
+			}
+		}
+	}
+}
+
+// After a call that did not take the fast path, TopMembers is nil, whatever
+// the call before it found.
+func TestFastAttack_TopMembersNilAfterOtherCalls(t *testing.T) {
+	taken := []byte(withID(`"a":1`, `"b":{"c":[1,2]}`))
+	others := []struct {
+		name string
+		fn   func(*canon.Canonicalizer)
+	}{
+		{"Canonicalize", func(c *canon.Canonicalizer) { c.Canonicalize([]byte(`{"b":1,"a":2}`)) }},
+		{"Canonicalize of a canonical input", func(c *canon.Canonicalizer) { c.Canonicalize(taken) }},
+		{"Canonicalize error", func(c *canon.Canonicalizer) { c.Canonicalize([]byte(`{"a":`)) }},
+		{"Append", func(c *canon.Canonicalizer) { c.Append(nil, taken) }},
+		{"Digest", func(c *canon.Canonicalizer) { c.Digest(taken) }},
+		{"ID falling back", func(c *canon.Canonicalizer) { c.ID([]byte(` {"a":1}`)) }},
+		{"ID falling back after an artifact_id", func(c *canon.Canonicalizer) { c.ID([]byte(`{"artifact_id":"x","b" :1}`)) }},
+		{"ID error", func(c *canon.Canonicalizer) { c.ID([]byte(`{"a":01}`)) }},
+		{"ID of an array", func(c *canon.Canonicalizer) { c.ID([]byte(`[1]`)) }},
+		{"ID of nothing", func(c *canon.Canonicalizer) { c.ID(nil) }},
+		{"Verify falling back", func(c *canon.Canonicalizer) { c.Verify([]byte(`{"b":1,"a":2}`)) }},
+		{"Fast declining", func(c *canon.Canonicalizer) { c.Fast([]byte(`{"a":-0}`)) }},
+	}
+	for _, o := range others {
+		c := canon.New(canon.AMD)
+		if _, _, err := c.ID(taken); err != nil {
+			t.Fatal(err)
+		}
+		if c.TopMembers() == nil {
+			t.Fatalf("no members after ID of %s", taken)
+		}
+		o.fn(c)
+		if top := c.TopMembers(); top != nil {
+			t.Fatalf("ID of a canonical input, then %s: TopMembers %v", o.name, top)
+		}
+	}
+	// Under the disabled fast path as well.
+	defer canon.SetFast(true)
+	c := canon.New(canon.AMD)
+	c.ID(taken)
+	canon.SetFast(false)
+	c.ID(taken)
+	if top := c.TopMembers(); top != nil {
+		t.Fatalf("ID without the fast path after ID with it: TopMembers %v", top)
+	}
+}
+
+// The package-level functions draw Canonicalizers from a pool: any
+// sequence of them answers as new Canonicalizers do.
+func TestFastAttack_PoolSequence(t *testing.T) {
+	ins := reuseInputs()
+	for round := 0; round < 3; round++ {
+		for k, in := range ins {
+			b := []byte(in)
+			var err1, err2 error
+			var d1, d2 canon.Digest
+			switch (k + round) % 3 {
+			case 0:
+				d1, err1 = canon.ID(b)
+				_, d2, err2 = canon.New(canon.AMD).ID(b)
+			case 1:
+				d1, err1 = canon.Verify(b)
+				_, d2, err2 = canon.New(canon.AMD).Verify(b)
+			case 2:
+				c1, e1 := canon.Canonicalize(canon.AMD, b)
+				c2, e2 := canon.New(canon.AMD).Canonicalize(b)
+				if !bytes.Equal(c1, c2) {
+					t.Fatalf("Canonicalize(%q): %q, a new Canonicalizer %q", in, c1, c2)
+				}
+				err1, err2 = e1, e2
+			}
+			if d1 != d2 || !sameError(err1, err2) {
+				t.Fatalf("%q: %v %v, a new Canonicalizer %v %v", in, d1, err1, d2, err2)
+			}
+		}
+	}
+}
+
+// An empty top-level object has no members, however the Canonicalizer was
+// used before.
+func TestFastAttack_EmptyObjectMembers(t *testing.T) {
+	c := canon.New(canon.AMD)
+	for _, in := range []string{`{}`, withID(`"a":1`), `{}`} {
+		if _, _, err := c.ID([]byte(in)); err != nil {
+			t.Fatal(err)
+		}
+		if in == `{}` && len(c.TopMembers()) != 0 {
+			t.Fatalf("members of {}: %v", c.TopMembers())
+		}
+	}
+}
