@@ -769,3 +769,46 @@ func TestFastAttack_EmptyObjectMembers(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastPathOptions judges inputs both ways under limits drawn by the
+// fuzzer (small ones, so that the inputs reach them).
+func FuzzFastPathOptions(f *testing.F) {
+	for _, in := range reuseInputs() {
+		f.Add([]byte(in), uint8(2), uint8(3), uint16(len(in)))
+	}
+	f.Add([]byte(`{"a":[[1]],"b":{"c":123456}}`), uint8(3), uint8(6), uint16(29))
+	f.Fuzz(func(t *testing.T, data []byte, depth, digits uint8, size uint16) {
+		judgeWith(t, data, canon.WithMaxDepth(int(depth)), canon.WithMaxIntegerDigits(int(digits)), canon.WithMaxSize(int(size)))
+	})
+}
+
+// FuzzFastPathReuse runs ID or Verify on one input and then on another with
+// the same Canonicalizer: the second answer is a new Canonicalizer's.
+func FuzzFastPathReuse(f *testing.F) {
+	ins := reuseInputs()
+	for k, a := range ins {
+		f.Add([]byte(a), []byte(ins[(k+1)%len(ins)]), uint8(k))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, ops uint8) {
+		fns := []func(*canon.Canonicalizer, []byte) ([]byte, canon.Digest, error){
+			(*canon.Canonicalizer).ID, (*canon.Canonicalizer).Verify, (*canon.Canonicalizer).Digest,
+		}
+		c := canon.New(canon.AMD)
+		fns[int(ops)%3](c, a)
+		second := fns[int(ops>>2)%2]
+		got, gid, gerr := second(c, b)
+		got = bytes.Clone(got)
+		gtop := append([]canon.Member(nil), c.TopMembers()...)
+		fresh := canon.New(canon.AMD)
+		want, wid, werr := second(fresh, b)
+		wtop := fresh.TopMembers()
+		if !sameError(gerr, werr) || gid != wid || !bytes.Equal(got, want) || len(gtop) != len(wtop) {
+			t.Fatalf("%q then %q: %q %v %v %v, a new Canonicalizer %q %v %v %v", clip(a), clip(b), clip(got), gid, gerr, gtop, clip(want), wid, werr, wtop)
+		}
+		for k := range gtop {
+			if gtop[k] != wtop[k] {
+				t.Fatalf("%q then %q: members %v, a new Canonicalizer %v", clip(a), clip(b), gtop, wtop)
+			}
+		}
+	})
+}
