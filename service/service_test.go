@@ -30,7 +30,9 @@ func start(t *testing.T, dir string) *service.Service {
 
 func dial(t *testing.T, s *service.Service) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.NATSURL())
+	// A connect deadline well past the default 2 s: on a loaded machine
+	// (the race detector, other suites) the handshake has taken longer.
+	nc, err := nats.Connect(s.NATSURL(), nats.Timeout(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
