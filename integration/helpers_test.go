@@ -160,16 +160,40 @@ func getPages[T any](t testing.TB, u string) []T {
 
 // replay folds the whole stream into a fresh projection, as an auditor
 // would, independently of the engine.
+// retryEach runs fn with a 5 s deadline at a time until it succeeds or ctx
+// ends (then the last error).
+func retryEach(ctx context.Context, fn func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := fn(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, ledger.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
+	// Each request with a deadline of its own, tried again until ctx
+	// ends: a cluster electing a leader (a node just restarted) drops the
+	// requests it gets meanwhile, and one request waiting for the whole of
+	// ctx would miss the leader elected a moment later.
+	var (
+		info *jetstream.StreamInfo
+		cons jetstream.Consumer
+	)
+	err := retryEach(ctx, func(actx context.Context) error {
+		s, err := js.Stream(actx, ledger.StreamName)
+		if err == nil {
+			info, err = s.Info(actx)
+		}
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +201,10 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	if info.State.LastSeq == 0 {
 		return p
 	}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
+	if err := retryEach(ctx, func(actx context.Context) (err error) {
+		cons, err = js.OrderedConsumer(actx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	it, err := cons.Messages()
