@@ -768,6 +768,18 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// take applies a batch's part, or, once the channel is closed, what
+	// the shard holds; it reports whether to go on.
+	take := func(its []*item, ok bool) bool {
+		if !ok {
+			closed()
+			return false
+		}
+		for _, it := range its {
+			r.handle(s, it)
+		}
+		return true
+	}
 	for {
 		// While batches wait, take up to 64 of them without the full
 		// select (which locks every channel it names); then the select
@@ -775,12 +787,8 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 		for range 64 {
 			select {
 			case its, ok := <-s.in:
-				if !ok {
-					closed()
+				if !take(its, ok) {
 					return
-				}
-				for _, it := range its {
-					r.handle(s, it)
 				}
 				continue
 			default:
@@ -795,12 +803,8 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 		}
 		select {
 		case its, ok := <-s.in:
-			if !ok {
-				closed()
+			if !take(its, ok) {
 				return
-			}
-			for _, it := range its {
-				r.handle(s, it)
 			}
 		case <-tick:
 			r.drain(s)
