@@ -89,7 +89,7 @@ func fastAttackArtifacts() []string {
 		artifactWithID(claim, pay, pv, `"references":[{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"},{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"}]`),
 		artifactWithID(`"a":1`, claim, pay, pv, refs),
 		artifactWithID(),
-		`{"artifact_id":1,` + claim[0:len(claim)] + `}`,
+		`{"artifact_id":1,` + claim + `}`,
 	}
 }
 
