@@ -116,3 +116,24 @@ func BenchmarkProjectionMemory(b *testing.B) {
 		runtime.KeepAlive(p)
 	}
 }
+
+// BenchmarkStateDigest computes the state digest of a deliberation of
+// 1,000 artifacts (a GET during ingest computes one per read), beside the
+// digest as first written.
+func BenchmarkStateDigest(b *testing.B) {
+	p := snapshotBench(b, 8000)
+	var d *projector.Deliberation
+	p.Deliberations(func(x *projector.Deliberation) { d = x })
+	b.Run("now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d.ComputeDigest()
+		}
+	})
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d.ReferenceDigest()
+		}
+	})
+}

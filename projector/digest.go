@@ -3,6 +3,7 @@ package projector
 import (
 	"cmp"
 	"crypto/sha256"
+	"hash"
 	"slices"
 	"strconv"
 
@@ -45,36 +46,50 @@ type cachedDigest struct {
 }
 
 func (d *Deliberation) computeDigest() canon.Digest {
-	h := sha256.New()
-	line := func(parts ...string) {
-		for i, p := range parts {
-			if i > 0 {
-				h.Write([]byte{' '})
-			}
-			h.Write([]byte(p))
-		}
-		h.Write([]byte{'\n'})
-	}
+	w := digestWriter{h: sha256.New(), buf: make([]byte, 0, 16<<10)}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	line("parley-state-v2")
-	line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
+	w.line("parley-state-v2")
+	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
-		line("participants", q(string(mustJSON(d.Charter.Participants))))
-		line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))
+		w.line("participants", q(string(mustJSON(d.Charter.Participants))))
+		w.line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))
 		if len(d.Charter.Terminators) > 0 {
-			line("terminators", q(string(mustJSON(d.Charter.Terminators))))
+			w.line("terminators", q(string(mustJSON(d.Charter.Terminators))))
 		}
 	}
+	// The artifacts in stream order: nodes are appended in admission
+	// order, which is stream order but for artifacts released from
+	// pending, so the sort has little to do. Their ordinals come from one
+	// walk along the deliberation's positions, which are in order too.
 	ids := d.ids()
 	order := make([]int32, len(d.nodes))
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
+	if !slices.IsSortedFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) }) {
+		slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
+	}
+	j := 0
 	for _, i := range order {
 		n := &d.nodes[i]
-		line("artifact", ids[i].String(), u(n.seq), d.parts[n.part], string(typeOf[n.typ]))
+		for j < len(d.seqs) && d.seqs[j] < n.seq {
+			j++
+		}
+		var ord uint64
+		if j < len(d.seqs) && d.seqs[j] == n.seq {
+			ord = uint64(j + 1)
+		}
+		b := append(w.buf, "artifact "...)
+		b = ids[i].AppendText(b)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, ord, 10)
+		b = append(b, ' ')
+		b = append(b, d.parts[n.part]...)
+		b = append(b, ' ')
+		b = append(b, typeOf[n.typ]...)
+		w.buf = append(b, '\n')
+		w.spill()
 	}
 	pend := make([]*pending, 0, len(d.pend))
 	for _, p := range d.pend {
@@ -82,13 +97,16 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	}
 	slices.SortFunc(pend, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
 	for _, p := range pend {
-		line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
+		w.line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
 	}
 	for _, id := range d.OpenBlockingObjections() {
-		line("open", id.String())
+		b := append(w.buf, "open "...)
+		b = id.AppendText(b)
+		w.buf = append(b, '\n')
+		w.spill()
 	}
 	for _, r := range d.rejects {
-		line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
+		w.line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
 	}
 	codes := make([]string, 0, len(d.rejCodes))
 	for c := range d.rejCodes {
@@ -96,13 +114,40 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	}
 	slices.Sort(codes)
 	for _, c := range codes {
-		line("rejected", c, strconv.Itoa(d.rejCodes[c]))
+		w.line("rejected", c, strconv.Itoa(d.rejCodes[c]))
 	}
 	for _, l := range d.late {
-		line("late", u(l.Position), l.ArtifactID, l.Participant)
+		w.line("late", u(l.Position), l.ArtifactID, l.Participant)
 	}
-	line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))
+	w.line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))
+	w.h.Write(w.buf)
 	var out canon.Digest
-	h.Sum(out[:0])
+	w.h.Sum(out[:0])
 	return out
+}
+
+// digestWriter gathers the digest's lines in a buffer and hashes it a
+// block at a time.
+type digestWriter struct {
+	h   hash.Hash
+	buf []byte
+}
+
+// line writes parts separated by spaces and a newline.
+func (w *digestWriter) line(parts ...string) {
+	for i, p := range parts {
+		if i > 0 {
+			w.buf = append(w.buf, ' ')
+		}
+		w.buf = append(w.buf, p...)
+	}
+	w.buf = append(w.buf, '\n')
+	w.spill()
+}
+
+func (w *digestWriter) spill() {
+	if len(w.buf) >= 12<<10 {
+		w.h.Write(w.buf)
+		w.buf = w.buf[:0]
+	}
 }

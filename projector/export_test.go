@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/parley-engine/parley/canon"
 )
 
 // DumpState renders the whole projection, every field of every
@@ -90,3 +92,10 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		fmt.Fprintf(b, "%s = %v\n", path, v.Interface())
 	}
 }
+
+// ReferenceDigest is the state digest computed the way it was first
+// written (digest_reference_test.go), uncached.
+func (d *Deliberation) ReferenceDigest() canon.Digest { return d.referenceDigest() }
+
+// ComputeDigest is the state digest computed now, uncached.
+func (d *Deliberation) ComputeDigest() canon.Digest { return d.computeDigest() }

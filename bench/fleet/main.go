@@ -54,6 +54,11 @@ import (
 
 var timeline bool
 
+// catchupProfile, when set, is where the first engine round writes a CPU
+// profile of its catch-up alone: from the last publish acknowledged to the
+// projection having everything.
+var catchupProfile string
+
 func main() {
 	publishers := flag.Int("publishers", 200, "publishers (each its own connection, client and deliberation)")
 	n := flag.Int("n", 1000, "artifacts per publisher")
@@ -66,6 +71,7 @@ func main() {
 	flag.BoolVar(&timeline, "timeline", false, "print the lag every tenth sample")
 	short := flag.Bool("short", false, "small sizes for a quick check (20 publishers x 200)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine loads to this file")
+	flag.StringVar(&catchupProfile, "catchup-profile", "", "write a CPU profile of the first engine round's catch-up (publishing done to projection complete) to this file (not with -cpuprofile)")
 	flag.Parse()
 	if *short {
 		*publishers, *n = 20, 200
@@ -505,8 +511,19 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 			return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
 		}, c.PublishAsyncComplete, nc.Close
 	})
+	stopProfile := func() {}
+	if catchupProfile != "" {
+		f, err := os.Create(catchupProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		catchupProfile = "" // the first round only
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
 	waitAll(ctx, s)
 	res.proj = time.Since(t0)
+	stopProfile()
 	close(stop)
 	<-res.lag.done
 	readersDone.Wait()
