@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -72,7 +73,13 @@ func main() {
 	short := flag.Bool("short", false, "small sizes for a quick check (20 publishers x 200)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine loads to this file")
 	flag.StringVar(&catchupProfile, "catchup-profile", "", "write a CPU profile of the first engine round's catch-up (publishing done to projection complete) to this file (not with -cpuprofile)")
+	flag.BoolVar(&publisherProcess, "publisher-process", false, "run the publishers in a process of their own (as participants are), not in the engine's")
+	child := flag.String("publish-child", "", "(internal) be the publisher process of -publisher-process, with the work in this file")
 	flag.Parse()
+	if *child != "" {
+		runChild(*child)
+		return
+	}
 	if *short {
 		*publishers, *n = 20, 200
 	}
@@ -368,12 +375,30 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 		l = sampleLag(ctx, stream, consumed.Load, sample, stop, nil)
 	}
 	var t0 time.Time
-	pub := publishAll(w, func() {
+	onStart := func() {
 		t0 = time.Now()
 		if l != nil {
 			l.start()
 		}
-	}, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
+	}
+	var pub time.Duration
+	if publisherProcess {
+		pub = publishOut(w, s.ClientURL(), true, onStart)
+	} else {
+		pub = rawPublish(w, s, onStart)
+	}
+	if !consume {
+		return pub, 0, nil
+	}
+	done := <-caught
+	close(stop)
+	<-l.done
+	return pub, done.Sub(t0), l
+}
+
+// rawPublish publishes w to s with raw JetStream async publish, in process.
+func rawPublish(w *work, s *server.Server, onStart func()) time.Duration {
+	return publishAll(w, onStart, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
 		nc, err := nats.Connect(s.ClientURL())
 		if err != nil {
 			log.Fatal(err)
@@ -388,13 +413,6 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
 		}, js.PublishAsyncComplete, nc.Close
 	})
-	if !consume {
-		return pub, 0, nil
-	}
-	done := <-caught
-	close(stop)
-	<-l.done
-	return pub, done.Sub(t0), l
 }
 
 type result struct {
@@ -498,19 +516,24 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	}
 
 	var t0 time.Time
-	res.pub = publishAll(w, func() { t0 = time.Now(); res.lag.start() }, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-		nc, err := nats.Connect(s.NATSURL())
-		if err != nil {
-			log.Fatal(err)
-		}
-		c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
-		if err != nil {
-			log.Fatal(err)
-		}
-		return func(i int) (jetstream.PubAckFuture, error) {
-			return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
-		}, c.PublishAsyncComplete, nc.Close
-	})
+	onStart := func() { t0 = time.Now(); res.lag.start() }
+	if publisherProcess {
+		res.pub = publishOut(w, s.NATSURL(), false, onStart)
+	} else {
+		res.pub = publishAll(w, onStart, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
+			nc, err := nats.Connect(s.NATSURL())
+			if err != nil {
+				log.Fatal(err)
+			}
+			c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
+			if err != nil {
+				log.Fatal(err)
+			}
+			return func(i int) (jetstream.PubAckFuture, error) {
+				return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
+			}, c.PublishAsyncComplete, nc.Close
+		})
+	}
 	stopProfile := func() {}
 	if catchupProfile != "" {
 		f, err := os.Create(catchupProfile)
