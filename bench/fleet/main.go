@@ -16,7 +16,9 @@
 // The engine is started in process (service.Start) on a temporary
 // directory, its embedded server listening on loopback TCP; the baseline
 // is a fresh embedded server with the same stream configuration and no
-// engine. Rounds alternate which of the two goes first.
+// engine. Rounds alternate which of the two goes first. The publishers run
+// in the benchmark's process, beside the engine, unless -publisher-process
+// puts them in a process of their own, as participants are.
 //
 //	go run ./bench/fleet -publishers 200 -n 1000 -runs 3
 package main
