@@ -177,6 +177,14 @@ type batch struct {
 	ready chan struct{} // closed once every artifact of items is validated
 }
 
+// PullBytes is how much the engine's consumer asks the server for at a
+// time (a pull request; the next goes out when half is consumed). Under a
+// saturating ingest the server serves a pull request late, so a small one
+// (2,048 messages) let the projection fall seconds behind; by bytes, the
+// client's buffer stays bounded whatever the messages' size (within the
+// NATS client's 64 MB for a subscription).
+const PullBytes = 32 << 20
+
 // A batch is dispatched once it holds batchMax messages, when the stream
 // has no more for now (the message's pending count is 0), or batchWait
 // after its first message, whichever comes first: a batch waits only
@@ -654,7 +662,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// and resumes elsewhere, instead of ten with the default. The handler
 	// form, not the iterator: the iterator arms a new timer for every
 	// message (a tenth of the consumer's CPU).
-	cc, err := cons.Consume(take, jetstream.PullMaxMessages(2048), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
+	cc, err := cons.Consume(take, jetstream.PullMaxBytes(PullBytes), jetstream.PullExpiry(5*time.Second), jetstream.PullHeartbeat(time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			lastErr.Store(fmt.Sprint(err))
 			r.log.Debug("consume", "position", r.Position(), "err", err)

@@ -255,7 +255,7 @@ func replay(ctx context.Context, m int) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	it, _ := cons.Messages(jetstream.PullMaxMessages(2048))
+	it, _ := cons.Messages(jetstream.PullMaxBytes(runner.PullBytes))
 	for got := uint64(0); got < last; got++ {
 		if _, err := it.Next(); err != nil {
 			log.Fatal(err)

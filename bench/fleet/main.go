@@ -52,6 +52,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -349,7 +350,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 		if err != nil {
 			log.Fatal(err)
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+		it, err := cons.Messages(jetstream.PullMaxBytes(runner.PullBytes))
 		if err != nil {
 			log.Fatal(err)
 		}
