@@ -53,7 +53,14 @@ const (
 	ProblemStreamUnavailable = "stream.unavailable" // the stream's info cannot be read (no leader, JetStream off)
 	ProblemWriteRefused      = "write.refused"      // the server refused the engine's last write
 	ProblemStorageExhausted  = "storage.exhausted"  // JetStream storage at its limit
+	ProblemProjectionStalled = "projection.stalled" // behind the stream and not moving for StallAfter
 )
+
+// StallAfter is how long the projection may stand still behind the stream
+// before the health report says so (a reader or a re-verification holds a
+// deliberation for seconds at most; a consumer that stopped delivering
+// holds it for ever).
+const StallAfter = 30 * time.Second
 
 // haltingProblems are the problems that stop the engine's judging.
 var haltingProblems = []string{ProblemStreamUnsafe, ProblemStreamDeleted, ProblemStreamReplaced, ProblemMessagesLost}
@@ -157,8 +164,11 @@ type streamWatch struct {
 	halted     bool
 	checked    time.Time
 	advisories bool
-	denied     bool // the subscription to the advisories was refused
-	notFound   int  // consecutive checks that found no stream
+	denied     bool          // the subscription to the advisories was refused
+	notFound   int           // consecutive checks that found no stream
+	lastPos    uint64        // the projection's position at the last check that saw it move
+	lastMove   time.Time     // when
+	stallAfter time.Duration // StallAfter (tests shorten it)
 	writes     WriteStats
 	storage    *StorageReport
 }
@@ -336,6 +346,24 @@ func (w *streamWatch) check(ctx context.Context, by string) {
 	st := info.State
 	if st.LastSeq < position {
 		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream ends at %d, behind the projection at %d", st.LastSeq, position), by)
+	}
+	// Behind the stream, and the same position since StallAfter: raised;
+	// cleared once it moves or catches up.
+	w.mu.Lock()
+	now := time.Now()
+	if w.lastMove.IsZero() || position != w.lastPos || st.LastSeq <= position {
+		w.lastPos, w.lastMove = position, now
+	}
+	still := now.Sub(w.lastMove)
+	w.mu.Unlock()
+	stall := w.stallAfter
+	if stall <= 0 {
+		stall = StallAfter
+	}
+	if st.LastSeq > position && still >= stall {
+		w.raise(ProblemProjectionStalled, fmt.Sprintf("the projection has stood at position %d for %s while the stream is at %d", position, still.Round(time.Second), st.LastSeq), by)
+	} else {
+		w.clear(ProblemProjectionStalled)
 	}
 	first := max(info.Config.FirstSeq, 1)
 	switch {

@@ -5,8 +5,16 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 )
 
 // The engine's writes by result: an expected lost race is no problem; a
@@ -40,5 +48,67 @@ func TestStreamWatch_Wrote(t *testing.T) {
 	}
 	if w.halted {
 		t.Error("a refused write halted the engine")
+	}
+}
+
+// A projection that stands still behind the stream (a consumer that
+// stopped delivering) is a health problem after stallAfter; it clears once
+// the projection moves.
+func TestStreamWatch_ProjectionStalled(t *testing.T) {
+	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(s)
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	st, err := ledger.Ensure(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(ctx, js, st, runner.Config{}) // not running: its position stays 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, projector.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	w := &streamWatch{js: js, stream: st, r: r, m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
+		stallAfter: 200 * time.Millisecond, halt: func(string) {}}
+	has := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		_, ok := w.problems[ProblemProjectionStalled]
+		return ok
+	}
+	w.check(ctx, "check")
+	if has() {
+		t.Fatal("stalled at the first check")
+	}
+	time.Sleep(300 * time.Millisecond)
+	w.check(ctx, "check")
+	if !has() {
+		t.Fatal("the projection stood behind the stream for 300 ms and the health report says nothing")
+	}
+	if w.halted {
+		t.Fatal("a stall halted the engine")
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := r.WaitFor(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.check(ctx, "check")
+	if has() {
+		t.Fatal("the projection caught up and the stall is still reported")
 	}
 }
