@@ -132,9 +132,17 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 				serve()
 				return
 			}
+			// The endpoint's own request is the handler's until it
+			// returns (micro reads what it answered for its statistics):
+			// the goroutine answers through a request of its own.
+			d := &detached{nc: nc, msg: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}}
 			go func() {
 				defer q.offLoop.Add(-1)
-				serve()
+				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
+					respond(d, nil, err)
+					return
+				}
+				h(d, v)
 			}()
 		})))
 	}
@@ -191,3 +199,54 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	}
 	return svc, nil
 }
+
+// detached answers a micro request from a goroutine of its own, after the
+// endpoint's handler has returned: the endpoint's request belongs to
+// micro once its handler returns, and micro reads it then. The answers
+// are those micro's request gives (its error headers included); the
+// endpoint's statistics do not count them.
+type detached struct {
+	nc  *nats.Conn
+	msg *nats.Msg
+}
+
+func (d *detached) Respond(data []byte, opts ...micro.RespondOpt) error {
+	m := &nats.Msg{Data: data}
+	for _, o := range opts {
+		o(m)
+	}
+	return d.publish(m)
+}
+
+func (d *detached) publish(m *nats.Msg) error {
+	if d.msg.Reply == "" {
+		return nats.ErrMsgNoReply
+	}
+	m.Subject = d.msg.Reply
+	return d.nc.PublishMsg(m)
+}
+
+func (d *detached) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return micro.ErrMarshalResponse
+	}
+	return d.Respond(b, opts...)
+}
+
+func (d *detached) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	if code == "" || description == "" {
+		return micro.ErrArgRequired
+	}
+	m := &nats.Msg{Header: nats.Header{micro.ErrorHeader: {description}, micro.ErrorCodeHeader: {code}}, Data: data}
+	for _, o := range opts {
+		o(m)
+	}
+	m.Data = data
+	return d.publish(m)
+}
+
+func (d *detached) Data() []byte           { return d.msg.Data }
+func (d *detached) Headers() micro.Headers { return micro.Headers(d.msg.Header) }
+func (d *detached) Subject() string        { return d.msg.Subject }
+func (d *detached) Reply() string          { return d.msg.Reply }
