@@ -20,6 +20,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
@@ -30,17 +31,7 @@ import (
 // stream): what answers the query API is the test's.
 func bare(t *testing.T) (*server.Server, *nats.Conn) {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { embedded.Stop(s) })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return s, nc
+	return jstest.Start(t)
 }
 
 func fast() client.Options {

@@ -7,25 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 )
 
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { embedded.Stop(s) })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := jstest.Start(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)

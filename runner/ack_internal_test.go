@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 )
@@ -18,16 +17,7 @@ import (
 // its reply subject itself; on messages a real server delivers it must
 // agree with jetstream's own Metadata.
 func TestAckMetadata_AgreesWithJetStream(t *testing.T) {
-	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer embedded.Stop(s)
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	_, nc := jstest.Start(t)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	if _, err := ledger.Ensure(ctx, js, 1); err != nil {

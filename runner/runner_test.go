@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
@@ -30,16 +29,7 @@ type bed struct {
 
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { embedded.Stop(s) })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := jstest.Start(t)
 	js, _ := jetstream.New(nc)
 	stream, err := ledger.Ensure(context.Background(), js, 1)
 	if err != nil {

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
@@ -55,16 +54,7 @@ func TestStreamWatch_Wrote(t *testing.T) {
 // stopped delivering) is a health problem after stallAfter; it clears once
 // the projection moves.
 func TestStreamWatch_ProjectionStalled(t *testing.T) {
-	s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), DontListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer embedded.Stop(s)
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	_, nc := jstest.Start(t)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	st, err := ledger.Ensure(ctx, js, 1)
