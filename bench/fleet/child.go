@@ -9,13 +9,7 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 )
 
 // With -publisher-process, the publishers run in a process of their own,
@@ -100,35 +94,16 @@ func runChild(path string) {
 			w.arts[p] = append(w.arts[p], a)
 		}
 	}
+	publisher := clientPublisher
+	if job.Raw {
+		publisher = rawPublisher
+	}
 	in := bufio.NewScanner(os.Stdin)
 	publishAll(w, func() {
 		fmt.Println("ready")
 		if !in.Scan() || in.Text() != "go" {
 			log.Fatal("publisher process: no go")
 		}
-	}, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-		nc, err := nats.Connect(job.URL)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if job.Raw {
-			js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(w.pending))
-			ids := ledger.NewMsgIDs()
-			subject := projector.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
-			return func(i int) (jetstream.PubAckFuture, error) {
-				a := w.arts[p][i]
-				msg := &nats.Msg{Subject: subject, Data: a.Canonical, Header: nats.Header{}}
-				return js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(subject, a.ID.String())),
-					jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
-			}, js.PublishAsyncComplete, nc.Close
-		}
-		c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
-		if err != nil {
-			log.Fatal(err)
-		}
-		return func(i int) (jetstream.PubAckFuture, error) {
-			return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
-		}, c.PublishAsyncComplete, nc.Close
-	})
+	}, publisher(w, job.URL))
 	fmt.Println("done")
 }

@@ -43,7 +43,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -210,7 +209,7 @@ func tempDir() string {
 // and returns when every publish is acknowledged, with the time from the
 // release (onStart is called just before it). pub publishes publisher p's
 // artifact i.
-func publishAll(w *work, onStart func(), prepare func(p int) (pub func(i int) (jetstream.PubAckFuture, error), done func() <-chan struct{}, closeFn func())) time.Duration {
+func publishAll(w *work, onStart func(), prepare prepare) time.Duration {
 	var ready, wg sync.WaitGroup
 	start := make(chan struct{})
 	var failed atomic.Int64
@@ -388,7 +387,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 	if publisherProcess {
 		pub = publishOut(w, s.ClientURL(), true, onStart)
 	} else {
-		pub = rawPublish(w, s, onStart)
+		pub = publishAll(w, onStart, rawPublisher(w, s.ClientURL()))
 	}
 	if !consume {
 		return pub, 0, nil
@@ -399,10 +398,16 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 	return pub, done.Sub(t0), l
 }
 
-// rawPublish publishes w to s with raw JetStream async publish, in process.
-func rawPublish(w *work, s *server.Server, onStart func()) time.Duration {
-	return publishAll(w, onStart, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-		nc, err := nats.Connect(s.ClientURL())
+// prepare connects publisher p to url and returns its publish function,
+// what waits for its acknowledgements and its close, as publishAll takes
+// them.
+type prepare func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func())
+
+// rawPublisher publishes w's artifacts with raw JetStream async publish
+// (the same subjects and Msg-Ids as the client).
+func rawPublisher(w *work, url string) prepare {
+	return func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
+		nc, err := nats.Connect(url)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -415,7 +420,24 @@ func rawPublish(w *work, s *server.Server, onStart func()) time.Duration {
 			return js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(subject, a.ID.String())),
 				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
 		}, js.PublishAsyncComplete, nc.Close
-	})
+	}
+}
+
+// clientPublisher publishes w's artifacts through the client.
+func clientPublisher(w *work, url string) prepare {
+	return func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return func(i int) (jetstream.PubAckFuture, error) {
+			return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
+		}, c.PublishAsyncComplete, nc.Close
+	}
 }
 
 type result struct {
@@ -523,19 +545,7 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	if publisherProcess {
 		res.pub = publishOut(w, s.NATSURL(), false, onStart)
 	} else {
-		res.pub = publishAll(w, onStart, func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-			nc, err := nats.Connect(s.NATSURL())
-			if err != nil {
-				log.Fatal(err)
-			}
-			c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
-			if err != nil {
-				log.Fatal(err)
-			}
-			return func(i int) (jetstream.PubAckFuture, error) {
-				return c.PublishArtifactAsync(w.ids[p], w.arts[p][i])
-			}, c.PublishAsyncComplete, nc.Close
-		})
+		res.pub = publishAll(w, onStart, clientPublisher(w, s.NATSURL()))
 	}
 	stopProfile := func() {}
 	if catchupProfile != "" {
