@@ -120,7 +120,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 				h(r, v)
 				return
 			}
-			serve := func() {
+			serve := func(r micro.Request) {
 				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
 					respond(r, nil, err)
 					return
@@ -129,7 +129,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			}
 			if q.offLoop.Add(1) > maxOffLoop {
 				q.offLoop.Add(-1)
-				serve()
+				serve(r)
 				return
 			}
 			// The endpoint's own request is the handler's until it
@@ -138,11 +138,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			d := &detached{nc: nc, msg: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}}
 			go func() {
 				defer q.offLoop.Add(-1)
-				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
-					respond(d, nil, err)
-					return
-				}
-				h(d, v)
+				serve(d)
 			}()
 		})))
 	}
