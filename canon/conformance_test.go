@@ -18,6 +18,20 @@ import (
 
 const upstream = "../testdata/upstream"
 
+// upstreamFiles reads every file of the upstream vectors that the globs
+// (under testdata/upstream) name, in the globs' order.
+func upstreamFiles(tb testing.TB, globs ...string) [][]byte {
+	tb.Helper()
+	var out [][]byte
+	for _, glob := range globs {
+		files, _ := filepath.Glob(filepath.Join(upstream, glob))
+		for _, file := range files {
+			out = append(out, readFile(tb, file))
+		}
+	}
+	return out
+}
+
 func readFile(tb testing.TB, path string) []byte {
 	tb.Helper()
 	b, err := os.ReadFile(path)

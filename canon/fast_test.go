@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -74,8 +72,7 @@ func sameError(a, b error) bool {
 // corpus is every input the package's tests have, and the canonical form
 // of each that has one.
 func corpus(tb testing.TB) [][]byte {
-	var out [][]byte
-	for _, glob := range []string{
+	out := upstreamFiles(tb,
 		"amd-upstream/*/*.input.json",
 		"amd-upstream/*/*.json",
 		"jcs-upstream/*/input/*.json",
@@ -83,17 +80,7 @@ func corpus(tb testing.TB) [][]byte {
 		"jsontestsuite/test_parsing/*.json",
 		"jsontestsuite/test_transform/*.json",
 		"matrix-canonical/*/*.json",
-		"ep-upstream/*/*.json",
-	} {
-		files, _ := filepath.Glob(filepath.Join(upstream, glob))
-		for _, file := range files {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			out = append(out, b)
-		}
-	}
+		"ep-upstream/*/*.json")
 	for _, v := range loadVectors(tb) {
 		out = append(out, v.input)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"math/big"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,21 +230,13 @@ func refString(b *bytes.Buffer, s string) {
 
 // seedCorpus adds every vector input parley has to f.
 func seedCorpus(f *testing.F) {
-	for _, glob := range []string{
+	for _, b := range upstreamFiles(f,
 		"amd-upstream/*/*.input.json",
 		"jcs-upstream/*/input/*.json",
 		"jsontestsuite/test_parsing/*.json",
 		"jsontestsuite/test_transform/*.json",
-		"matrix-canonical/input/*.json",
-	} {
-		files, _ := filepath.Glob(filepath.Join(upstream, glob))
-		for _, file := range files {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(b)
-		}
+		"matrix-canonical/input/*.json") {
+		f.Add(b)
 	}
 	for _, v := range loadVectors(f) {
 		// The megabyte-sized limit vectors make every mutation and
