@@ -3,10 +3,8 @@ package events
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -99,16 +97,7 @@ func fastAttackArtifacts() []string {
 // takes) agrees with Validate of a spaced form of it (which it does not).
 func TestSemantics_FastAttackBothWays(t *testing.T) {
 	ins := fastAttackArtifacts()
-	b, err := os.ReadFile("../testdata/vectors/semantic.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suite struct {
-		Vectors []struct{ Name, Input string }
-	}
-	if err := json.Unmarshal(b, &suite); err != nil {
-		t.Fatal(err)
-	}
+	suite := semanticVectors(t)
 	for _, vec := range suite.Vectors {
 		if c, err := canon.Canonicalize(canon.AMD, []byte(vec.Input)); err == nil {
 			ins = append(ins, string(c))

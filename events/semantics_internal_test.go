@@ -14,16 +14,7 @@ import (
 // when its fast path found them, and reads them from the bytes otherwise:
 // both ways must give the same artifact and the same error.
 func TestSemantics_MembersFromCanonAgree(t *testing.T) {
-	b, err := os.ReadFile("../testdata/vectors/semantic.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suite struct {
-		Vectors []struct{ Name, Input string }
-	}
-	if err := json.Unmarshal(b, &suite); err != nil {
-		t.Fatal(err)
-	}
+	suite := semanticVectors(t)
 	v := NewValidator()
 	c := canon.New(canon.AMD)
 	both := 0
@@ -53,4 +44,19 @@ func TestSemantics_MembersFromCanonAgree(t *testing.T) {
 	if both < len(suite.Vectors)/2 {
 		t.Fatalf("only %d of %d vectors took the fast path", both, len(suite.Vectors))
 	}
+}
+
+// semanticVectors reads testdata/vectors/semantic.json's inputs.
+func semanticVectors(t *testing.T) (suite struct {
+	Vectors []struct{ Name, Input string }
+}) {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/vectors/semantic.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &suite); err != nil {
+		t.Fatal(err)
+	}
+	return suite
 }
