@@ -76,10 +76,16 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine loads to this file")
 	flag.StringVar(&catchupProfile, "catchup-profile", "", "write a CPU profile of the first engine round's catch-up (publishing done to projection complete) to this file (not with -cpuprofile)")
 	flag.BoolVar(&publisherProcess, "publisher-process", false, "run the publishers in a process of their own (as participants are), not in the engine's")
+	flag.BoolVar(&readerProcess, "reader-process", false, "run the HTTP readers (and the bare HTTP server's reader) in a process of their own, as a browser or curl is, not in the engine's")
 	child := flag.String("publish-child", "", "(internal) be the publisher process of -publisher-process, with the work in this file")
+	readChild := flag.Bool("read-child", false, "(internal) be the reader process of -reader-process")
 	flag.Parse()
 	if *child != "" {
 		runChild(*child)
+		return
+	}
+	if *readChild {
+		runReadChild()
 		return
 	}
 	if *short {
@@ -498,7 +504,14 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	base := "http://" + s.HTTPAddr() + "/api/v1/deliberations/"
 	lat := make([][]time.Duration, readers+2)
 	errs := make([]int, readers+2)
+	var rp *readerProc
+	if readerProcess {
+		rp = startReaders(readJob{Base: base, Control: "http://" + ctl.Addr().String() + "/", IDs: w.ids, Readers: readers, Every: readEvery})
+	}
 	for r := range readers + 2 {
+		if rp != nil && r != readers {
+			continue // in the reader process
+		}
 		readersDone.Add(1)
 		go func() {
 			defer readersDone.Done()
@@ -541,7 +554,13 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	}
 
 	var t0 time.Time
-	onStart := func() { t0 = time.Now(); res.lag.start() }
+	onStart := func() {
+		t0 = time.Now()
+		res.lag.start()
+		if rp != nil {
+			rp.say("start")
+		}
+	}
 	if publisherProcess {
 		res.pub = publishOut(w, s.NATSURL(), false, onStart)
 	} else {
@@ -569,6 +588,11 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	}
 	res.inProcess, res.control = lat[readers], lat[readers+1]
 	res.readErrs += errs[readers] + errs[readers+1]
+	if rp != nil {
+		out := rp.finish()
+		res.reads, res.control = out.Reads, out.Control
+		res.readErrs += out.Errors
+	}
 	for p, id := range w.ids {
 		v, err := s.Queries.Get(id)
 		if err != nil || v.Artifacts != len(w.arts[p]) {
