@@ -247,9 +247,10 @@ func readReferences(a *Artifact, refs []byte) error {
 	}
 	var seen map[pair]bool
 	return items(refs, func(i int, val []byte) error {
-		path := "/references/" + strconv.Itoa(i)
+		// The member's JSON pointer, written only for an error.
+		path := func(rest string) string { return "/references/" + strconv.Itoa(i) + rest }
 		if kindOf(val) != '{' {
-			return fail(ErrReferenceNotObject, path, "")
+			return fail(ErrReferenceNotObject, path(""), "")
 		}
 		var ref Reference
 		var haveID bool
@@ -258,23 +259,23 @@ func readReferences(a *Artifact, refs []byte) error {
 			case "artifact_id":
 				haveID = true
 				if kindOf(v) != '"' {
-					return fail(ErrReferenceInvalidID, path+"/artifact_id", "not a string")
+					return fail(ErrReferenceInvalidID, path("/artifact_id"), "not a string")
 				}
 				d, ok := canon.ParseDigestBytes(v[1 : len(v)-1])
 				if !ok {
-					return fail(ErrReferenceInvalidID, path+"/artifact_id", strconv.Quote(str(v)))
+					return fail(ErrReferenceInvalidID, path("/artifact_id"), strconv.Quote(str(v)))
 				}
 				ref.Target = d
 			case "relation":
 				if kindOf(v) != '"' {
-					return fail(ErrReferenceUnknownRel, path+"/relation", "not a string")
+					return fail(ErrReferenceUnknownRel, path("/relation"), "not a string")
 				}
 				ref.Relation = relationOf(v)
 				if ref.Relation == NoRelation || !ref.Relation.Valid() {
-					return fail(ErrReferenceUnknownRel, path+"/relation", strconv.Quote(string(ref.Relation)))
+					return fail(ErrReferenceUnknownRel, path("/relation"), strconv.Quote(string(ref.Relation)))
 				}
 			default:
-				return fail(ErrReferenceUnknownMember, path+"/"+pointerEscape(unquote(name)), strconv.Quote(string(name)))
+				return fail(ErrReferenceUnknownMember, path("/"+pointerEscape(unquote(name))), strconv.Quote(string(name)))
 			}
 			return nil
 		})
@@ -282,7 +283,7 @@ func readReferences(a *Artifact, refs []byte) error {
 			return err
 		}
 		if !haveID {
-			return fail(ErrReferenceMissingID, path, "")
+			return fail(ErrReferenceMissingID, path(""), "")
 		}
 		dup := false
 		if len(a.References) < 16 {
@@ -303,7 +304,7 @@ func readReferences(a *Artifact, refs []byte) error {
 			seen[p] = true
 		}
 		if dup {
-			return fail(ErrReferenceDuplicate, path, ref.Target.String()+" "+string(ref.Relation))
+			return fail(ErrReferenceDuplicate, path(""), ref.Target.String()+" "+string(ref.Relation))
 		}
 		a.References = append(a.References, ref)
 		return nil

@@ -53,7 +53,7 @@ func main() {
 	k := flag.Int("k", 8, "participants for the ingest benchmark")
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
-	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine), alternating their order")
+	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine) and of the replay (bare consumer, rebuild), alternating their order")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&rebuildProfile, "rebuild-profile", "", "write a CPU profile of the engine's rebuild alone (replay) to this file")
@@ -73,7 +73,7 @@ func main() {
 		ingest(ctx, *n, *k, *rounds)
 	}
 	if *m > 0 {
-		replay(ctx, *m)
+		replay(ctx, *m, *rounds)
 	}
 	if *d > 0 {
 		concurrent(ctx, *d, 10, *per)
@@ -261,7 +261,7 @@ func median(v []float64) string {
 	return fmt.Sprintf("%.2f (%.2f-%.2f)", v[len(v)/2], v[0], v[len(v)-1])
 }
 
-func replay(ctx context.Context, m int) {
+func replay(ctx context.Context, m, rounds int) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
 	s, err := embedded.Start(embedded.Config{Dir: dir, DontListen: true})
@@ -302,7 +302,37 @@ func replay(ctx context.Context, m int) {
 	last := info.State.LastSeq
 	fmt.Printf("replay  %d messages (%d MB in the stream; filled in %s)\n", last, info.State.Bytes>>20, time.Since(fill).Round(time.Second))
 
-	// A bare ordered consumer.
+	var ratios []float64
+	for r := range rounds {
+		if rounds > 1 {
+			fmt.Printf("  round %d\n", r+1)
+		}
+		var bareT, projT time.Duration
+		var bareCPU, projCPU time.Duration
+		// Alternate the order, so that neither always reads first.
+		if r%2 == 0 {
+			bareT, bareCPU = bareRead(ctx, js, last)
+			projT, projCPU = rebuild(ctx, js, stream, last, r == 0)
+		} else {
+			projT, projCPU = rebuild(ctx, js, stream, last, r == 0)
+			bareT, bareCPU = bareRead(ctx, js, last)
+		}
+		bareRate, projRate := float64(last)/bareT.Seconds(), float64(last)/projT.Seconds()
+		fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s, CPU %.1f us a message)\n", bareRate, bareT.Round(time.Millisecond), perMsg(bareCPU, last))
+		fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s, CPU %.1f us a message)\n", projRate, projT.Round(time.Millisecond), perMsg(projCPU, last))
+		fmt.Printf("  ratio engine/bare                %9.2f  (goal >= 0.8)\n", projRate/bareRate)
+		ratios = append(ratios, projRate/bareRate)
+	}
+	if rounds > 1 {
+		fmt.Printf("  median (range) of %d rounds: engine/bare %s\n", rounds, median(ratios))
+	}
+	fmt.Println()
+}
+
+// bareRead reads the stream's last messages with a bare ordered consumer,
+// pulling as the engine's runner pulls; it returns the time and the CPU.
+func bareRead(ctx context.Context, js jetstream.JetStream, last uint64) (time.Duration, time.Duration) {
+	runtime.GC()
 	cpu0 := cpuTime()
 	start := time.Now()
 	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
@@ -316,22 +346,25 @@ func replay(ctx context.Context, m int) {
 		}
 	}
 	it.Stop()
-	bareT := time.Since(start)
-	bareCPU := cpuTime() - cpu0
+	return time.Since(start), cpuTime() - cpu0
+}
 
-	// The engine's runner from nothing.
+// rebuild runs the engine's runner from nothing to the stream's last
+// message and returns the time and the CPU; with first, it also writes
+// the rebuild profile (if asked) and reports the projection's memory.
+func rebuild(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, last uint64, first bool) (time.Duration, time.Duration) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if rebuildProfile != "" {
+	if first && rebuildProfile != "" {
 		f, err := os.Create(rebuildProfile)
 		if err != nil {
 			log.Fatal(err)
 		}
 		pprof.StartCPUProfile(f)
 	}
-	cpu0 = cpuTime()
-	start = time.Now()
+	cpu0 := cpuTime()
+	start := time.Now()
 	r, err := runner.New(ctx, js, stream, runner.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -344,23 +377,22 @@ func replay(ctx context.Context, m int) {
 	}
 	projT := time.Since(start)
 	projCPU := cpuTime() - cpu0
-	if rebuildProfile != "" {
+	if first && rebuildProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	cancel()
 	<-done
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	var artifacts int
-	r.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
-	bareRate, projRate := float64(last)/bareT.Seconds(), float64(last)/projT.Seconds()
-	fmt.Printf("  bare ordered consumer            %9.0f msgs/s  (%s, CPU %.1f us a message)\n", bareRate, bareT.Round(time.Millisecond), perMsg(bareCPU, last))
-	fmt.Printf("  engine: projection rebuilt       %9.0f msgs/s  (%s, CPU %.1f us a message)\n", projRate, projT.Round(time.Millisecond), perMsg(projCPU, last))
-	fmt.Printf("  ratio engine/bare                %9.2f  (goal >= 0.8)\n", projRate/bareRate)
-	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	fmt.Printf("memory  %d artifacts in the projection: %d MB heap, %d bytes per artifact (goal <= 215)\n\n",
-		artifacts, held>>20, held/int64(max(artifacts, 1)))
+	if first {
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		var artifacts int
+		r.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
+		held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		fmt.Printf("  memory  %d artifacts in the projection: %d MB heap, %d bytes per artifact (goal <= 215)\n",
+			artifacts, held>>20, held/int64(max(artifacts, 1)))
+	}
 	runtime.KeepAlive(r)
+	return projT, projCPU
 }
 
 func concurrent(ctx context.Context, delibs, parts, per int) {
