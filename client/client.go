@@ -77,8 +77,14 @@ func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, erro
 // JetStream options say otherwise. JetStream's own default, 4,000, lets a
 // fleet of a few dozen publishers overflow a server's stream ingest
 // queue (100,000 messages by default), which refuses the excess with 429
-// too many requests; at 256, 200 publishers fit.
-const DefaultAsyncMaxPending = 256
+// too many requests; at 128, 780 publishers fit. The window also bounds
+// how far the projection falls behind a saturating fleet: the server
+// stores and sends from one goroutine a stream, and while publishes keep
+// it busy a reader of the stream receives little until every publisher's
+// window is full, so the projection's peak lag is about the fleet's
+// messages in flight (200 publishers: 51,000 messages at 256, 26,000 at
+// 128, with the same throughput; docs/PERFORMANCE.md).
+const DefaultAsyncMaxPending = 128
 
 // Participant returns the client's token.
 func (c *Client) Participant() string { return c.participant }

@@ -68,7 +68,7 @@ func main() {
 	runs := flag.Int("runs", 1, "rounds of raw + engine")
 	readers := flag.Int("readers", 4, "concurrent HTTP readers during the engine load")
 	readEvery := flag.Duration("read-every", 5*time.Millisecond, "pause between one reader's requests (0: none)")
-	pending := flag.Int("pending", 256, "async publishes in flight per publisher (jetstream.WithPublishAsyncMaxPending); the server's stream ingest queue holds 100,000 messages, past which it refuses publishes")
+	pending := flag.Int("pending", client.DefaultAsyncMaxPending, "async publishes in flight per publisher (jetstream.WithPublishAsyncMaxPending; the client's default); the server's stream ingest queue holds 100,000 messages, past which it refuses publishes")
 	paced := flag.Float64("rate", 0, "pace the publishers at this many messages per second in all (0: as fast as they can)")
 	sample := flag.Duration("sample", 20*time.Millisecond, "lag sampling interval")
 	flag.BoolVar(&timeline, "timeline", false, "print the lag every tenth sample")
