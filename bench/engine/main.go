@@ -46,7 +46,7 @@ import (
 	"github.com/parley-engine/parley/service"
 )
 
-var rebuildProfile string
+var rebuildProfile, rebuildMemProfile string
 
 func main() {
 	n := flag.Int("n", 100000, "artifacts for the ingest benchmark")
@@ -57,6 +57,7 @@ func main() {
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&rebuildProfile, "rebuild-profile", "", "write a CPU profile of the engine's rebuild alone (replay) to this file")
+	flag.StringVar(&rebuildMemProfile, "rebuild-memprofile", "", "write a heap profile after the first rebuild to this file (its allocations are the whole process's since it started)")
 	flag.Parse()
 	ctx := context.Background()
 	if *cpuprofile != "" {
@@ -87,6 +88,13 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocated is the bytes the process has allocated on the heap so far.
+func allocated() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
 
 func perMsg(cpu time.Duration, n uint64) float64 {
@@ -333,6 +341,8 @@ func replay(ctx context.Context, m, rounds int) {
 // pulling as the engine's runner pulls; it returns the time and the CPU.
 func bareRead(ctx context.Context, js jetstream.JetStream, last uint64) (time.Duration, time.Duration) {
 	runtime.GC()
+	a0 := allocated()
+	defer func() { fmt.Printf("    the bare consumer allocated %d B a message\n", (allocated()-a0)/last) }()
 	cpu0 := cpuTime()
 	start := time.Now()
 	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
@@ -363,6 +373,7 @@ func rebuild(ctx context.Context, js jetstream.JetStream, stream jetstream.Strea
 		}
 		pprof.StartCPUProfile(f)
 	}
+	a0 := allocated()
 	cpu0 := cpuTime()
 	start := time.Now()
 	r, err := runner.New(ctx, js, stream, runner.Config{})
@@ -377,6 +388,15 @@ func rebuild(ctx context.Context, js jetstream.JetStream, stream jetstream.Strea
 	}
 	projT := time.Since(start)
 	projCPU := cpuTime() - cpu0
+	fmt.Printf("    the rebuild allocated %d B a message\n", (allocated()-a0)/last)
+	if first && rebuildMemProfile != "" {
+		f, err := os.Create(rebuildMemProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+	}
 	if first && rebuildProfile != "" {
 		pprof.StopCPUProfile()
 	}
