@@ -18,7 +18,10 @@
 // is a fresh embedded server with the same stream configuration and no
 // engine. Rounds alternate which of the two goes first. The publishers run
 // in the benchmark's process, beside the engine, unless -publisher-process
-// puts them in a process of their own, as participants are.
+// puts them in a process of their own, as participants are;
+// -reader-process does the same for the HTTP readers, and -server-process
+// for the NATS server (the engine then connects to it as to an external
+// server, as `engine serve --nats` does).
 //
 //	go run ./bench/fleet -publishers 200 -n 1000 -runs 3
 package main
@@ -35,6 +38,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -47,7 +51,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/client"
-	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -79,6 +82,8 @@ func main() {
 	flag.BoolVar(&readerProcess, "reader-process", false, "run the HTTP readers (and the bare HTTP server's reader) in a process of their own, as a browser or curl is, not in the engine's")
 	child := flag.String("publish-child", "", "(internal) be the publisher process of -publisher-process, with the work in this file")
 	readChild := flag.Bool("read-child", false, "(internal) be the reader process of -reader-process")
+	flag.BoolVar(&serverProcess, "server-process", false, "run the NATS server in a process of its own (an embedded server, as the engine starts it), for the baselines and the engine alike; the engine connects to it as to an external server")
+	serverChild := flag.String("server-child", "", "(internal) be the server process of -server-process, with its store in this directory")
 	flag.Parse()
 	if *child != "" {
 		runChild(*child)
@@ -86,6 +91,10 @@ func main() {
 	}
 	if *readChild {
 		runReadChild()
+		return
+	}
+	if *serverChild != "" {
+		runServerChild(*serverChild)
 		return
 	}
 	if *short {
@@ -325,12 +334,9 @@ func (l *lag) start() { t := time.Now(); l.t0.Store(&t) }
 func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (time.Duration, time.Duration, *lag) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	s, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: -1})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer embedded.Stop(s)
-	nc, err := nats.Connect("", nats.InProcessServer(s))
+	s := startServer(dir)
+	defer s.stop()
+	nc, err := s.connect()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -391,9 +397,9 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 	}
 	var pub time.Duration
 	if publisherProcess {
-		pub = publishOut(w, s.ClientURL(), true, onStart)
+		pub = publishOut(w, s.url, true, onStart)
 	} else {
-		pub = publishAll(w, onStart, rawPublisher(w, s.ClientURL()))
+		pub = publishAll(w, onStart, rawPublisher(w, s.url))
 	}
 	if !consume {
 		return pub, 0, nil
@@ -460,7 +466,13 @@ type result struct {
 func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample time.Duration) result {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}
+	if serverProcess {
+		ns := startServer(filepath.Join(dir, "nats"))
+		defer ns.stop()
+		cfg.NATS = ns.url
+	}
+	s, err := service.Start(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
