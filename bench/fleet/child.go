@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/gob"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -47,14 +48,7 @@ func publishOut(w *work, url string, raw bool, onStart func()) time.Duration {
 		log.Fatal(err)
 	}
 	f.Close()
-	cmd := exec.Command(os.Args[0], "-publish-child", f.Name())
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	out := bufio.NewScanner(outPipe)
+	cmd, in, out := spawn("-publish-child", f.Name())
 	expect := func(word string) {
 		if !out.Scan() || out.Text() != word {
 			log.Fatalf("publisher process: %q, want %q (%v)", out.Text(), word, out.Err())
@@ -71,6 +65,19 @@ func publishOut(w *work, url string, raw bool, onStart func()) time.Duration {
 		log.Fatalf("publisher process: %v", err)
 	}
 	return elapsed
+}
+
+// spawn starts this program again with args, its standard error this
+// process's, and returns its standard input and a scanner of its output.
+func spawn(args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	return cmd, in, bufio.NewScanner(out)
 }
 
 // runChild is the publisher process.

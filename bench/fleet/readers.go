@@ -49,14 +49,8 @@ type readerProc struct {
 }
 
 func startReaders(job readJob) *readerProc {
-	cmd := exec.Command(os.Args[0], "-read-child")
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	rp := &readerProc{cmd: cmd, in: bufio.NewWriter(in), out: bufio.NewScanner(outPipe), raw: in}
+	cmd, in, out := spawn("-read-child")
+	rp := &readerProc{cmd: cmd, in: bufio.NewWriter(in), out: out, raw: in}
 	rp.out.Buffer(nil, 1<<28)
 	line, _ := json.Marshal(job)
 	rp.say(string(line))

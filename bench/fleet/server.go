@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,14 +35,7 @@ func startServer(dir string) *natsServer {
 		}
 		return &natsServer{url: s.ClientURL(), inProc: nats.InProcessServer(s), stop: func() { embedded.Stop(s) }}
 	}
-	cmd := exec.Command(os.Args[0], "-server-child", dir)
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
+	cmd, in, sc := spawn("-server-child", dir)
 	if !sc.Scan() {
 		log.Fatalf("server process: no URL (%v)", sc.Err())
 	}
