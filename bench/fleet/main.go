@@ -133,12 +133,13 @@ func main() {
 		}
 		// Run before or after the engine; res.raw* set once res is.
 		var raw, rawc, rawcRead time.Duration
+		var rawControl []time.Duration
 		var rawLag *lag
 		rawRuns := func() {
 			runtime.GC()
-			raw, _, _ = rawLoad(ctx, w, false, *sample)
+			raw, _, _, _ = rawLoad(ctx, w, false, *sample, *readEvery)
 			runtime.GC()
-			rawc, rawcRead, rawLag = rawLoad(ctx, w, true, *sample)
+			rawc, rawcRead, rawLag, rawControl = rawLoad(ctx, w, true, *sample, *readEvery)
 		}
 		if r%2 == 0 {
 			rawRuns()
@@ -147,7 +148,7 @@ func main() {
 			engineRun()
 			rawRuns()
 		}
-		res.raw, res.rawc, res.rawcRead, res.rawLag = raw, rawc, rawcRead, rawLag
+		res.raw, res.rawc, res.rawcRead, res.rawLag, res.rawControl = raw, rawc, rawcRead, rawLag, rawControl
 		res.print(r+1, w.total())
 		results = append(results, res)
 	}
@@ -331,7 +332,7 @@ func (l *lag) start() { t := time.Now(); l.t0.Store(&t) }
 // With consume, a bare ordered consumer (over an in-process connection,
 // configured as the engine's runner configures its own) reads the stream
 // meanwhile, and its lag is sampled as the engine's is.
-func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (time.Duration, time.Duration, *lag) {
+func rawLoad(ctx context.Context, w *work, consume bool, sample, readEvery time.Duration) (time.Duration, time.Duration, *lag, []time.Duration) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
 	s := startServer(dir)
@@ -388,11 +389,52 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 		}
 		l = sampleLag(ctx, stream, consumed.Load, sample, stop, nil)
 	}
+	// With the consumer, the control of the engine load: GET of a constant
+	// from a bare HTTP server in this process (the consumer's, as the
+	// engine's process holds its bare server), read from where the engine
+	// load reads it.
+	var control []time.Duration
+	var rp *readerProc
+	readersDone := make(chan struct{})
+	if consume {
+		ctl, err := controlServer()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer ctl.Close()
+		url := "http://" + ctl.Addr().String() + "/"
+		if readerProcess {
+			rp = startReaders(readJob{Control: url, IDs: w.ids, Every: readEvery})
+			close(readersDone)
+		} else {
+			hc := &http.Client{Timeout: 30 * time.Second}
+			go func() {
+				defer close(readersDone)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					q0 := time.Now()
+					if err := get(hc, url, nil); err == nil && l.t0.Load() != nil {
+						control = append(control, time.Since(q0))
+					}
+					if readEvery > 0 {
+						time.Sleep(readEvery)
+					}
+				}
+			}()
+		}
+	}
 	var t0 time.Time
 	onStart := func() {
 		t0 = time.Now()
 		if l != nil {
 			l.start()
+		}
+		if rp != nil {
+			rp.say("start")
 		}
 	}
 	var pub time.Duration
@@ -402,12 +444,16 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample time.Duration) (
 		pub = publishAll(w, onStart, rawPublisher(w, s.url))
 	}
 	if !consume {
-		return pub, 0, nil
+		return pub, 0, nil, nil
 	}
 	done := <-caught
 	close(stop)
 	<-l.done
-	return pub, done.Sub(t0), l
+	<-readersDone
+	if rp != nil {
+		control = rp.finish().Control
+	}
+	return pub, done.Sub(t0), l, control
 }
 
 // prepare connects publisher p to url and returns its publish function,
@@ -455,6 +501,7 @@ func clientPublisher(w *work, url string) prepare {
 type result struct {
 	raw, rawc, rawcRead time.Duration // raw publish; raw publish with a bare consumer, and the consumer's time to read everything
 	rawLag              *lag
+	rawControl          []time.Duration // GET of a constant from a bare HTTP server during the raw load with the bare consumer
 	pub, proj           time.Duration
 	lag                 *lag
 	reads               []time.Duration // GET /api/v1/deliberations/{id}
@@ -689,8 +736,10 @@ func (r result) print(round, total int) {
 		ms(pct(r.reads, 0.5)), ms(pct(r.reads, 0.99)), ms(pct(r.reads, 1)), len(r.reads), r.readErrs)
 	fmt.Printf("    Queries.Get in process                    p50 %s  p99 %s  max %s  (%d)\n",
 		ms(pct(r.inProcess, 0.5)), ms(pct(r.inProcess, 0.99)), ms(pct(r.inProcess, 1)), len(r.inProcess))
-	fmt.Printf("    GET of a constant from a bare HTTP server p50 %s  p99 %s  max %s  (%d)\n\n",
+	fmt.Printf("    GET of a constant from a bare HTTP server p50 %s  p99 %s  max %s  (%d)\n",
 		ms(pct(r.control, 0.5)), ms(pct(r.control, 0.99)), ms(pct(r.control, 1)), len(r.control))
+	fmt.Printf("    the same during the raw load and its bare consumer, no engine: p50 %s  p99 %s  max %s  (%d)\n\n",
+		ms(pct(r.rawControl, 0.5)), ms(pct(r.rawControl, 0.99)), ms(pct(r.rawControl, 1)), len(r.rawControl))
 }
 
 func summary(rs []result, total int) {
@@ -714,6 +763,7 @@ func summary(rs []result, total int) {
 	fmt.Printf("  GET max, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 1)) / 1e6 }))
 	fmt.Printf("  Queries.Get in process p99, ms              %s\n", med(func(r result) float64 { return float64(pct(r.inProcess, 0.99)) / 1e6 }))
 	fmt.Printf("  bare HTTP server p99, ms                    %s\n", med(func(r result) float64 { return float64(pct(r.control, 0.99)) / 1e6 }))
+	fmt.Printf("  the same, raw load, no engine, p99, ms      %s\n", med(func(r result) float64 { return float64(pct(r.rawControl, 0.99)) / 1e6 }))
 	fmt.Printf("  raw publish, thousands of msgs/s            %s\n", med(func(r result) float64 { return rate(total, r.raw) / 1000 }))
 	fmt.Printf("  engine publish, thousands of msgs/s         %s\n", med(func(r result) float64 { return rate(total, r.pub) / 1000 }))
 	fmt.Printf("  bare consumer: read time / publish time     %s\n", med(func(r result) float64 { return r.rawcRead.Seconds() / r.rawc.Seconds() }))
