@@ -2,12 +2,11 @@ package canon_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"testing"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/internal/jsontest"
 )
 
 // Inputs built to sit just inside or just outside what the fast path of
@@ -75,29 +74,6 @@ func judgeWith(t *testing.T, data []byte, opts ...canon.Option) bool {
 		}
 	}
 	return took
-}
-
-// withID returns the object of the given members (each `"name":value`,
-// names in order and without escapes) with a top-level artifact_id
-// member holding the id of the rest, in its place in the order.
-func withID(members ...string) string {
-	body := "{" + strings.Join(members, ",") + "}"
-	sum := sha256.Sum256([]byte(body))
-	idm := `"artifact_id":"sha256:` + hex.EncodeToString(sum[:]) + `"`
-	out := make([]string, 0, len(members)+1)
-	placed := false
-	for _, m := range members {
-		name := m[1 : 1+strings.IndexByte(m[1:], '"')]
-		if !placed && name > "artifact_id" {
-			out = append(out, idm)
-			placed = true
-		}
-		out = append(out, m)
-	}
-	if !placed {
-		out = append(out, idm)
-	}
-	return "{" + strings.Join(out, ",") + "}"
 }
 
 func TestFastAttack_Numbers(t *testing.T) {
@@ -370,15 +346,15 @@ func TestFastAttack_ArtifactID(t *testing.T) {
 		{`{"artifact_id": "x"}`, fastNo},
 		{`{"artifact\u005fid":"x"}`, fastNo},
 		{`{"artifact_id":"x"} `, fastNo},
-		{withID(), fastYes},
-		{withID(`"a":1`), fastYes},
-		{withID(`"b":1`), fastYes},
-		{withID(`"a":1`, `"b":[1,2,{"artifact_id":"x"}]`), fastYes},
-		{withID(`"artifact_i":1`, `"artifact_idx":2`), fastYes},
-		{withID(`"payload":{"statement":"é 数据 😀"}`, `"protocol_version":"0.1"`), fastYes},
+		{jsontest.WithID(), fastYes},
+		{jsontest.WithID(`"a":1`), fastYes},
+		{jsontest.WithID(`"b":1`), fastYes},
+		{jsontest.WithID(`"a":1`, `"b":[1,2,{"artifact_id":"x"}]`), fastYes},
+		{jsontest.WithID(`"artifact_i":1`, `"artifact_idx":2`), fastYes},
+		{jsontest.WithID(`"payload":{"statement":"é 数据 😀"}`, `"protocol_version":"0.1"`), fastYes},
 	}
 	// A valid id, then with one byte of the digest changed.
-	v := withID(`"a":1`, `"z":2`)
+	v := jsontest.WithID(`"a":1`, `"z":2`)
 	k := strings.Index(v, "sha256:") + 10
 	for _, b := range []byte{'0', 'f', 'A', 'g', ' '} {
 		m := []byte(v)
@@ -390,7 +366,7 @@ func TestFastAttack_ArtifactID(t *testing.T) {
 	defer canon.SetFast(true)
 	for _, on := range []bool{true, false} {
 		canon.SetFast(on)
-		for _, in := range []string{withID(), withID(`"a":1`), withID(`"b":1`), withID(`"a":1`, `"z":2`)} {
+		for _, in := range []string{jsontest.WithID(), jsontest.WithID(`"a":1`), jsontest.WithID(`"b":1`), jsontest.WithID(`"a":1`, `"z":2`)} {
 			if _, err := canon.Verify([]byte(in)); err != nil {
 				t.Fatalf("fast %v: %s: %v", on, in, err)
 			}
@@ -520,7 +496,7 @@ func TestFastAttack_Options(t *testing.T) {
 			}
 		}
 	}
-	for _, in := range []string{`{}`, `{"a":1}`, withID(`"a":[1,2,3]`), `{"a":"` + strings.Repeat("é", 40) + `"}`} {
+	for _, in := range []string{`{}`, `{"a":1}`, jsontest.WithID(`"a":[1,2,3]`), `{"a":"` + strings.Repeat("é", 40) + `"}`} {
 		L := len(in)
 		for _, size := range []int{-1, 0, 1, 2, L - 1, L, L + 1, 1 << 20} {
 			took := judgeWith(t, []byte(in), canon.WithMaxSize(size))
@@ -551,7 +527,7 @@ func TestFastAttack_Options(t *testing.T) {
 		}
 	}
 	// All at once, and an option given twice (the last wins).
-	in := []byte(withID(`"a":[[123]]`))
+	in := []byte(jsontest.WithID(`"a":[[123]]`))
 	for _, opts := range [][]canon.Option{
 		{canon.WithMaxDepth(3), canon.WithMaxSize(len(in)), canon.WithMaxIntegerDigits(3)},
 		{canon.WithMaxDepth(2), canon.WithMaxSize(len(in)), canon.WithMaxIntegerDigits(3)},
@@ -569,7 +545,7 @@ func TestFastAttack_Options(t *testing.T) {
 // canonical under both profiles.
 func TestFastAttack_JCSNeverFast(t *testing.T) {
 	defer canon.SetFast(true)
-	for _, in := range []string{`{}`, `{"a":1}`, withID(`"a":1`), `{"a":"é","b":[1,true,null]}`} {
+	for _, in := range []string{`{}`, `{"a":1}`, jsontest.WithID(`"a":1`), `{"a":"é","b":[1,true,null]}`} {
 		b := []byte(in)
 		c := canon.New(canon.JCS)
 		if c.Fast(b) {
@@ -598,9 +574,9 @@ func TestFastAttack_JCSNeverFast(t *testing.T) {
 // errors.
 func reuseInputs() []string {
 	return []string{
-		withID(`"a":1`),
-		withID(`"b":[1,{"artifact_id":"x"}]`, `"z":"é"`),
-		withID(),
+		jsontest.WithID(`"a":1`),
+		jsontest.WithID(`"b":[1,{"artifact_id":"x"}]`, `"z":"é"`),
+		jsontest.WithID(),
 		`{"a":1,"b":2}`,
 		`{}`,
 		`{"artifact_id":1}`,
@@ -608,7 +584,7 @@ func reuseInputs() []string {
 		`{"artifact_id":"x","b":01}`,
 		`{"artifact_id":"x","b":-0}`,
 		`{"b":1,"artifact_id":"x","a":2}`,
-		` ` + withID(`"a":1`),
+		` ` + jsontest.WithID(`"a":1`),
 		`{"z":1,"artifact_id":"sha256:` + strings.Repeat("0", 64) + `","a":"e` + "\u0301" + `"}`,
 		`{"a":"\u00e9","artifact_id":"y"}`,
 		`[1,2]`,
@@ -683,7 +659,7 @@ func TestFastAttack_ReuseAgreesWithFresh(t *testing.T) {
 // After a call that did not take the fast path, TopMembers is nil, whatever
 // the call before it found.
 func TestFastAttack_TopMembersNilAfterOtherCalls(t *testing.T) {
-	taken := []byte(withID(`"a":1`, `"b":{"c":[1,2]}`))
+	taken := []byte(jsontest.WithID(`"a":1`, `"b":{"c":[1,2]}`))
 	others := []struct {
 		name string
 		fn   func(*canon.Canonicalizer)
@@ -760,7 +736,7 @@ func TestFastAttack_PoolSequence(t *testing.T) {
 // used before.
 func TestFastAttack_EmptyObjectMembers(t *testing.T) {
 	c := canon.New(canon.AMD)
-	for _, in := range []string{`{}`, withID(`"a":1`), `{}`} {
+	for _, in := range []string{`{}`, jsontest.WithID(`"a":1`), `{}`} {
 		if _, _, err := c.ID([]byte(in)); err != nil {
 			t.Fatal(err)
 		}

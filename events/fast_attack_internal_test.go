@@ -1,8 +1,6 @@
 package events
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,30 +8,8 @@ import (
 	"testing"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/internal/jsontest"
 )
-
-// artifactWithID returns the object of the given members (each
-// `"name":value`, names in order and without escapes) with a top-level
-// artifact_id holding the id of the rest, in its place in the order.
-func artifactWithID(members ...string) string {
-	body := "{" + strings.Join(members, ",") + "}"
-	sum := sha256.Sum256([]byte(body))
-	idm := `"artifact_id":"sha256:` + hex.EncodeToString(sum[:]) + `"`
-	out := make([]string, 0, len(members)+1)
-	placed := false
-	for _, m := range members {
-		name := m[1 : 1+strings.IndexByte(m[1:], '"')]
-		if !placed && name > "artifact_id" {
-			out = append(out, idm)
-			placed = true
-		}
-		out = append(out, m)
-	}
-	if !placed {
-		out = append(out, idm)
-	}
-	return "{" + strings.Join(out, ",") + "}"
-}
 
 // spaced writes a canonical object with a space after each top-level
 // comma and colon outside strings, so that canon's fast path turns it
@@ -63,30 +39,30 @@ func fastAttackArtifacts() []string {
 	const pay = `"payload":{"statement":"x"}`
 	const refs = `"references":[]`
 	return []string{
-		artifactWithID(claim, pay, pv, refs),
-		artifactWithID(``+`"":1`, claim, pay, pv, refs),
-		artifactWithID(`"artifact_idx":1`, claim, pay, pv, refs),
-		artifactWithID(`"a/b~c":1`, claim, pay, pv, refs),
-		artifactWithID(claim, `"extensions":{"x.y":1,"z.w":[1,{"artifact_id":2}]}`, pay, pv, refs),
-		artifactWithID(claim, `"extensions":{"bad":1}`, pay, pv, refs),
-		artifactWithID(claim, `"extensions":[]`, pay, pv, refs),
-		artifactWithID(claim, `"payload":{"artifact_id":"x","statement":"é 数据 😀"}`, pv, refs),
-		artifactWithID(claim, pay, `"protocol_version":1`, refs),
-		artifactWithID(claim, pay, `"protocol_version":"0.2"`, refs),
-		artifactWithID(claim, pay, `"protocol_version":"1.0"`, refs),
-		artifactWithID(claim, pay, refs),
-		artifactWithID(claim, pay, pv, refs, "\"\x7f\":1"),
-		artifactWithID(claim, pay, pv, refs, "\"é\":null"),
-		artifactWithID(claim, pay, pv, refs, "\"zz\":{}"),
-		artifactWithID(`"artifact_type":"NOPE"`, pay, pv, refs),
-		artifactWithID(`"artifact_type":1`, pay, pv, refs),
-		artifactWithID(claim, `"payload":[]`, pv, refs),
-		artifactWithID(claim, pay, pv, `"references":{}`),
-		artifactWithID(claim, pay, pv, `"references":[1]`),
-		artifactWithID(claim, pay, pv, `"references":[{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`","relation":"supports"}]`),
-		artifactWithID(claim, pay, pv, `"references":[{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"},{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"}]`),
-		artifactWithID(`"a":1`, claim, pay, pv, refs),
-		artifactWithID(),
+		jsontest.WithID(claim, pay, pv, refs),
+		jsontest.WithID(``+`"":1`, claim, pay, pv, refs),
+		jsontest.WithID(`"artifact_idx":1`, claim, pay, pv, refs),
+		jsontest.WithID(`"a/b~c":1`, claim, pay, pv, refs),
+		jsontest.WithID(claim, `"extensions":{"x.y":1,"z.w":[1,{"artifact_id":2}]}`, pay, pv, refs),
+		jsontest.WithID(claim, `"extensions":{"bad":1}`, pay, pv, refs),
+		jsontest.WithID(claim, `"extensions":[]`, pay, pv, refs),
+		jsontest.WithID(claim, `"payload":{"artifact_id":"x","statement":"é 数据 😀"}`, pv, refs),
+		jsontest.WithID(claim, pay, `"protocol_version":1`, refs),
+		jsontest.WithID(claim, pay, `"protocol_version":"0.2"`, refs),
+		jsontest.WithID(claim, pay, `"protocol_version":"1.0"`, refs),
+		jsontest.WithID(claim, pay, refs),
+		jsontest.WithID(claim, pay, pv, refs, "\"\x7f\":1"),
+		jsontest.WithID(claim, pay, pv, refs, "\"é\":null"),
+		jsontest.WithID(claim, pay, pv, refs, "\"zz\":{}"),
+		jsontest.WithID(`"artifact_type":"NOPE"`, pay, pv, refs),
+		jsontest.WithID(`"artifact_type":1`, pay, pv, refs),
+		jsontest.WithID(claim, `"payload":[]`, pv, refs),
+		jsontest.WithID(claim, pay, pv, `"references":{}`),
+		jsontest.WithID(claim, pay, pv, `"references":[1]`),
+		jsontest.WithID(claim, pay, pv, `"references":[{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`","relation":"supports"}]`),
+		jsontest.WithID(claim, pay, pv, `"references":[{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"},{"artifact_id":"sha256:`+strings.Repeat("a", 64)+`"}]`),
+		jsontest.WithID(`"a":1`, claim, pay, pv, refs),
+		jsontest.WithID(),
 		`{"artifact_id":1,` + claim + `}`,
 	}
 }
