@@ -67,8 +67,9 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	if !slices.IsSortedFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) }) {
-		slices.SortFunc(order, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
+	bySeq := func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) }
+	if !slices.IsSortedFunc(order, bySeq) {
+		slices.SortFunc(order, bySeq)
 	}
 	j := 0
 	for _, i := range order {
