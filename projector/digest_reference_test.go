@@ -24,7 +24,7 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 	}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	line("parley-state-v2")
+	line("parley-state-v3")
 	line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		line("participants", q(string(mustJSON(d.Charter.Participants))))
@@ -42,14 +42,6 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 	for _, i := range order {
 		n := &d.nodes[i]
 		line("artifact", ids[i].String(), u(n.seq), d.parts[n.part], string(typeOf[n.typ]))
-	}
-	pend := make([]*pending, 0, len(d.pend))
-	for _, p := range d.pend {
-		pend = append(pend, p)
-	}
-	slices.SortFunc(pend, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
-	for _, p := range pend {
-		line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
 	}
 	for _, id := range d.OpenBlockingObjections() {
 		line("open", id.String())

@@ -97,19 +97,21 @@ const (
 	CodeControlInvalid      = "control.invalid"
 	CodeNotInCharter        = "participant.not_in_charter"
 	CodeDuplicate           = "artifact.duplicate"
-	CodePendingOverflow     = "pending.overflow"
 	CodeLimitArtifactSize   = "limit.artifact_size"
 	CodeLimitReferences     = "limit.references"
 	CodeLimitGraphDepth     = "limit.graph_depth"
 	CodeLimitParticipant    = "limit.participant_artifacts"
 	CodeLimitArtifacts      = "limit.artifacts"
-	CodeRejectedTarget      = "reference.rejected_target"
+	// CodeUnknownTarget: the artifact references one that is not (yet) in
+	// its deliberation's DAG. Nothing is held pending: an artifact takes
+	// effect at its own position or not at all.
+	CodeUnknownTarget = "reference.unavailable"
 )
 
 // Codes lists the projector's own rejection codes (docs/ERRORS.md).
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
-	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate, CodePendingOverflow,
-	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeRejectedTarget,
+	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget,
 	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
@@ -141,10 +143,6 @@ type Late struct {
 
 // Options of a Projection.
 type Options struct {
-	// MaxPending bounds, per deliberation, the artifacts held while a
-	// reference is unknown. Past it, an artifact is rejected with
-	// pending.overflow.
-	MaxPending int
 	// MaxKept bounds, per deliberation, the detailed rejections and late
 	// artifacts kept (the most recent ones); counts by code stay complete.
 	MaxKept int
@@ -162,7 +160,7 @@ type Options struct {
 
 // DefaultOptions are the defaults.
 func DefaultOptions() Options {
-	return Options{MaxPending: 10000, MaxKept: 10000, Validator: events.NewValidator()}
+	return Options{MaxKept: 10000, Validator: events.NewValidator()}
 }
 
 // Projection is the state of every deliberation at a stream position. Apply
@@ -181,9 +179,6 @@ type Projection struct {
 // New returns an empty projection.
 func New(opts Options) *Projection {
 	d := DefaultOptions()
-	if opts.MaxPending <= 0 {
-		opts.MaxPending = d.MaxPending
-	}
 	if opts.MaxKept <= 0 {
 		opts.MaxKept = d.MaxKept
 	}
@@ -227,12 +222,10 @@ func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted, p.unrout
 // to, so that none of them parses the message again.
 type Outcome struct {
 	Deliberation string
-	Accepted     []canon.Digest // admitted to the DAG (a message can release pending ones)
-	// Admitted are the artifacts admitted, in the order of Accepted: the
-	// message's own and those it released from pending (their messages
-	// came earlier), validated.
+	Accepted     []canon.Digest // admitted to the DAG: the message's own artifact, or none
+	// Admitted are the artifacts admitted, in the order of Accepted,
+	// validated.
 	Admitted  []Admission
-	Pending   bool
 	Rejection *Rejection
 	Late      bool
 	Control   string // the op of an applied control message

@@ -98,7 +98,7 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		line.Op = o.Op
 	}
 	switch o.Outcome {
-	case projector.VerdictAccepted, projector.VerdictPending, projector.VerdictApplied:
+	case projector.VerdictAccepted, projector.VerdictApplied:
 		line.OK = true
 		if l.quiet {
 			if quiet != "" {

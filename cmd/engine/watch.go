@@ -87,13 +87,6 @@ type watcher struct {
 	opened   bool                    // the deliberation's open was applied: its messages count
 	ordinal  uint64                  // the last message's ordinal
 	ordinals map[canon.Digest]uint64 // artifacts seen
-	pending  []pendingMsg
-}
-
-type pendingMsg struct {
-	ordinal, position uint64
-	a                 *events.Artifact
-	participant       string
 }
 
 func runWatch(ctx context.Context, e *env, args []string) int {
@@ -373,18 +366,14 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	default:
 		a, verr := events.Validate(data)
 		switch o.Outcome {
-		case projector.VerdictAccepted, projector.VerdictPending, projector.VerdictLate:
+		case projector.VerdictAccepted, projector.VerdictLate:
 			line.Kind = "artifact"
 			if o.Outcome == projector.VerdictLate {
 				line.Kind = "late"
 			}
 			if verr == nil {
 				w.describe(&line, a)
-				if o.Outcome == projector.VerdictPending {
-					w.pending = append(w.pending, pendingMsg{w.ordinal, position, a, participant})
-				} else {
-					w.ordinals[a.ID] = w.ordinal
-				}
+				w.ordinals[a.ID] = w.ordinal
 				term = a.Type == events.TypeTermination && o.Outcome == projector.VerdictAccepted
 			}
 		default: // rejected, unknown
@@ -400,40 +389,7 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		}
 	}
 	w.print(line)
-	if len(w.pending) > 0 && o.Outcome != projector.VerdictPending {
-		if code := w.releasePending(ctx); code >= 0 {
-			return false, false, code
-		}
-	}
 	return term, check, -1
-}
-
-// releasePending prints the pending artifacts the engine has admitted or
-// rejected since.
-func (w *watcher) releasePending(ctx context.Context) int {
-	keep := w.pending[:0]
-	for _, p := range w.pending {
-		o, err := w.outcome(ctx, p.position)
-		if err != nil {
-			fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", p.position, err)
-			return exitUsage
-		}
-		switch o.Outcome {
-		case projector.VerdictPending:
-			keep = append(keep, p)
-			continue
-		case projector.VerdictAccepted:
-			w.ordinals[p.a.ID] = p.ordinal
-			line := watchLine{Ordinal: p.ordinal, Position: p.position, Kind: "admitted", Participant: p.participant, Outcome: string(o.Outcome)}
-			w.describe(&line, p.a)
-			w.print(line)
-		default:
-			w.print(watchLine{Ordinal: p.ordinal, Position: p.position, Kind: "rejected", Participant: p.participant, Outcome: string(o.Outcome),
-				ArtifactType: string(p.a.Type), ArtifactID: p.a.ID.String(), Code: o.Code, Message: o.Message})
-		}
-	}
-	w.pending = keep
-	return -1
 }
 
 // describe fills in what an artifact says.
@@ -534,11 +490,6 @@ func (w *watcher) print(l watchLine) {
 		switch l.Kind {
 		case "late":
 			b.WriteString(" (late: after the end, kept outside the state)")
-		case "admitted":
-			b.WriteString(" (admitted now: its references arrived)")
-		}
-		if l.Outcome == string(projector.VerdictPending) {
-			b.WriteString(" (pending: waits for a reference)")
 		}
 	}
 	fmt.Fprintln(w.e.stdout, inert(b.String()))
