@@ -48,7 +48,10 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	w := digestWriter{h: sha256.New(), buf: make([]byte, 0, 16<<10)}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	w.line("parley-state-v3")
+	// v2 still: a deliberation's rendering is what it was when pending
+	// artifacts existed (they added lines, and now never occur), so a
+	// recording made then audits to the digest the engine reported.
+	w.line("parley-state-v2")
 	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		w.line("participants", q(string(mustJSON(d.Charter.Participants))))

@@ -24,7 +24,7 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 	}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	line("parley-state-v3")
+	line("parley-state-v2")
 	line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		line("participants", q(string(mustJSON(d.Charter.Participants))))
