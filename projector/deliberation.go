@@ -121,6 +121,17 @@ type Deliberation struct {
 
 	limits   Limits
 	policy   Policy
+	// imported: the deliberation was opened by an import; importing: its
+	// import is not complete yet (only the importer's messages count).
+	imported, importing bool
+	// The messages that named the deliberation without being part of its
+	// record (another's during its import, an importer's it refused): the
+	// most recent MaxKept, their total, and the last one's position (for
+	// the fold's guard against redelivery). Not in the state digest: they
+	// are not the deliberation's.
+	foreign   []Rejection
+	foreignN  int
+	foreignAt uint64
 	now      time.Time // the time of the message being applied
 	lastTime time.Time // the time the fold gave the deliberation's last message
 
@@ -652,6 +663,30 @@ func (d *Deliberation) Ordinal(seq uint64) uint64 {
 	}
 	return uint64(i + 1)
 }
+
+// lastSeq is the position of the last message of the deliberation the
+// fold has seen, part of its record or not.
+func (d *Deliberation) lastSeq() uint64 {
+	last := d.foreignAt
+	if n := len(d.seqs); n > 0 {
+		last = max(last, d.seqs[n-1])
+	}
+	return last
+}
+
+// Foreign returns the kept messages that named the deliberation without
+// being part of its record (deliberation.importing, import.invalid), the
+// most recent first kept last, and their total.
+func (d *Deliberation) Foreign() ([]Rejection, int) { return d.foreign, d.foreignN }
+
+// Imported reports whether the deliberation was opened by an import (its
+// messages came from the importer's subject, wire.ImportSubject).
+func (d *Deliberation) Imported() bool { return d.imported }
+
+// Importing reports whether the deliberation's import is not complete:
+// until the importer ends it, no other message counts, and the supervisor
+// does not judge it.
+func (d *Deliberation) Importing() bool { return d.importing }
 
 // Messages returns the number of messages of the deliberation applied.
 func (d *Deliberation) Messages() int { return len(d.seqs) }

@@ -76,6 +76,12 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 	if delib != id || kind == "" {
 		return MessageOutcome{}, ErrOtherDeliberation
 	}
+	if im := m.Import; kind == "art" && participant == ImportToken && im != nil && DeliberationOf(im.Subject) == delib {
+		// An importer's message is judged as the message it restores.
+		if _, k, pt := route(im.Subject); k != "" {
+			kind, participant = k, pt
+		}
+	}
 	out := MessageOutcome{Deliberation: id, Position: m.Seq, Participant: participant}
 	var a *events.Artifact
 	ctlOK := false
@@ -108,6 +114,12 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		return out, nil
 	}
 	if r := findRejection(d.rejects, m.Seq); r != nil {
+		out.Verdict, out.Rejection = VerdictRejected, r
+		return out, nil
+	}
+	// Not part of the deliberation's record (another's message during its
+	// import).
+	if r := findRejection(d.foreign, m.Seq); r != nil {
 		out.Verdict, out.Rejection = VerdictRejected, r
 		return out, nil
 	}

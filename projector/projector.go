@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Msg is one stream message as the fold sees it: its stream position, its
@@ -23,10 +25,12 @@ type Msg struct {
 	// deliberation opened, when it last accepted an artifact) for the
 	// supervisor's time limits; it never reads a clock.
 	Time time.Time
-	// Claimed is the time the message says it originally had (an import's
-	// Parley-Original-Time header), zero when it says none. Anyone can set
-	// a header, so the fold uses it only within bounds (EffectiveTime).
-	Claimed time.Time
+	// Import is what a message on the importer's subject
+	// (parley.<deliberation>.art._import, wire.ImportSubject) says of the
+	// message it restores: its headers, which the runner reads. The fold
+	// ignores it on every other subject: anyone can set a header, and only
+	// an importer's credentials may publish there.
+	Import *Import
 	// Artifact and Invalid are, for a message on an artifact subject,
 	// Options.Validator's verdict on Data when the runner validated it
 	// ahead of the fold (validation is pure, so a runner may do it in
@@ -44,16 +48,52 @@ type Msg struct {
 	Reverified []provenance.Verification
 }
 
-// EffectiveTime is the time the fold gives a message: its stream time, or
-// the earlier time it claims (an imported message keeps its original
-// time), but never earlier than the previous message of its deliberation
-// (prev). So a participant who backdates a message can make it count as
-// sent right after the last one, and no earlier: it cannot make an idle
-// timeout fire early, nor push a time into the future.
+// Import is an imported message's account of the message it restores
+// (wire's import headers).
+type Import struct {
+	// Subject is the message's subject in the recording, its deliberation
+	// the one imported into: a control or artifact subject of the same
+	// deliberation as the import subject.
+	Subject string
+	// Position is its position in the recording (for export; the fold
+	// orders by the stream's).
+	Position uint64
+	// Time is its time in the recording, zero when it says none.
+	Time time.Time
+	// End marks the importer's message that ends the import (it restores
+	// no message: Subject is empty). The deliberation's import is
+	// complete: from then on everyone's messages count.
+	End bool
+}
+
+// ImportOf reads an importer's headers (wire.OriginalSubjectHeader, …)
+// with get (a message header's Get), for a message on subject: nil unless
+// subject is the importer's (wire.ImportSubject). A header that does not
+// parse is left out; a message without its original subject is refused by
+// the fold (import.invalid).
+func ImportOf(subject string, get func(string) string) *Import {
+	if _, kind, participant := route(subject); kind != "art" || participant != ImportToken || get == nil {
+		return nil
+	}
+	im := &Import{Subject: get(wire.OriginalSubjectHeader), End: get(wire.ImportEndHeader) == "true"}
+	if p, err := strconv.ParseUint(get(wire.OriginalPositionHeader), 10, 64); err == nil {
+		im.Position = p
+	}
+	if t, err := time.Parse(time.RFC3339Nano, get(wire.OriginalTimeHeader)); err == nil {
+		im.Time = t
+	}
+	return im
+}
+
+// EffectiveTime is the time the fold gives a message: its stream time, or,
+// for an importer's message, the earlier original time it carries (an
+// imported message keeps its original time), but never earlier than the
+// previous message of its deliberation (prev) nor later than its stream
+// time. Nobody else's claim of a time counts.
 func EffectiveTime(m Msg, prev time.Time) time.Time {
 	t := m.Time
-	if !m.Claimed.IsZero() && m.Claimed.Before(t) {
-		t = m.Claimed
+	if m.Import != nil && !m.Import.Time.IsZero() && m.Import.Time.Before(t) {
+		t = m.Import.Time
 	}
 	if t.Before(prev) {
 		t = prev
@@ -102,6 +142,16 @@ const (
 	CodeLimitGraphDepth     = "limit.graph_depth"
 	CodeLimitParticipant    = "limit.participant_artifacts"
 	CodeLimitArtifacts      = "limit.artifacts"
+	// CodeImporting: a message that is not the importer's, in a
+	// deliberation whose import is not complete. It is kept among the
+	// messages of no deliberation, outside the deliberation's record.
+	CodeImporting = "deliberation.importing"
+	// CodeImportInvalid: a message on the importer's subject whose headers
+	// name no message of its deliberation, or that would restore a
+	// message into a deliberation that was opened live (not imported) or
+	// whose import is complete. Kept among the messages of no
+	// deliberation.
+	CodeImportInvalid = "import.invalid"
 	// CodeUnknownTarget: the artifact references one that is not (yet) in
 	// its deliberation's DAG. Nothing is held pending: an artifact takes
 	// effect at its own position or not at all.
@@ -111,7 +161,7 @@ const (
 // Codes lists the projector's own rejection codes (docs/ERRORS.md).
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
 	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
-	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget,
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid,
 	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
@@ -246,8 +296,9 @@ func (p *Projection) Apply(m Msg) Outcome {
 	// Messages of no known deliberation are guarded by the position (the
 	// highest applied): a runner hands them over in stream order.
 	var prev time.Time
-	if d := p.delibs[delib]; d != nil {
-		if n := len(d.seqs); n > 0 && m.Seq <= d.seqs[n-1] {
+	d := p.delibs[delib]
+	if d != nil {
+		if m.Seq <= d.lastSeq() {
 			return Outcome{}
 		}
 		prev = d.lastTime
@@ -255,6 +306,29 @@ func (p *Projection) Apply(m Msg) Outcome {
 		return Outcome{}
 	}
 	p.position.Store(max(p.position.Load(), m.Seq))
+	// An importer's message stands for the message it restores; nobody
+	// else's headers mean anything.
+	imported := kind == "art" && participant == ImportToken
+	if imported && m.Import != nil && m.Import.End && m.Import.Subject == "" {
+		return p.endImport(d, m)
+	}
+	if imported {
+		if m.Import == nil || m.Import.End || DeliberationOf(m.Import.Subject) != delib || strings.HasSuffix(m.Import.Subject, "."+ImportToken) {
+			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
+		}
+		_, kind, participant = route(m.Import.Subject)
+		if kind == "" {
+			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
+		}
+	} else {
+		m.Import = nil
+	}
+	switch {
+	case d != nil && d.importing && !imported:
+		return p.foreign(d, m, CodeImporting, "deliberation "+delib+" is being imported: only the importer's messages count until the import is complete")
+	case d != nil && !d.importing && imported:
+		return p.foreign(d, m, CodeImportInvalid, "deliberation "+delib+" was not opened by an import, or its import is complete")
+	}
 	m.Time = EffectiveTime(m, prev)
 	out := p.apply(m, delib, kind, participant)
 	out.Time = m.Time
@@ -262,6 +336,39 @@ func (p *Projection) Apply(m Msg) Outcome {
 		d.lastTime = m.Time
 	}
 	return out
+}
+
+// ImportEnd is the op an Outcome names for the importer's end of an
+// import.
+const ImportEnd = "import_end"
+
+// endImport applies the importer's end of deliberation d's import: from
+// now on everyone's messages count. The marker is no message of the
+// deliberation's record (nor of its ordinals): a deliberation imported
+// whole folds as the original did.
+func (p *Projection) endImport(d *Deliberation, m Msg) Outcome {
+	if d == nil || !d.importing {
+		return p.foreign(d, m, CodeImportInvalid, "the end of an import that is not under way")
+	}
+	d.importing = false
+	d.foreignAt = m.Seq
+	return Outcome{Deliberation: d.ID, Control: ImportEnd}
+}
+
+// foreign records a message that names deliberation d (nil: one not
+// opened) but is not part of its record: among d's foreign messages (the
+// most recent MaxKept; or, without d, among the messages of no
+// deliberation), with nothing of d's record changed.
+func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
+	_, _, participant := route(m.Subject)
+	if d == nil {
+		return p.unroutable(m, participant, code, msg)
+	}
+	r := Rejection{Position: m.Seq, Participant: participant, Class: ClassInvalidSubmission, Code: code, Message: msg}
+	d.foreignAt = m.Seq
+	d.foreignN++
+	d.foreign = keep(d.foreign, r, p.opts.MaxKept)
+	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
 
 func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
@@ -432,6 +539,10 @@ func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
 			return p.unroutable(m, "", CodeControlInvalid, err.Error())
 		}
 		d.limits, d.policy = l, pol
+		// Opened by an import: until the importer ends it, only the
+		// importer's messages count.
+		d.imported = m.Import != nil
+		d.importing = d.imported
 		p.delibs[id] = d
 	}
 	d.now = m.Time

@@ -13,6 +13,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 var delibs = []string{"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"}
@@ -31,8 +32,26 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	known := map[string][]*events.Artifact{}
 	parts := []string{"alice", "bob", "carol", "moderator"}
+	// A message with a claimed time is an importer's (it restores the
+	// message on subject, at that time, sometimes the import's last), or
+	// a participant's that forges the importer's headers on its own
+	// subject, or an importer's without them.
 	emit := func(subject string, data []byte, claimed time.Time) {
-		m := projector.Msg{Seq: uint64(len(msgs) + 1), Subject: subject, Data: data, Time: now, Claimed: claimed}
+		m := projector.Msg{Seq: uint64(len(msgs) + 1), Subject: subject, Data: data, Time: now}
+		if !claimed.IsZero() {
+			im := &projector.Import{Subject: subject, Position: uint64(r.IntN(1000)), Time: claimed}
+			switch r.IntN(5) {
+			case 0:
+				m.Import = im // forged: ignored
+			case 1:
+				m.Subject = wire.ImportSubject(projector.DeliberationOf(subject)) // no headers: refused
+			case 2:
+				// The importer ends an import (under way or not).
+				m.Subject, m.Import, m.Data = wire.ImportSubject(projector.DeliberationOf(subject)), &projector.Import{End: true}, nil
+			default:
+				m.Subject, m.Import = wire.ImportSubject(projector.DeliberationOf(subject)), im
+			}
+		}
 		msgs = append(msgs, m)
 		p.Apply(m)
 	}
@@ -46,7 +65,7 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 		now = now.Add(time.Duration(r.IntN(120)) * time.Second)
 		d := delibs[r.IntN(len(delibs))]
 		var claimed time.Time
-		if r.IntN(10) == 0 {
+		if r.IntN(6) == 0 {
 			claimed = now.Add(-time.Duration(r.IntN(3600)) * time.Second)
 		}
 		who := parts[r.IntN(len(parts))]
@@ -160,15 +179,26 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 		all := fold(opts, msgs)
 		all.Deliberations(func(d *projector.Deliberation) {
 			seen["status "+string(d.Status)]++
+			if d.Imported() {
+				seen["imported"]++
+			}
 			_, _, codes := d.Rejections()
 			for c, n := range codes {
 				seen[c] += n
+			}
+			foreign, _ := d.Foreign()
+			for _, f := range foreign {
+				seen[f.Code]++
 			}
 			for _, id := range d.Terminations() {
 				n, _ := d.Node(id)
 				seen["terminated by "+n.Participant]++
 			}
 		})
+		unrouted, _ := all.Unrouted()
+		for _, u := range unrouted {
+			seen[u.Code]++
+		}
 		whole := projector.DumpState(all)
 		if again := projector.DumpState(fold(opts, msgs)); again != whole {
 			t.Fatalf("seed %d: the fold is not deterministic", seed)
@@ -194,7 +224,8 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 		}
 	}
 	for _, must := range []string{"status open", "status suspended", "status cancelled", "terminated by _supervisor", "terminated by moderator",
-		projector.CodeUnknownTarget, projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified, projector.CodeDuplicate, projector.CodeLimitArtifactSize} {
+		projector.CodeUnknownTarget, projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified, projector.CodeDuplicate, projector.CodeLimitArtifactSize,
+		projector.CodeImporting, projector.CodeImportInvalid, "imported"} {
 		if seen[must] == 0 {
 			t.Errorf("the random streams never reached %q: %v", must, seen)
 		}

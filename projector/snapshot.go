@@ -78,6 +78,11 @@ type delibSnap struct {
 	CancelledAt        uint64
 	CancelReason       string
 	LastTime           time.Time
+	Imported           bool
+	Importing          bool
+	ForeignAt          uint64
+	Foreign            []Rejection
+	ForeignN           int
 	Breaches           []Rejection
 	Now                time.Time
 }
@@ -124,7 +129,8 @@ func (p *Projection) Freeze() *Frozen {
 			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
-			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now}
+			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
+			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign), ForeignN: d.foreignN}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -196,6 +202,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
 		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
+		d.imported, d.importing, d.foreignAt, d.foreign, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.Foreign, ds.ForeignN
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {

@@ -115,6 +115,11 @@ func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle tim
 		delete(s.seen, d.ID)
 		return Job{}, false
 	}
+	if d.Importing() {
+		// Its record is still arriving (and its own supervisor's emissions
+		// with it): only the importer's messages count until the last.
+		return Job{}, false
+	}
 	// Nothing changed since a judgment that found nothing to do, and no
 	// limit depends on the clock: skip.
 	lim := d.Limits()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The users of the embedded default (engine serve without --nats-config or
@@ -22,8 +23,9 @@ const (
 	// supervisor, the principals' resolutions, the query service.
 	NATSEngineUser = "engine"
 	// NATSOperatorUser may publish on every parley subject (engine import
-	// republishes recordings that hold _supervisor and principal
-	// artifacts), but not delete, purge or update the stream. Its password
+	// republishes recordings on the importer's subject,
+	// parley.<deliberation>.art._import, which no other user may publish
+	// on), but not delete, purge or update the stream. Its password
 	// is in the data directory's credentials file.
 	NATSOperatorUser = "operator"
 )
@@ -73,7 +75,10 @@ func ReservedTokens(principals []string) []string {
 // participants the HTTP tokens stand for.
 func embeddedUsers(enginePassword, operatorPassword string, principals []string) []*server.User {
 	reserved := ReservedTokens(principals)
-	var deny, engineArt []string
+	// The importer's subject: only the operator publishes there (engine
+	// import), not the engine itself.
+	deny := []string{wire.ImportSubject("*")}
+	var engineArt []string
 	for _, t := range reserved {
 		deny = append(deny, projector.ArtifactSubject("*", t))
 		engineArt = append(engineArt, projector.ArtifactSubject("*", t))
