@@ -68,6 +68,12 @@ func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) (re
 }
 
 // messagesSeq is messages, with each message's position in this stream.
+//
+// An imported deliberation's messages are given the positions they had in
+// the recording; what others published under its id before the import
+// began is left out (it was never part of the record), and what came
+// after it is numbered on from the last original position by its distance
+// in this stream, so that the positions of a recording always increase.
 func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
 	s, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
@@ -84,6 +90,9 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	if total == 0 {
 		return 0, nil
 	}
+	imported := info.State.Subjects[wire.ImportSubject(id)] > 0
+	begun := false                 // an importer's message was read
+	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
 	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
 	if err != nil {
 		return 0, err
@@ -112,13 +121,23 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		if h := m.Headers(); h != nil {
 			if im := projector.ImportOf(msg.msg.Subject, h.Get); im != nil {
 				msg.msg.Import = im
+				begun = true
 				if projector.DeliberationOf(im.Subject) == id {
 					msg.Subject = im.Subject
 				}
-				if im.Position > 0 {
+				if im.Position > lastOrig && !im.End {
 					msg.Position = im.Position
+				} else {
+					msg.Position = lastOrig + (seq - lastStream)
 				}
+				lastOrig, lastStream = msg.Position, seq
 			}
+		}
+		switch {
+		case imported && !begun:
+			continue // before the import began: not part of the record
+		case imported && msg.msg.Import == nil:
+			msg.Position = lastOrig + (seq - lastStream)
 		}
 		if err := fn(msg, meta.Sequence.Stream); err != nil {
 			return n, err
