@@ -91,7 +91,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		return 0, nil
 	}
 	imported := info.State.Subjects[wire.ImportSubject(id)] > 0
-	begun := false                 // an importer's message was read
+	begun := false                  // an importer's message was read
 	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
 	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
 	if err != nil {

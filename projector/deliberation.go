@@ -119,8 +119,8 @@ type Deliberation struct {
 	CancelledAt  uint64
 	CancelReason string
 
-	limits   Limits
-	policy   Policy
+	limits Limits
+	policy Policy
 	// imported: the deliberation was opened by an import; importing: its
 	// import is not complete yet (only the importer's messages count).
 	imported, importing bool
@@ -132,8 +132,8 @@ type Deliberation struct {
 	foreign   []Rejection
 	foreignN  int
 	foreignAt uint64
-	now      time.Time // the time of the message being applied
-	lastTime time.Time // the time the fold gave the deliberation's last message
+	now       time.Time // the time of the message being applied
+	lastTime  time.Time // the time the fold gave the deliberation's last message
 
 	index    idIndex                  // artifact id -> nodes (keys in nodeIDs)
 	closures closureCache             // verifications at the current state (graph.go)
