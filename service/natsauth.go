@@ -41,16 +41,26 @@ var streamAdmin = []string{
 }
 
 // participantReads are the subjects a participant publishes on to read:
-// the query service, micro discovery, stream info, ordered consumers,
-// direct gets, flow control (the participant blocks of deploy/nats.conf).
+// the query service, micro discovery, stream info, consumers of the
+// stream (created by name, pulled from, looked up and deleted: what
+// nats.go's ordered consumers do), flow control (the participant blocks
+// of deploy/nats.conf). Not direct gets: a direct get answers with a
+// stored message's bytes on the reply subject its requester names, which
+// the server does not check against the requester's permissions, so a
+// participant could have the server publish any bytes a participant ever
+// stored onto a stream subject of a reserved token (where the stream
+// would store them) or a binding announcement's; participants read single
+// messages through the query API (parley.api.artifact, parley.api.outcome).
 var participantReads = []string{
 	MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO." + ledger.StreamName,
-	"$JS.API.CONSUMER.>",
-	"$JS.API.DIRECT.GET." + ledger.StreamName,
-	"$JS.API.DIRECT.GET." + ledger.StreamName + ".>",
+	"$JS.API.CONSUMER.CREATE." + ledger.StreamName,
+	"$JS.API.CONSUMER.CREATE." + ledger.StreamName + ".>",
+	"$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + ".*",
+	"$JS.API.CONSUMER.INFO." + ledger.StreamName + ".*",
+	"$JS.API.CONSUMER.DELETE." + ledger.StreamName + ".*",
 	"$JS.FC.>",
 }
 

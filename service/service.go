@@ -275,6 +275,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}()
 	}
 	s.creds.HTTPURL = s.HTTPURL()
+	if s.creds.HTTPToken != "" {
+		s.creds.SignInURL = s.creds.BindURL()
+	}
 	if err := writeCredentials(cfg.DataDir, s.creds); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
 )
 
@@ -71,7 +72,9 @@ func printLine(w io.Writer, v verdictLine) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
-	w.Write(buf.Bytes())
+	// A message may quote a participant's text: the same value, with its
+	// bidirectional and invisible characters as JSON escapes.
+	w.Write(textsafe.JSON(buf.Bytes()))
 }
 
 // await waits for the verdict on the message of deliberation id at

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
@@ -151,7 +153,7 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 		return w.requestFailed(err, nf.url)
 	}
 	if !w.asJSON {
-		fmt.Fprintf(e.stderr, "watching %s %q (%s, %d artifacts so far) on %s; it ends when the deliberation ends\n", w.id, v.Title, v.Status, v.Artifacts, nf.url)
+		fmt.Fprintf(e.stderr, "watching %s %s (%s, %d artifacts so far) on %s; it ends when the deliberation ends\n", w.id, textsafe.Line(strconv.Quote(v.Title)), v.Status, v.Artifacts, nf.url)
 	}
 	return w.follow(ctx, connEvents, nf.url)
 }
@@ -452,7 +454,7 @@ func (w *watcher) print(l watchLine) {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		enc.Encode(l)
-		w.e.stdout.Write(buf.Bytes())
+		w.e.stdout.Write(textsafe.JSON(buf.Bytes()))
 		return
 	}
 	who := l.Participant
@@ -492,51 +494,7 @@ func (w *watcher) print(l watchLine) {
 			b.WriteString(" (late: after the end, kept outside the state)")
 		}
 	}
-	fmt.Fprintln(w.e.stdout, inert(b.String()))
-}
-
-// inert makes participants' text safe to print on a terminal: control
-// characters (C0 but the space, DEL, C1: escape sequences, BEL,
-// carriage returns) and the bidirectional overrides and isolates that
-// reorder what a terminal shows are written as visible \x.. or \u....
-// escapes; bytes that are not UTF-8 as \x.. too.
-func inert(s string) string {
-	clean := utf8.ValidString(s)
-	for _, r := range s {
-		if unsafeRune(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r < 0x80 && unsafeRune(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unsafeRune(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
-		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
+	fmt.Fprintln(w.e.stdout, textsafe.Line(b.String()))
 }
 
 func mustParse(s string) canon.Digest {
@@ -564,12 +522,12 @@ func (w *watcher) end(ctx context.Context, note string) int {
 	}
 	if w.asJSON {
 		b, _ := json.Marshal(watchEnd{End: true, Deliberation: w.id, Status: string(v.Status), Messages: w.ordinal, StateDigest: v.StateDigest.String(), Note: note})
-		fmt.Fprintf(w.e.stdout, "%s\n", b)
+		fmt.Fprintf(w.e.stdout, "%s\n", textsafe.JSON(b))
 		return exitOK
 	}
 	fmt.Fprintf(w.e.stdout, "ended: %s after %d messages (%d artifacts, %d rejected), state_digest %s\n", v.Status, w.ordinal, v.Artifacts, v.Rejections, v.StateDigest)
 	if note != "" {
-		fmt.Fprintf(w.e.stdout, "note: %s\n", note)
+		fmt.Fprintf(w.e.stdout, "note: %s\n", textsafe.Line(note))
 	}
 	return exitOK
 }
