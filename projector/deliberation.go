@@ -185,7 +185,7 @@ func newDeliberation(id string, opts Options) *Deliberation {
 }
 
 func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg string) Outcome {
-	r := Rejection{Position: seq, Participant: participant, ArtifactID: id, Class: class, Code: code, Message: msg}
+	r := Rejection{Position: seq, Participant: summary(participant, maxTokenText), ArtifactID: id, Class: class, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.Position = seq
 	d.rejTotal++
 	d.rejCodes[code]++

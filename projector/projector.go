@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -142,6 +143,12 @@ const (
 	CodeLimitGraphDepth     = "limit.graph_depth"
 	CodeLimitParticipant    = "limit.participant_artifacts"
 	CodeLimitArtifacts      = "limit.artifacts"
+	// CodeControlTooLarge: a control message over MaxControlBytes.
+	CodeControlTooLarge = "control.too_large"
+	// CodeDeliberationLimit: an open past the number of deliberations the
+	// projection holds (Options.MaxDeliberations). Kept among the messages
+	// of no deliberation: the limit is the engine's, not the record's.
+	CodeDeliberationLimit = "deliberation.limit"
 	// CodeImporting: a message that is not the importer's, in a
 	// deliberation whose import is not complete. It is kept among the
 	// messages of no deliberation, outside the deliberation's record.
@@ -161,7 +168,7 @@ const (
 // Codes lists the projector's own rejection codes (docs/ERRORS.md).
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
 	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
-	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid,
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid, CodeControlTooLarge, CodeDeliberationLimit,
 	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
@@ -201,6 +208,10 @@ type Options struct {
 	Validator *events.Validator
 	// Defaults are the engine-wide charter defaults.
 	Defaults Defaults
+	// MaxDeliberations bounds the deliberations the projection holds
+	// (0: no bound). An open past it is refused (deliberation.limit),
+	// among the messages of no deliberation.
+	MaxDeliberations int
 	// Rules are the supervisor's rules (termination.Rules). The fold
 	// admits an artifact from _supervisor only when they call for it, and
 	// a terminator's exhausted or deadlock TERMINATION only when they
@@ -364,7 +375,7 @@ func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
 	if d == nil {
 		return p.unroutable(m, participant, code, msg)
 	}
-	r := Rejection{Position: m.Seq, Participant: participant, Class: ClassInvalidSubmission, Code: code, Message: msg}
+	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.foreignAt = m.Seq
 	d.foreignN++
 	d.foreign = keep(d.foreign, r, p.opts.MaxKept)
@@ -404,7 +415,7 @@ func (p *Projection) count(delib string, seq uint64) {
 }
 
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
-	r := Rejection{Position: m.Seq, Participant: participant, Class: ClassInvalidSubmission, Code: code, Message: msg}
+	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
 	p.unrouted = keep(p.unrouted, r, p.opts.MaxKept)
 	delib, _, _ := route(m.Subject)
@@ -476,6 +487,36 @@ type Charter struct {
 	Policy      json.RawMessage `json:"policy,omitempty"`
 }
 
+// MaxControlBytes bounds a control message: an open's charter is kept for
+// the deliberation's life, so what anyone may make the engine keep is
+// bounded in bytes.
+const MaxControlBytes = 4 << 10
+
+// MaxTitleBytes bounds a charter's title (UTF-8 bytes), which every list of
+// deliberations shows.
+const MaxTitleBytes = 256
+
+// MaxRejectionText bounds the message a rejection keeps (UTF-8 bytes, cut
+// with "…"): rejections are kept for someone else's message, so they keep
+// a bounded summary, never the message quoted whole.
+const MaxRejectionText = 256
+
+// maxTokenText bounds the participant a rejection keeps (an invalid token
+// can be as long as a subject).
+const maxTokenText = 80
+
+// summary cuts s to at most max bytes at a UTF-8 boundary, marking the cut.
+func summary(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func parseControl(data []byte) (Control, *Charter, error) {
 	var c Control
 	canonical, err := canon.Canonicalize(canon.AMD, data)
@@ -499,6 +540,9 @@ func parseControl(data []byte) (Control, *Charter, error) {
 		if err := strictJSON(c.Charter, &ch); err != nil {
 			return c, nil, errors.New("charter: " + err.Error())
 		}
+		if len(ch.Title) > MaxTitleBytes {
+			return c, nil, errors.New("charter: the title is " + strconv.Itoa(len(ch.Title)) + " bytes, over " + strconv.Itoa(MaxTitleBytes))
+		}
 		for _, t := range ch.Participants {
 			if !ValidToken(t) {
 				return c, nil, errors.New("charter: participant token " + strconv.Quote(t))
@@ -517,6 +561,13 @@ func parseControl(data []byte) (Control, *Charter, error) {
 }
 
 func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
+	if len(m.Data) > MaxControlBytes {
+		msg := strconv.Itoa(len(m.Data)) + " bytes, over " + strconv.Itoa(MaxControlBytes)
+		if d == nil {
+			return p.unroutable(m, "", CodeControlTooLarge, msg)
+		}
+		return d.reject(m.Seq, "", "", ClassInvalidSubmission, CodeControlTooLarge, msg)
+	}
 	c, charter, err := parseControl(m.Data)
 	if err != nil {
 		msg := err.Error()
@@ -532,6 +583,9 @@ func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
 	if d == nil {
 		if c.Op != "open" {
 			return p.unroutable(m, "", CodeNotOpen, c.Op+" on a deliberation that was never opened")
+		}
+		if n := p.opts.MaxDeliberations; n > 0 && len(p.delibs) >= n {
+			return p.unroutable(m, "", CodeDeliberationLimit, "the engine holds its limit of "+strconv.Itoa(n)+" deliberations")
 		}
 		d = newDeliberation(id, p.opts)
 		l, pol, err := effective(charter, p.opts.Defaults)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
@@ -412,5 +413,53 @@ func TestStateDigest_PositionIndependent(t *testing.T) {
 	da, db := a.Deliberation(delib), b.Deliberation(other)
 	if da.StateDigest() != db.StateDigest() || db.Messages() != 4 || db.Ordinal(seq) != 4 {
 		t.Fatalf("digests differ: %s %s (%d messages)", da.StateDigest(), db.StateDigest(), db.Messages())
+	}
+}
+
+// What the fold keeps for someone else's message is bounded in bytes: a
+// rejection keeps a summary, never the message quoted whole; a control
+// message and a charter's title are bounded; the deliberations held are
+// bounded by Options.MaxDeliberations.
+func TestApply_BoundedInBytes(t *testing.T) {
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxDeliberations: 2})
+	seq := uint64(0)
+	apply := func(subject, data string) projector.Outcome {
+		seq++
+		return p.Apply(projector.Msg{Seq: seq, Subject: subject, Data: []byte(data)})
+	}
+	other := func(i int) string { return fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i) }
+	huge := strings.Repeat("é", 300<<10) // 600 KiB of two-byte runes
+	checks := []struct {
+		name    string
+		subject string
+		data    string
+		code    string
+	}{
+		{"an unknown op quoted whole", projector.ControlSubject(other(1)), `{"op":"` + strings.Repeat("x", 3000) + `"}`, projector.CodeControlInvalid},
+		{"a control message over the bound", projector.ControlSubject(other(2)), `{"op":"open","charter":{"title":"` + huge + `"}}`, projector.CodeControlTooLarge},
+		{"a title over the bound", projector.ControlSubject(other(3)), `{"op":"open","charter":{"title":"` + strings.Repeat("t", projector.MaxTitleBytes+1) + `"}}`, projector.CodeControlInvalid},
+		{"a participant token as long as a subject", projector.ArtifactSubject(other(4), strings.Repeat("p", 4000)), `{}`, projector.CodeParticipantInvalid},
+	}
+	for _, c := range checks {
+		o := apply(c.subject, c.data)
+		if o.Rejection == nil || o.Rejection.Code != c.code {
+			t.Fatalf("%s: %+v", c.name, o)
+		}
+		if len(o.Rejection.Message) > projector.MaxRejectionText || len(o.Rejection.Participant) > 80 || !utf8.ValidString(o.Rejection.Message) {
+			t.Errorf("%s: keeps %d bytes of message, %d of participant", c.name, len(o.Rejection.Message), len(o.Rejection.Participant))
+		}
+	}
+	// A rejection inside a deliberation keeps a summary too.
+	apply(projector.ControlSubject(other(5)), `{"op":"open","charter":{"title":"t"}}`)
+	o := apply(projector.ControlSubject(other(5)), `{"op":"`+huge[:3000]+`"}`)
+	if o.Rejection == nil || len(o.Rejection.Message) > projector.MaxRejectionText || !utf8.ValidString(o.Rejection.Message) {
+		t.Errorf("in a deliberation: %+v", o.Rejection)
+	}
+	apply(projector.ControlSubject(other(6)), `{"op":"open","charter":{"title":"t"}}`)
+	if o := apply(projector.ControlSubject(other(7)), `{"op":"open","charter":{"title":"t"}}`); o.Rejection == nil || o.Rejection.Code != projector.CodeDeliberationLimit {
+		t.Errorf("a third deliberation: %+v", o)
+	}
+	if p.Len() != 2 {
+		t.Errorf("%d deliberations held", p.Len())
 	}
 }

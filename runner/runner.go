@@ -225,6 +225,12 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	if r.opts.Validator == nil {
 		r.opts.Validator = projector.DefaultOptions().Validator
 	}
+	// The engine's bound on deliberations, spread over the shards (a
+	// deliberation's shard is a hash of its id, so a client that picks ids
+	// can fill one shard: at most its share).
+	if m := r.opts.MaxDeliberations; m > 0 {
+		r.opts.MaxDeliberations = (m + n - 1) / n
+	}
 	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
