@@ -57,6 +57,9 @@ func (d *Deliberation) computeDigest() canon.Digest {
 		if len(d.Charter.Terminators) > 0 {
 			w.line("terminators", q(string(mustJSON(d.Charter.Terminators))))
 		}
+		if d.Charter.Principal != "" {
+			w.line("principal", q(d.Charter.Principal))
+		}
 	}
 	// The artifacts in stream order: nodes are appended in admission
 	// order, which is stream order but for artifacts released from
