@@ -16,7 +16,9 @@ import (
 // provisional DECISION carrying a well-formed seed 002 envelope in its
 // parley.binding extension; every such DECISION of a deliberation that
 // carries the same envelope (the same digest) asks the same question, and
-// one resolution resolves them all. Only the deliberation's principal (the
+// one resolution resolves them all. A provisional DECISION carrying a
+// malformed envelope asks all the same, and can be neither resolved nor
+// decided. Only the deliberation's principal (the
 // charter's "principal", wire.PrincipalToken by default) resolves one: its
 // artifact carrying a parley.binding_resolution extension, shaped as
 // binding.Record shapes its kind. Anything else that would answer for the
@@ -29,15 +31,15 @@ import (
 // principal's behalf.
 const (
 	// CodeBindingNotPrincipal: an artifact carrying a binding resolution,
-	// or one that decides a binding moment's DECISION, from anyone but
-	// the deliberation's principal.
+	// or one that decides a DECISION that asks the principal, from anyone
+	// but the deliberation's principal.
 	CodeBindingNotPrincipal = "binding.not_principal"
 	// CodeBindingInvalid: the principal's artifact does not resolve an
 	// open binding moment as its record says (a malformed record, a
 	// reference not in the DAG, the wrong artifact for the kind, no
 	// binding moment with that envelope among its references, an option
-	// out of range or with another action digest), or decides a binding
-	// moment's DECISION without resolving it.
+	// out of range or with another action digest), or decides a DECISION
+	// that asks without resolving it.
 	CodeBindingInvalid = "binding.invalid_resolution"
 	// CodeBindingResolved: the principal's resolution of a binding moment
 	// already resolved.
@@ -73,17 +75,19 @@ func (ch *Charter) checkPrincipal() error {
 //
 //  1. an artifact carrying a parley.binding_resolution extension from
 //     anyone but the principal: CodeBindingNotPrincipal;
-//  2. an artifact that decides a binding moment's DECISION (in the DAG or
-//     pending) from anyone but the principal: CodeBindingNotPrincipal;
-//     from the principal, unless it is that moment's option resolution:
-//     CodeBindingInvalid;
+//  2. an artifact that decides a DECISION that asks the principal (asks:
+//     provisional, carrying a parley.binding envelope, well-formed or
+//     not; in the DAG or pending) from anyone but the principal:
+//     CodeBindingNotPrincipal; from the principal, unless it is that
+//     moment's option resolution: CodeBindingInvalid (so a malformed ask
+//     is decided by nobody);
 //  3. the principal's artifact carrying a resolution that does not resolve
 //     an open binding moment it references, as binding.Record would have
 //     built it: CodeBindingInvalid, or CodeBindingResolved when the
 //     moment is resolved already.
 //
-// An artifact waiting (pending) for a binding moment's DECISION that it
-// decides is refused when that DECISION arrives, before it could be
+// An artifact waiting (pending) for a DECISION that asks, which it
+// decides, is refused when that DECISION arrives, before it could be
 // released into the DAG: nobody can pre-empt a moment by publishing its
 // answer before the question.
 func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code, msg string) {
@@ -106,11 +110,17 @@ func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code
 		if r.Relation != events.Decides {
 			continue
 		}
-		env := d.askOf(r.Target)
-		switch {
-		case env == nil:
-		case participant != principal:
+		raw, ok := d.askRaw(r.Target)
+		if !ok {
+			continue
+		}
+		if participant != principal {
 			return CodeBindingNotPrincipal, notPrincipal(participant, principal, r.Target)
+		}
+		env, err := binding.ParseEnvelope(raw)
+		switch {
+		case err != nil:
+			return CodeBindingInvalid, "the principal decides " + r.Target.String() + ", whose envelope is malformed: an ask that cannot be resolved is decided by nobody (ask again)"
 		case !resolves || rec.Resolution != binding.KindOption || rec.EnvelopeDigest != env.Digest.String():
 			return CodeBindingInvalid, unresolved(r.Target)
 		}
@@ -118,7 +128,7 @@ func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code
 	if resolves {
 		return d.checkResolution(a, rec)
 	}
-	if len(d.waiting[a.ID]) > 0 && d.asks(a) {
+	if len(d.waiting) > 0 && asks(a) && len(d.waiting[a.ID]) > 0 {
 		d.refuseWaiters(a, principal)
 	}
 	return "", ""
@@ -190,42 +200,53 @@ func (d *Deliberation) checkResolution(a *events.Artifact, rec binding.Resolutio
 	return "", ""
 }
 
-// asks reports whether a is a binding moment's DECISION: provisional, with
-// a well-formed envelope.
-func (d *Deliberation) asks(a *events.Artifact) bool {
-	_, err := binding.EnvelopeOf(a)
-	return err == nil
+// asks reports whether a asks the principal: a provisional DECISION
+// carrying a parley.binding extension, well-formed or not (no parse: what
+// refuses a forgery costs a lookup, not an envelope's parse).
+func asks(a *events.Artifact) bool {
+	_, ok := a.Extensions[binding.ExtEnvelope]
+	d, isDecision := a.Payload.(*events.Decision)
+	return ok && isDecision && d.Status == events.Provisional
 }
 
-// askOf returns the envelope of id when it is a binding moment's DECISION,
-// in the DAG or pending; nil otherwise.
-func (d *Deliberation) askOf(id canon.Digest) *binding.Envelope {
+// askRaw returns the parley.binding value of id when it asks the principal
+// (asks), in the DAG or pending.
+func (d *Deliberation) askRaw(id canon.Digest) ([]byte, bool) {
 	if i, ok := d.index.get(d.nodeIDs, id); ok {
 		n := &d.nodes[i]
 		if typeOf[n.typ] != events.TypeDecision || n.extra < 0 {
-			return nil
+			return nil, false
 		}
 		ex := &d.extras[n.extra]
 		raw, ok := ex.extensions[binding.ExtEnvelope]
 		if !ok || ex.decision == nil || ex.decision.Status != events.Provisional {
-			return nil
+			return nil, false
 		}
-		env, err := binding.ParseEnvelope(raw)
-		if err != nil {
-			return nil
-		}
-		return env
+		return raw, true
 	}
-	if p := d.pend[id]; p != nil {
-		if env, err := binding.EnvelopeOf(p.art); err == nil {
-			return env
-		}
+	if p := d.pend[id]; p != nil && asks(p.art) {
+		return p.art.Extensions[binding.ExtEnvelope], true
 	}
-	return nil
+	return nil, false
 }
 
-// refuseWaiters rejects the pending artifacts that decide a, a binding
-// moment's DECISION arriving now (none of them can be a resolution: those
+// askOf returns the envelope of id when it is a binding moment's DECISION
+// (it asks, with a well-formed envelope), in the DAG or pending; nil
+// otherwise.
+func (d *Deliberation) askOf(id canon.Digest) *binding.Envelope {
+	raw, ok := d.askRaw(id)
+	if !ok {
+		return nil
+	}
+	env, err := binding.ParseEnvelope(raw)
+	if err != nil {
+		return nil
+	}
+	return env
+}
+
+// refuseWaiters rejects the pending artifacts that decide a, a DECISION
+// that asks the principal arriving now (none of them can be a resolution: those
 // are refused unless every reference is in the DAG), and, transitively,
 // those that wait for them. In stream order, so that the rejections are
 // the same after a snapshot's restore.

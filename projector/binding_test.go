@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -324,6 +325,34 @@ func TestBindingRule_OnceAnEnvelope(t *testing.T) {
 	}
 }
 
+// A provisional DECISION whose envelope is malformed asks the principal
+// all the same: nobody decides it, the principal included (it cannot be
+// resolved; the decider asks again). Nor is it a binding moment to
+// resolve.
+func TestBindingRule_MalformedAsk(t *testing.T) {
+	c := newClock(t, projector.Options{Rules: supervisor.Rules{}})
+	c.control(`{"op":"open","charter":{"title":"share?"}}`)
+	cl := claim("Share the dates only.")
+	c.admit("architect", cl)
+	bad := asking(json.RawMessage(`{"synopsis":"no question"}`), cl.ID, "Ask badly.")
+	c.admit("judge", bad)
+	if ms := c.d().BindingMoments(); len(ms) != 1 || ms[0].Status != "malformed" || len(ms[0].Findings) == 0 {
+		t.Fatalf("%+v", ms)
+	}
+	for who, code := range map[string]string{"judge": projector.CodeBindingNotPrincipal, "principal": projector.CodeBindingInvalid} {
+		o := c.send(who, decision(events.Final, bad.ID))
+		if o.Rejection == nil || o.Rejection.Code != code {
+			t.Errorf("%s decides the malformed ask: %+v", who, o)
+		}
+	}
+	// A final DECISION carrying an envelope asks nothing: deciding it is
+	// anyone's to do.
+	final := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "decided", Status: events.Final},
+		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}}, Extensions: map[string]any{binding.ExtEnvelope: json.RawMessage(`{}`)}})
+	c.admit("judge", final)
+	c.admit("bob", decision(events.Final, final.ID))
+}
+
 // A charter's principal must be a participant token, and one of the
 // participants when it lists them.
 func TestBindingRule_CharterPrincipal(t *testing.T) {
@@ -396,5 +425,42 @@ func TestBindingRule_Snapshot(t *testing.T) {
 		if len(ms) != 1 || ms[0].Status != "resolved" || ms[0].ResolvedBy != "principal" || n != 2 || codes[projector.CodeBindingNotPrincipal] != 2 {
 			t.Fatalf("cut at %d: %+v, rejections %v", cut, ms, codes)
 		}
+	}
+}
+
+// BenchmarkBindingRule_Forged is what a forged decision of a binding
+// moment costs the fold to refuse (a lookup of its target, no envelope
+// parse), beside a rejection the rule has no part in (an artifact from a
+// token the charter does not list). Few rejections are kept (MaxKept 100)
+// so that both measure the judgement, not the bounded list of kept
+// rejections, which each rejection shifts once it is full.
+func BenchmarkBindingRule_Forged(b *testing.B) {
+	raw, _ := envelope64(b)
+	cl := claim("Share the dates only.")
+	prov := asking(raw, cl.ID, "Ask the principal.")
+	forged := make([][]byte, 1024)
+	for i := range forged {
+		forged[i] = events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "forged " + strconv.Itoa(i), Status: events.Final},
+			References: []events.Reference{{Target: prov.ID, Relation: events.Decides}}}).Canonical
+	}
+	for _, bc := range []struct{ name, who string }{{"not_principal", "mallory"}, {"not_in_charter", "outsider"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			opts := projector.DefaultOptions()
+			opts.Rules, opts.MaxKept = supervisor.Rules{}, 100
+			p := projector.New(opts)
+			seq := uint64(1)
+			p.Apply(projector.Msg{Seq: seq, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["judge","mallory","principal"]}}`), Time: t0})
+			for _, a := range []*events.Artifact{cl, prov} {
+				seq++
+				p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "judge"), Data: a.Canonical, Time: t0})
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				seq++
+				if o := p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, bc.who), Data: forged[i%len(forged)], Time: t0}); o.Rejection == nil || o.Rejection.Code != "binding."+bc.name && o.Rejection.Code != "participant."+bc.name {
+					b.Fatalf("%+v", o)
+				}
+			}
+		})
 	}
 }
