@@ -8,8 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
