@@ -97,7 +97,7 @@ func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code
 	principal := d.Principal()
 	_, resolves := a.Extensions[binding.ExtResolution]
 	if resolves && participant != principal {
-		return CodeBindingNotPrincipal, participant + " may not resolve a binding moment: only the deliberation's principal, " + principal + ", does"
+		return CodeBindingNotPrincipal, participant + " may not resolve a binding moment: only the deliberation's principal (" + principal + ") does"
 	}
 	var rec binding.ResolutionRecord
 	if resolves {
@@ -135,7 +135,7 @@ func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code
 }
 
 func notPrincipal(participant, principal string, decision canon.Digest) string {
-	return participant + " may not decide " + decision.String() + ", which asks the deliberation's principal: only " + principal + " resolves it"
+	return participant + " may not decide " + decision.String() + ", which asks the deliberation's principal: only the principal (" + principal + ") resolves it"
 }
 
 func unresolved(decision canon.Digest) string {
@@ -186,7 +186,7 @@ func (d *Deliberation) checkResolution(a *events.Artifact, rec binding.Resolutio
 		return CodeBindingInvalid, "the resolution does not " + string(shape.rel) + " a provisional DECISION carrying envelope " + rec.EnvelopeDigest
 	}
 	if by, ok := d.resolvedIn(rec.EnvelopeDigest); ok {
-		return CodeBindingResolved, "envelope " + rec.EnvelopeDigest + " was resolved already, by " + by.String()
+		return CodeBindingResolved, "envelope " + rec.EnvelopeDigest + " was resolved already, in " + by.String()
 	}
 	if rec.Resolution == binding.KindOption {
 		opts := env.Question.Options
@@ -330,12 +330,15 @@ func (d *Deliberation) BindingMoments() []binding.Moment {
 			continue
 		}
 		m := binding.Moment{Decision: id, Decider: d.parts[n.part], Principal: principal, Position: n.seq}
+		if ex.decision.Status != events.Provisional {
+			m.Status = "malformed"
+			m.Findings = []binding.Finding{{Code: "binding.not_provisional", Message: "a binding moment asks before deciding: the DECISION must be provisional"}}
+			out = append(out, m)
+			continue
+		}
 		var mal *binding.Malformed
 		env, err := binding.ParseEnvelope(raw)
 		switch {
-		case ex.decision.Status != events.Provisional:
-			m.Status = "malformed"
-			m.Findings = []binding.Finding{{Code: "binding.not_provisional", Message: "a binding moment asks before deciding: the DECISION must be provisional"}}
 		case errors.As(err, &mal):
 			m.Status, m.Findings = "malformed", mal.Findings
 		case err != nil:
