@@ -30,35 +30,50 @@ import (
 // ErrNoDeliberation: the stream has no message of the deliberation.
 var ErrNoDeliberation = errors.New("archive: no such deliberation in the stream")
 
+// ErrTaken: an import's deliberation id is taken by a deliberation opened
+// live in the stream.
+var ErrTaken = errors.New("archive: the deliberation id is taken")
+
 // messages calls fn for every message of deliberation id in the stream, in
 // order, with its original position and time when it was imported.
 func messages(ctx context.Context, js jetstream.JetStream, id string, fn func(streamMsg) error) (int, error) {
 	return messagesSeq(ctx, js, id, func(m streamMsg, _ uint64) error { return fn(m) })
 }
 
-// streamMsg is a message read from the stream: its recording form (the
-// original position an import gave it, the stream time) and the time it
-// claims to have had originally (zero: none).
+// streamMsg is a message read from the stream: its recording form (for an
+// importer's message, the subject and position of the message it restores)
+// and the message as the live engine folds it.
 type streamMsg struct {
 	recording.Message
-	Claimed time.Time
+	msg projector.Msg
 }
 
-// fold applies m to p, re-verified with verify first as the live engine
-// does (nil: none), and returns its recording form, with the time the fold
-// gave it.
-func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) recording.Message {
-	msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Claimed: m.Claimed}
+// fold applies m to p as the live engine does, re-verified with verify
+// first (nil: none), and returns its recording form, with the time the
+// fold gave it, and whether it is part of the deliberation's record (not
+// another's message during its import, nor an importer's message the fold
+// refused: those stay in the stream, outside the recording).
+func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) (recording.Message, bool) {
+	msg := m.msg
 	p.Prepare(&msg, verify)
 	out := p.Apply(msg)
 	r := m.Message
 	if !out.Time.IsZero() {
 		r.Time = out.Time
 	}
-	return r
+	if out.Control == projector.ImportEnd || out.Rejection != nil && (out.Rejection.Code == projector.CodeImporting || out.Rejection.Code == projector.CodeImportInvalid) {
+		return r, false
+	}
+	return r, true
 }
 
 // messagesSeq is messages, with each message's position in this stream.
+//
+// An imported deliberation's messages are given the positions they had in
+// the recording; what others published under its id before the import
+// began is left out (it was never part of the record), and what came
+// after it is numbered on from the last original position by its distance
+// in this stream, so that the positions of a recording always increase.
 func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
 	s, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
@@ -75,6 +90,9 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	if total == 0 {
 		return 0, nil
 	}
+	imported := info.State.Subjects[wire.ImportSubject(id)] > 0
+	begun := false                  // an importer's message was read
+	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
 	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
 	if err != nil {
 		return 0, err
@@ -93,17 +111,33 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		if err != nil {
 			return n, err
 		}
-		msg := streamMsg{Message: recording.Message{Position: meta.Sequence.Stream, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()}}
+		seq := meta.Sequence.Stream
+		msg := streamMsg{Message: recording.Message{Position: seq, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()},
+			msg: projector.Msg{Seq: seq, Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp}}
+		// Only the importer's headers mean anything (projector.ImportOf);
+		// its message is recorded as the one it restores. The time it
+		// carries is the fold's to judge: Export writes the time the fold
+		// gave it.
 		if h := m.Headers(); h != nil {
-			if p, err := strconv.ParseUint(h.Get(wire.OriginalPositionHeader), 10, 64); err == nil && p > 0 {
-				msg.Position = p
+			if im := projector.ImportOf(msg.msg.Subject, h.Get); im != nil {
+				msg.msg.Import = im
+				begun = true
+				if projector.DeliberationOf(im.Subject) == id {
+					msg.Subject = im.Subject
+				}
+				if im.Position > lastOrig && !im.End {
+					msg.Position = im.Position
+				} else {
+					msg.Position = lastOrig + (seq - lastStream)
+				}
+				lastOrig, lastStream = msg.Position, seq
 			}
-			// The time a message claims is the fold's to judge
-			// (projector.EffectiveTime): Export writes the time the fold
-			// gave it.
-			if t, err := time.Parse(time.RFC3339Nano, h.Get(wire.OriginalTimeHeader)); err == nil {
-				msg.Claimed = t
-			}
+		}
+		switch {
+		case imported && !begun:
+			continue // before the import began: not part of the record
+		case imported && msg.msg.Import == nil:
+			msg.Position = lastOrig + (seq - lastStream)
 		}
 		if err := fn(msg, meta.Sequence.Stream); err != nil {
 			return n, err
@@ -128,7 +162,10 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	if f == recording.Stream {
 		p := projector.New(projector.Options{Rules: termination.Rules{}})
 		n, err := messages(ctx, js, id, func(m streamMsg) error {
-			return rw.Write(m.fold(p, verify))
+			if r, ok := m.fold(p, verify); ok {
+				return rw.Write(r)
+			}
+			return nil
 		})
 		if err == nil && n == 0 {
 			err = ErrNoDeliberation
@@ -162,7 +199,7 @@ func ExportWith(ctx context.Context, js jetstream.JetStream, id string, f record
 	d.Nodes(func(_ canon.Digest, n projector.Node) { in[n.Seq] = true })
 	written := 0
 	_, err = messages(ctx, js, id, func(m streamMsg) error {
-		if !in[m.Position] {
+		if !in[m.msg.Seq] {
 			return nil
 		}
 		b, err := canon.Canonicalize(canon.AMD, m.Data)
@@ -185,6 +222,12 @@ type ImportResult struct {
 	Skipped      int // already in the stream (a resumed import)
 	Published    int
 	Atomic       bool // published in atomic batches (the stream allows them)
+	// Complete: the recording ended with its trailer, and its last
+	// message, marked as the import's last, is in the stream: the
+	// deliberation's import is complete. A recording without its trailer
+	// (cut short) is imported without the mark, and its deliberation waits,
+	// counting nobody else's messages, until the whole recording is.
+	Complete bool
 }
 
 // BatchSize is the number of messages published before waiting for their
@@ -192,11 +235,18 @@ type ImportResult struct {
 const BatchSize = 1000
 
 // Import republishes a stream recording into the stream, as deliberation
-// as (or the recording's own id when empty). It refuses a deliberation that
-// already has messages, unless they are the recording's first ones (an
-// interrupted import), which it then skips. Every message keeps its
-// original position and time in headers, so that an export gives the
-// recording back. progress, when set, is called after every batch.
+// as (or the recording's own id when empty), on the importer's subject
+// (wire.ImportSubject: only an importer's credentials may publish there),
+// each message with its original subject, position and time in headers, the
+// last one marked: the fold applies them as the messages they restore, and
+// an export gives the recording back. Until the last, nobody else's
+// message counts in the deliberation, so what others publish meanwhile
+// changes nothing. Messages of the deliberation already in the stream are
+// the importer's of an interrupted import, which must be the recording's
+// first ones (they are skipped: the import resumes), or anyone else's,
+// which are ignored unless they opened the deliberation live: then the id
+// is taken, and the import refuses (import under another id with as).
+// progress, when set, is called after every batch.
 func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as string, progress func(done, total int)) (ImportResult, error) {
 	var res ImportResult
 	if r.Format() != recording.Stream {
@@ -227,11 +277,17 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		recs = append(recs, m)
 	}
 	res.Messages = len(recs)
+	complete := r.Trailer() != nil
 	existing := 0
-	var lastSeq uint64 // the deliberation's last position in this stream
+	var lastSeq uint64 // the importer's last message of the deliberation in this stream
+	p := projector.New(projector.Options{Rules: termination.Rules{}})
 	_, err := messagesSeq(ctx, js, to, func(m streamMsg, seq uint64) error {
+		m.fold(p, nil)
+		if m.msg.Import == nil || m.msg.Import.End {
+			return nil // anyone else's, judged below by what the fold made of it, or the end of the import
+		}
 		if existing >= len(recs) || m.Subject != recs[existing].Subject || !bytes.Equal(m.Data, recs[existing].Data) {
-			return fmt.Errorf("archive: deliberation %s already exists in the stream and is not this recording (message %d differs); nothing was imported", to, existing+1)
+			return fmt.Errorf("archive: deliberation %s was imported from another recording (message %d differs); nothing was imported: import under another id with --as", to, existing+1)
 		}
 		existing++
 		lastSeq = seq
@@ -240,6 +296,11 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	if err != nil {
 		return res, err
 	}
+	d := p.Deliberation(to)
+	if d != nil && !d.Imported() {
+		return res, fmt.Errorf("%w: deliberation %s was opened live at position %d; nothing was imported: import under another id with --as", ErrTaken, to, d.OpenedAt)
+	}
+	ended := d != nil && !d.Importing()
 	res.Skipped = existing
 	stream, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
@@ -251,9 +312,11 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		end := min(i+BatchSize, len(recs))
 		msgs := make([]*nats.Msg, 0, end-i)
 		for _, m := range recs[i:end] {
-			msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}}
+			msg := &nats.Msg{Subject: wire.ImportSubject(to), Data: m.Data, Header: nats.Header{}}
+			msg.Header.Set(wire.OriginalSubjectHeader, m.Subject)
 			msg.Header.Set(wire.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
 			msg.Header.Set(wire.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
+
 			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
 			msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 			msgs = append(msgs, msg)
@@ -264,29 +327,50 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 				return res, err
 			}
 			lastSeq = seq
-		} else if err := publishAsync(ctx, js, msgs); err != nil {
-			return res, err
+		} else {
+			seq, err := publishAsync(ctx, js, msgs)
+			if err != nil {
+				return res, err
+			}
+			lastSeq = seq
 		}
 		res.Published = end - existing
 		if progress != nil {
 			progress(end, len(recs))
 		}
 	}
+	if !complete {
+		return res, nil // cut short: the deliberation waits for the rest
+	}
+	if !ended {
+		// The whole recording is in: end the import.
+		end := &nats.Msg{Subject: wire.ImportSubject(to), Header: nats.Header{}}
+		end.Header.Set(wire.ImportEndHeader, "true")
+		end.Header.Set(jetstream.MsgIDHeader, ids.For("import-end", to))
+		end.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
+		end.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
+		end.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(to))
+		if _, err := js.PublishMsg(ctx, end); err != nil {
+			return res, fmt.Errorf("archive: end the import of %s: %w (every message is in; run the import again to end it)", to, err)
+		}
+	}
+	res.Complete = true
 	return res, nil
 }
 
 // publishAtomic publishes one batch atomically (all of it or none), on
-// condition that the deliberation's last message in the stream is still at
-// last: an import never interleaves with other messages of the
-// deliberation unnoticed. It returns the batch's last position.
+// condition that the importer's last message of the deliberation in the
+// stream is still at last: two imports of one deliberation never
+// interleave. (Anyone else's messages may; they do not count until the
+// import is complete.) It returns the batch's last position.
 func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs []*nats.Msg, last uint64) (uint64, error) {
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, projector.DeliberationFilter(id))
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(id))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return 0, fmt.Errorf("archive: deliberation %s received other messages during the import; nothing of this batch was published (%w)", id, err)
+			return 0, fmt.Errorf("archive: deliberation %s received another import's messages during this one; nothing of this batch was published (%w)", id, err)
 		}
 		return 0, fmt.Errorf("archive: atomic batch publish: %w (nothing of this batch was published; run the import again to resume)", err)
 	}
@@ -294,30 +378,33 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs 
 }
 
 // publishAsync publishes one batch with asynchronous acknowledgements, for
-// a stream without atomic batch publish; a message the stream refused
-// stops the import (run it again to resume; Msg-Id absorbs a retry).
-func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
+// a stream without atomic batch publish, and returns the position of its
+// last message; a message the stream refused stops the import (run it
+// again to resume; Msg-Id absorbs a retry).
+func publishAsync(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (uint64, error) {
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, msg := range msgs {
 		f, err := js.PublishMsgAsync(msg, jetstream.WithStallWait(30*time.Second))
 		if err != nil {
-			return fmt.Errorf("archive: publish %s: %w", msg.Subject, err)
+			return 0, fmt.Errorf("archive: publish %s: %w", msg.Subject, err)
 		}
 		futures = append(futures, f)
 	}
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
+	var last uint64
 	for _, f := range futures {
 		select {
 		case err := <-f.Err():
-			return fmt.Errorf("archive: publish: %w (run the import again to resume)", err)
-		default:
+			return 0, fmt.Errorf("archive: publish: %w (run the import again to resume)", err)
+		case ack := <-f.Ok():
+			last = max(last, ack.Sequence)
 		}
 	}
-	return nil
+	return last, nil
 }
 
 func rewrite(subject, from, to string) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +123,7 @@ func TestArchive_RoundTrip(t *testing.T) {
 	alice2, _ := client.New(nc2, "alice")
 	id2, _ := alice2.Open(ctx, client.Charter{Title: "another"})
 	r, _ = recording.NewReader(bytes.NewReader(rec))
-	if _, err := archive.Import(ctx, js2, r, id2, nil); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if _, err := archive.Import(ctx, js2, r, id2, nil); !errors.Is(err, archive.ErrTaken) {
 		t.Errorf("overwrite: %v", err)
 	}
 }
@@ -140,16 +141,16 @@ func TestArchive_ResumeImport(t *testing.T) {
 	s2, _ := engineWith(t, true)
 	js2, _ := jetstream.New(operatorConn(t, s2))
 	r, _ := recording.NewReader(strings.NewReader(prefix))
-	if res, err := archive.Import(ctx, js2, r, "", nil); err != nil || res.Published != 3 {
+	if res, err := archive.Import(ctx, js2, r, "", nil); err != nil || res.Published != 3 || res.Complete {
 		t.Fatalf("%+v %v", res, err)
 	}
 	r, _ = recording.NewReader(bytes.NewReader(rec))
 	res, err := archive.Import(ctx, js2, r, "", nil)
-	if err != nil || res.Skipped != 3 || res.Published != res.Messages-3 {
+	if err != nil || res.Skipped != 3 || res.Published != res.Messages-3 || !res.Complete {
 		t.Fatalf("resume %+v %v", res, err)
 	}
 	info, _ := s2.Stream.Info(ctx)
-	if int(info.State.Msgs) != res.Messages {
+	if int(info.State.Msgs) != res.Messages+1 { // and the end of the import
 		t.Errorf("stream holds %d messages, the recording %d", info.State.Msgs, res.Messages)
 	}
 	if again := exportStream(t, js2, id); !bytes.Equal(again, rec) {

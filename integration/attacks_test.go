@@ -15,7 +15,6 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/termination"
@@ -150,17 +149,10 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	// participants read the stream) and stores junk on her own subject
 	// under every id she can think of for bob's next artifact, the
 	// orchestrator's next round and the supervisor's completion.
-	stream, err := aliceJS.Stream(ctx, ledger.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seen []string
-	for seq := uint64(1); seq <= ack.Sequence; seq++ {
-		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		m, err := stream.GetMsg(gctx, seq)
-		cancel()
-		if err == nil && m.Header.Get(jetstream.MsgIDHeader) != "" {
-			seen = append(seen, m.Header.Get(jetstream.MsgIDHeader))
+	for _, m := range readStream(t, aliceJS, ack.Sequence) {
+		if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+			seen = append(seen, id)
 		}
 	}
 	if len(seen) < 3 {

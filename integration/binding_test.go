@@ -82,8 +82,9 @@ func bindPage(t *testing.T, s *service.Service, id string) string {
 // answers in the principal's stead, in every form he can compute: a CLAIM
 // carrying the resolution extension, the principal's own option
 // resolution published as himself (what binding.Record builds, byte for
-// byte), a final DECISION of the provisional one published before alice
-// even publishes it, and 200 records with 100 KB kinds for the metrics.
+// byte), a final DECISION of the provisional one (published before alice
+// even asks, then again once she has), and 200 records with 100 KB kinds
+// for the metrics.
 // Each is refused (binding.not_principal), none counts, the moment stays
 // open on the API and the page; the principal then resolves it, the
 // supervisor completes on the principal's choice, and the audit of the
@@ -109,20 +110,25 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}},
 		Extensions: map[string]any{binding.ExtEnvelope: raw}})
 
-	// Before alice asks, bob decides her question: his DECISION waits for
-	// it, and is refused when it arrives.
+	// Before alice asks, bob decides her question: refused, since it
+	// references what the deliberation does not hold; once she has asked,
+	// refused for deciding it in the principal's stead.
 	early := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: env.Question.Options[1].Label, Status: events.Final},
 		References: []events.Reference{{Target: prov.ID, Relation: events.Decides}}})
 	eack, err := bob.PublishArtifact(ctx, id, early)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pack, err := alice.PublishArtifact(ctx, id, prov)
+	if _, err := alice.PublishArtifact(ctx, id, prov); err != nil {
+		t.Fatal(err)
+	}
+	again, err := bobJS.Publish(ctx, projector.ArtifactSubject(id, "bob"), early.Canonical)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := h.projected(ctx, id, pack.Sequence); v.Pending != 0 || h.rejection(id, eack.Sequence) != projector.CodeBindingNotPrincipal {
-		t.Fatalf("bob's early decision: pending %d, rejection %q", v.Pending, h.rejection(id, eack.Sequence))
+	h.projected(ctx, id, again.Sequence)
+	if h.rejection(id, eack.Sequence) != projector.CodeUnknownTarget || h.rejection(id, again.Sequence) != projector.CodeBindingNotPrincipal {
+		t.Fatalf("bob's early decision: %q, once asked: %q", h.rejection(id, eack.Sequence), h.rejection(id, again.Sequence))
 	}
 
 	option, err := binding.Record(prov, env, &binding.Resolution{EnvelopeDigest: env.Digest, Kind: binding.KindOption, OptionIdx: 1})

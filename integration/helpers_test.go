@@ -222,3 +222,30 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	}
 	return p
 }
+
+// readStream reads the stream's messages up to position last with an
+// ordered consumer, as a participant reads it (participants make no
+// direct gets: docs/SECURITY.md).
+func readStream(t testing.TB, js jetstream.JetStream, last uint64) map[uint64]jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]jetstream.Msg{}
+	for hi := uint64(0); hi < last; {
+		m, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			t.Fatalf("read the stream: %v", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[md.Sequence.Stream] = m
+		hi = md.Sequence.Stream
+	}
+	return out
+}

@@ -138,14 +138,16 @@ func record(t *testing.T, nc *nats.Conn, id string) string {
 	p := replay(t, nc)
 	d := p.Deliberation(id)
 	js, _ := jetstream.New(nc)
-	s, _ := js.Stream(context.Background(), ledger.StreamName)
+	var last uint64
+	d.Nodes(func(_ canon.Digest, n projector.Node) { last = max(last, n.Seq) })
+	msgs := readStream(t, js, last)
 	var lines []string
 	d.Nodes(func(_ canon.Digest, n projector.Node) {
-		m, err := s.GetMsg(context.Background(), n.Seq)
-		if err != nil {
-			t.Fatal(err)
+		m, ok := msgs[n.Seq]
+		if !ok {
+			t.Fatalf("no message at %d", n.Seq)
 		}
-		lines = append(lines, string(m.Data))
+		lines = append(lines, string(m.Data()))
 	})
 	f := t.TempDir() + "/recording.jsonl"
 	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/parley-engine/parley/events"
@@ -136,4 +137,54 @@ func BenchmarkStateDigest(b *testing.B) {
 			d.ReferenceDigest()
 		}
 	})
+}
+
+// BenchmarkHeldPerOpen: the heap the projection keeps for an open that is
+// all a hostile client sends, with a small charter and with the largest
+// one a control message may carry (MaxControlBytes).
+func BenchmarkHeldPerOpen(b *testing.B) {
+	for _, size := range []int{0, projector.MaxControlBytes} {
+		b.Run(fmt.Sprint("charter_", size), func(b *testing.B) {
+			const n = 5000
+			msgs := make([]projector.Msg, n)
+			for i := range msgs {
+				open := fmt.Sprintf(`{"op":"open","charter":{"title":"t%d"}}`, i)
+				if size > 0 {
+					pad := size - len(open) - len(`,"limits":{}`) - 40
+					open = fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","participants":[%s]}}`, i, tokens(pad))
+				}
+				msgs[i] = projector.Msg{Seq: uint64(i + 1), Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(open)}
+			}
+			var held float64
+			for b.Loop() {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				p := projector.New(projector.Options{})
+				for _, m := range msgs {
+					if o := p.Apply(m); o.Control != "open" {
+						b.Fatalf("%+v", o.Rejection)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				held = float64(after.HeapAlloc-before.HeapAlloc) / n
+				runtime.KeepAlive(p)
+			}
+			b.ReportMetric(held, "B/deliberation")
+			b.ReportMetric(float64(len(msgs[0].Data)), "B/open")
+		})
+	}
+}
+
+// tokens is a JSON list of distinct participant tokens about size bytes long.
+func tokens(size int) string {
+	var s strings.Builder
+	for i := 0; s.Len() < size-70; i++ {
+		if i > 0 {
+			s.WriteByte(',')
+		}
+		fmt.Fprintf(&s, `"p%062d"`, i)
+	}
+	return s.String()
 }

@@ -24,8 +24,8 @@ import (
 // binding.Record shapes its kind. Anything else that would answer for the
 // principal is refused here, in the fold, so that the live engine, the
 // audit and an export's trailer agree on what was resolved and by whom.
-// The rule keeps no state of its own: what it reads (the charter, the DAG,
-// the pending artifacts) is what snapshots restore and state_digest covers.
+// The rule keeps no state of its own: what it reads (the charter and the
+// DAG) is what snapshots restore and state_digest covers.
 
 // Codes of the rejections of what would resolve a binding moment on the
 // principal's behalf.
@@ -77,7 +77,7 @@ func (ch *Charter) checkPrincipal() error {
 //     anyone but the principal: CodeBindingNotPrincipal;
 //  2. an artifact that decides a DECISION that asks the principal (asks:
 //     provisional, carrying a parley.binding envelope, well-formed or
-//     not; in the DAG or pending) from anyone but the principal:
+//     not) from anyone but the principal:
 //     CodeBindingNotPrincipal; from the principal, unless it is that
 //     moment's option resolution: CodeBindingInvalid (so a malformed ask
 //     is decided by nobody);
@@ -86,10 +86,10 @@ func (ch *Charter) checkPrincipal() error {
 //     built it: CodeBindingInvalid, or CodeBindingResolved when the
 //     moment is resolved already.
 //
-// An artifact waiting (pending) for a DECISION that asks, which it
-// decides, is refused when that DECISION arrives, before it could be
-// released into the DAG: nobody can pre-empt a moment by publishing its
-// answer before the question.
+// Nothing pre-empts a moment by answering before the question: the fold
+// admits no artifact whose references are not in the DAG yet
+// (reference.unavailable), so every artifact is judged here against the
+// DECISIONs it decides.
 func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code, msg string) {
 	if participant == SupervisorToken {
 		return "", "" // authorize admits only what the supervisor's rules call for
@@ -127,9 +127,6 @@ func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code
 	}
 	if resolves {
 		return d.checkResolution(a, rec)
-	}
-	if len(d.waiting) > 0 && asks(a) && len(d.waiting[a.ID]) > 0 {
-		d.refuseWaiters(a, principal)
 	}
 	return "", ""
 }
@@ -200,17 +197,10 @@ func (d *Deliberation) checkResolution(a *events.Artifact, rec binding.Resolutio
 	return "", ""
 }
 
-// asks reports whether a asks the principal: a provisional DECISION
-// carrying a parley.binding extension, well-formed or not (no parse: what
-// refuses a forgery costs a lookup, not an envelope's parse).
-func asks(a *events.Artifact) bool {
-	_, ok := a.Extensions[binding.ExtEnvelope]
-	d, isDecision := a.Payload.(*events.Decision)
-	return ok && isDecision && d.Status == events.Provisional
-}
-
-// askRaw returns the parley.binding value of id when it asks the principal
-// (asks), in the DAG or pending.
+// askRaw returns the parley.binding value of id when it is a DECISION in
+// the DAG that asks the principal: provisional, carrying a parley.binding
+// extension, well-formed or not (no parse: what refuses a forgery costs a
+// lookup, not an envelope's parse).
 func (d *Deliberation) askRaw(id canon.Digest) ([]byte, bool) {
 	if i, ok := d.index.get(d.nodeIDs, id); ok {
 		n := &d.nodes[i]
@@ -224,15 +214,11 @@ func (d *Deliberation) askRaw(id canon.Digest) ([]byte, bool) {
 		}
 		return raw, true
 	}
-	if p := d.pend[id]; p != nil && asks(p.art) {
-		return p.art.Extensions[binding.ExtEnvelope], true
-	}
 	return nil, false
 }
 
 // askOf returns the envelope of id when it is a binding moment's DECISION
-// (it asks, with a well-formed envelope), in the DAG or pending; nil
-// otherwise.
+// in the DAG (it asks, with a well-formed envelope); nil otherwise.
 func (d *Deliberation) askOf(id canon.Digest) *binding.Envelope {
 	raw, ok := d.askRaw(id)
 	if !ok {
@@ -243,37 +229,6 @@ func (d *Deliberation) askOf(id canon.Digest) *binding.Envelope {
 		return nil
 	}
 	return env
-}
-
-// refuseWaiters rejects the pending artifacts that decide a, a DECISION
-// that asks the principal arriving now (none of them can be a resolution: those
-// are refused unless every reference is in the DAG), and, transitively,
-// those that wait for them. In stream order, so that the rejections are
-// the same after a snapshot's restore.
-func (d *Deliberation) refuseWaiters(a *events.Artifact, principal string) {
-	var refused []*pending
-	for _, w := range d.waiting[a.ID] {
-		q := d.pend[w]
-		if q == nil {
-			continue
-		}
-		for _, r := range q.art.References {
-			if r.Target == a.ID && r.Relation == events.Decides {
-				refused = append(refused, q)
-				break
-			}
-		}
-	}
-	slices.SortFunc(refused, func(x, y *pending) int { return cmp.Compare(x.seq, y.seq) })
-	for _, q := range refused {
-		delete(d.pend, q.art.ID)
-		if q.participant != principal {
-			d.reject(q.seq, q.participant, q.art.ID.String(), ClassInvalidSubmission, CodeBindingNotPrincipal, notPrincipal(q.participant, principal, a.ID))
-		} else {
-			d.reject(q.seq, q.participant, q.art.ID.String(), ClassInvalidSubmission, CodeBindingInvalid, unresolved(a.ID))
-		}
-		d.dropWaiters(q.art.ID, &Outcome{})
-	}
 }
 
 // resolvedIn returns the principal's artifact that resolved the envelope

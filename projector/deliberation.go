@@ -75,15 +75,15 @@ type Node struct {
 	Provenance *Admissibility
 }
 
-// pending is an artifact waiting for references that are not yet known.
-type pending struct {
+// candidate is an artifact on its way into the DAG: its message's
+// position, participant, stream time and re-verification.
+type candidate struct {
 	art         *events.Artifact
 	seq         uint64
 	participant string
-	missing     int
 	time        time.Time // the message's stream time
-	// reverified is the message's Msg.Reverified, for the judgement when
-	// the artifact is admitted.
+	// reverified is the message's Msg.Reverified, for the judgement of an
+	// EVIDENCE under a provenance policy.
 	reverified []provenance.Verification
 }
 
@@ -119,10 +119,21 @@ type Deliberation struct {
 	CancelledAt  uint64
 	CancelReason string
 
-	limits   Limits
-	policy   Policy
-	now      time.Time // the time of the message being applied
-	lastTime time.Time // the time the fold gave the deliberation's last message
+	limits Limits
+	policy Policy
+	// imported: the deliberation was opened by an import; importing: its
+	// import is not complete yet (only the importer's messages count).
+	imported, importing bool
+	// The messages that named the deliberation without being part of its
+	// record (another's during its import, an importer's it refused): the
+	// most recent MaxKept, their total, and the last one's position (for
+	// the fold's guard against redelivery). Not in the state digest: they
+	// are not the deliberation's.
+	foreign   []Rejection
+	foreignN  int
+	foreignAt uint64
+	now       time.Time // the time of the message being applied
+	lastTime  time.Time // the time the fold gave the deliberation's last message
 
 	index    idIndex                  // artifact id -> nodes (keys in nodeIDs)
 	closures closureCache             // verifications at the current state (graph.go)
@@ -143,8 +154,6 @@ type Deliberation struct {
 	breaches []Rejection
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
-	pend     map[canon.Digest]*pending
-	waiting  map[canon.Digest][]canon.Digest // unknown target -> pending artifacts
 	decs     []canon.Digest
 	terms    []canon.Digest
 	counts   [7]int
@@ -162,9 +171,6 @@ type Deliberation struct {
 	// references.
 	judgedEv []int32
 	inadm    map[canon.Digest][]int32
-	// bySeq is the nodes in stream order (nil while admission order is
-	// stream order, as it is until a pending artifact is released).
-	bySeq []int32
 	// digest caches StateDigest for the state it was computed in.
 	digest atomic.Pointer[cachedDigest]
 }
@@ -173,17 +179,14 @@ func newDeliberation(id string, opts Options) *Deliberation {
 	return &Deliberation{
 		opts: opts, ID: id,
 		objTo: map[canon.Digest][]int32{}, tips: map[canon.Digest]struct{}{},
-		open: map[canon.Digest]struct{}{}, pend: map[canon.Digest]*pending{},
-		waiting: map[canon.Digest][]canon.Digest{}, partIdx: map[string]int32{},
+		open: map[canon.Digest]struct{}{}, partIdx: map[string]int32{},
 		rejCodes: map[string]int{},
 	}
 }
 
 func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg string) Outcome {
-	r := Rejection{Position: seq, Participant: participant, ArtifactID: id, Class: class, Code: code, Message: msg}
-	// (A pending artifact released and rejected now has an older position:
-	// the deliberation's does not go back.)
-	d.Position = max(d.Position, seq)
+	r := Rejection{Position: seq, Participant: summary(participant, maxTokenText), ArtifactID: id, Class: class, Code: code, Message: summary(msg, MaxRejectionText)}
+	d.Position = seq
 	d.rejTotal++
 	d.rejCodes[code]++
 	d.rejects = keep(d.rejects, r, d.opts.MaxKept)
@@ -278,9 +281,6 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	if d.index.has(d.nodeIDs, a.ID) {
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already in the deliberation")
 	}
-	if _, dup := d.pend[a.ID]; dup {
-		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeDuplicate, "the artifact is already pending")
-	}
 	// Only the record justifies an end, and only the rules a supervisor
 	// artifact.
 	if code, msg := d.authorize(m, a, participant); code != "" {
@@ -295,64 +295,27 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)
 		}
 	}
-	d.Position = m.Seq
-	missing := 0
+	// Every reference must already be in the DAG: an artifact takes effect
+	// at its own position, never at an earlier one, so nothing waits for
+	// what comes later (fail closed on an unavailable reference). An
+	// artifact held until its references came would be admitted into a
+	// record that others had already judged: a blocking objection that
+	// considers the supervisor's coming TERMINATION would enter the DAG at
+	// its earlier position after the end.
 	for _, r := range a.References {
 		if !d.index.has(d.nodeIDs, r.Target) {
-			missing++
+			return d.reject(m.Seq, participant, id(), events.ClassInvalidArtifact, CodeUnknownTarget,
+				"references "+r.Target.String()+", which is not in the deliberation")
 		}
-	}
-	if missing > 0 {
-		if len(d.pend) >= d.opts.MaxPending {
-			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodePendingOverflow, "too many artifacts wait for unknown references")
-		}
-		a.Canonical = append([]byte(nil), m.Data...) // kept for snapshots
-		d.pend[a.ID] = &pending{art: a, seq: m.Seq, participant: participant, missing: missing, time: m.Time, reverified: m.Reverified}
-		seen := map[canon.Digest]bool{}
-		for _, r := range a.References {
-			if !d.index.has(d.nodeIDs, r.Target) && !seen[r.Target] {
-				seen[r.Target] = true
-				d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
-			}
-		}
-		// Distinct missing targets, not references, are what we wait for.
-		d.pend[a.ID].missing = len(seen)
-		return Outcome{Deliberation: d.ID, Pending: true}
 	}
 	out := Outcome{Deliberation: d.ID}
-	d.admit(a, m, participant, &out)
+	d.admit(&candidate{art: a, seq: m.Seq, participant: participant, time: d.now, reverified: m.Reverified}, &out)
 	return out
 }
 
-// admit checks relation applicability and puts a (and every pending
-// artifact it completes) in the DAG.
-func (d *Deliberation) admit(a *events.Artifact, m Msg, participant string, out *Outcome) {
-	first := &pending{art: a, seq: m.Seq, participant: participant, time: d.now, reverified: m.Reverified}
-	if len(d.waiting) == 0 {
-		d.admitOne(first, out) // nothing can be waiting for it
-		return
-	}
-	queue := []*pending{first}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if !d.admitOne(p, out) {
-			continue
-		}
-		for _, w := range d.waiting[p.art.ID] {
-			if q := d.pend[w]; q != nil {
-				q.missing--
-				if q.missing == 0 {
-					delete(d.pend, w)
-					queue = append(queue, q)
-				}
-			}
-		}
-		delete(d.waiting, p.art.ID)
-	}
-}
-
-func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
+// admit checks relation applicability and limits at the DAG and, when they
+// hold, appends the artifact to it.
+func (d *Deliberation) admit(p *candidate, out *Outcome) {
 	a := p.art
 	for _, r := range a.References {
 		t := &d.nodes[d.node(r.Target)]
@@ -363,12 +326,8 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 			}
 		}
 		if err := events.CheckRelation(a, r.Relation, tv, true); err != nil {
-			o := d.rejectErr(p.seq, p.participant, a.ID.String(), err)
-			if out.Rejection == nil {
-				out.Rejection = o.Rejection
-			}
-			d.dropWaiters(a.ID, out)
-			return false
+			out.Rejection = d.rejectErr(p.seq, p.participant, a.ID.String(), err).Rejection
+			return
 		}
 	}
 	var depth uint32
@@ -376,14 +335,11 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 		depth = max(depth, d.nodes[d.node(r.Target)].depth+1)
 	}
 	if l := d.limits.MaxDepth; l > 0 && int(depth) > l && p.participant != SupervisorToken {
-		o := d.reject(p.seq, p.participant, a.ID.String(), ClassInvalidSubmission, CodeLimitGraphDepth,
-			"graph depth "+strconv.Itoa(int(depth))+" exceeds max_depth "+strconv.Itoa(l))
-		if out.Rejection == nil {
-			out.Rejection = o.Rejection
-		}
-		d.dropWaiters(a.ID, out)
-		return false
+		out.Rejection = d.reject(p.seq, p.participant, a.ID.String(), ClassInvalidSubmission, CodeLimitGraphDepth,
+			"graph depth "+strconv.Itoa(int(depth))+" exceeds max_depth "+strconv.Itoa(l)).Rejection
+		return
 	}
+	d.Position = p.seq
 	n := node{seq: p.seq, depth: depth, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
 		refStart: uint32(len(d.refs)), refLen: uint32(len(a.References))}
 	if p.participant != SupervisorToken {
@@ -438,32 +394,12 @@ func (d *Deliberation) admitOne(p *pending, out *Outcome) bool {
 	d.nodes = append(d.nodes, n)
 	d.nodeIDs = append(d.nodeIDs, a.ID)
 	d.index.put(d.nodeIDs, int32(len(d.nodes)-1))
-	d.noteOrder()
 	d.noteAdmissibility(int32(len(d.nodes)-1), ex.provenance)
 	d.tips[a.ID] = struct{}{}
 	d.counts[n.typ]++
 	d.perPart[n.part]++
 	out.Accepted = append(out.Accepted, a.ID)
 	out.Admitted = append(out.Admitted, Admission{Position: p.seq, Participant: p.participant, Artifact: a})
-	return true
-}
-
-// dropWaiters rejects, transitively, the pending artifacts that waited for
-// an artifact that was itself rejected: their reference can never resolve.
-func (d *Deliberation) dropWaiters(id canon.Digest, out *Outcome) {
-	stack := []canon.Digest{id}
-	for len(stack) > 0 {
-		t := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, w := range d.waiting[t] {
-			if q := d.pend[w]; q != nil {
-				delete(d.pend, w)
-				d.reject(q.seq, q.participant, w.String(), events.ClassInvalidArtifact, CodeRejectedTarget, "a referenced artifact was rejected: "+t.String())
-				stack = append(stack, w)
-			}
-		}
-		delete(d.waiting, t)
-	}
 }
 
 func (d *Deliberation) participant(token string) int32 {
@@ -559,9 +495,6 @@ func (d *Deliberation) Decisions() []canon.Digest { return d.decs }
 // Terminations returns the TERMINATIONs in stream order.
 func (d *Deliberation) Terminations() []canon.Digest { return d.terms }
 
-// Pending returns the number of artifacts waiting for unknown references.
-func (d *Deliberation) Pending() int { return len(d.pend) }
-
 // Rejections returns the kept rejections (the most recent), their total,
 // and the complete counts by code.
 func (d *Deliberation) Rejections() ([]Rejection, int, map[string]int) {
@@ -655,14 +588,8 @@ func (d *Deliberation) account(a *events.Artifact) {
 	}
 }
 
-// Has reports whether an artifact is in the DAG or pending.
-func (d *Deliberation) Has(id canon.Digest) bool {
-	if d.index.has(d.nodeIDs, id) {
-		return true
-	}
-	_, ok := d.pend[id]
-	return ok
-}
+// Has reports whether an artifact is in the DAG.
+func (d *Deliberation) Has(id canon.Digest) bool { return d.index.has(d.nodeIDs, id) }
 
 // Recorded reports whether a TERMINATION with state s is in the DAG.
 func (d *Deliberation) Recorded(s events.TerminationState) bool {
@@ -684,9 +611,9 @@ func (d *Deliberation) HasFinalDecision() bool {
 	return false
 }
 
-// ParticipantArtifacts counts the participants' artifacts, in the DAG or
-// pending (the supervisor's do not count against max_artifacts).
-func (d *Deliberation) ParticipantArtifacts() int { return len(d.nodes) - d.superN + len(d.pend) }
+// ParticipantArtifacts counts the participants' artifacts in the DAG (the
+// supervisor's do not count against max_artifacts).
+func (d *Deliberation) ParticipantArtifacts() int { return len(d.nodes) - d.superN }
 
 // MessageExtension names the message a supervisor FAILURE answers, by its
 // ordinal among the deliberation's messages (see Ordinal).
@@ -740,6 +667,30 @@ func (d *Deliberation) Ordinal(seq uint64) uint64 {
 	}
 	return uint64(i + 1)
 }
+
+// lastSeq is the position of the last message of the deliberation the
+// fold has seen, part of its record or not.
+func (d *Deliberation) lastSeq() uint64 {
+	last := d.foreignAt
+	if n := len(d.seqs); n > 0 {
+		last = max(last, d.seqs[n-1])
+	}
+	return last
+}
+
+// Foreign returns the kept messages that named the deliberation without
+// being part of its record (deliberation.importing, import.invalid), the
+// most recent first kept last, and their total.
+func (d *Deliberation) Foreign() ([]Rejection, int) { return d.foreign, d.foreignN }
+
+// Imported reports whether the deliberation was opened by an import (its
+// messages came from the importer's subject, wire.ImportSubject).
+func (d *Deliberation) Imported() bool { return d.imported }
+
+// Importing reports whether the deliberation's import is not complete:
+// until the importer ends it, no other message counts, and the supervisor
+// does not judge it.
+func (d *Deliberation) Importing() bool { return d.importing }
 
 // Messages returns the number of messages of the deliberation applied.
 func (d *Deliberation) Messages() int { return len(d.seqs) }

@@ -1,7 +1,6 @@
 package projector
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"hash"
 	"slices"
@@ -12,7 +11,7 @@ import (
 
 // StateDigest is a SHA-256 over a canonical rendering of the deliberation's
 // projection: its title, status, charter, every artifact in the DAG with
-// its participant and type, the pending artifacts, the open blocking
+// its participant and type, the open blocking
 // objections, the kept rejections and late artifacts with the totals. Where
 // the rendering names a message it uses its ordinal among the
 // deliberation's messages, not its stream position, and the deliberation's
@@ -49,6 +48,9 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	w := digestWriter{h: sha256.New(), buf: make([]byte, 0, 16<<10)}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
+	// v2 still: a deliberation's rendering is what it was when pending
+	// artifacts existed (they added lines, and now never occur), so a
+	// recording made then audits to the digest the engine reported.
 	w.line("parley-state-v2")
 	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
@@ -61,21 +63,12 @@ func (d *Deliberation) computeDigest() canon.Digest {
 			w.line("principal", q(d.Charter.Principal))
 		}
 	}
-	// The artifacts in stream order: nodes are appended in admission
-	// order, which is stream order but for artifacts released from
-	// pending, so the sort has little to do. Their ordinals come from one
-	// walk along the deliberation's positions, which are in order too.
+	// The artifacts in stream order, which is the order they were
+	// admitted in. Their ordinals come from one walk along the
+	// deliberation's positions, which are in order too.
 	ids := d.ids()
-	order := make([]int32, len(d.nodes))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	bySeq := func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) }
-	if !slices.IsSortedFunc(order, bySeq) {
-		slices.SortFunc(order, bySeq)
-	}
 	j := 0
-	for _, i := range order {
+	for i := range d.nodes {
 		n := &d.nodes[i]
 		for j < len(d.seqs) && d.seqs[j] < n.seq {
 			j++
@@ -94,14 +87,6 @@ func (d *Deliberation) computeDigest() canon.Digest {
 		b = append(b, typeOf[n.typ]...)
 		w.buf = append(b, '\n')
 		w.spill()
-	}
-	pend := make([]*pending, 0, len(d.pend))
-	for _, p := range d.pend {
-		pend = append(pend, p)
-	}
-	slices.SortFunc(pend, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
-	for _, p := range pend {
-		w.line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
 	}
 	for _, id := range d.OpenBlockingObjections() {
 		b := append(w.buf, "open "...)

@@ -46,14 +46,6 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 		n := &d.nodes[i]
 		line("artifact", ids[i].String(), u(n.seq), d.parts[n.part], string(typeOf[n.typ]))
 	}
-	pend := make([]*pending, 0, len(d.pend))
-	for _, p := range d.pend {
-		pend = append(pend, p)
-	}
-	slices.SortFunc(pend, func(a, b *pending) int { return cmp.Compare(a.seq, b.seq) })
-	for _, p := range pend {
-		line("pending", p.art.ID.String(), u(p.seq), p.participant, strconv.Itoa(p.missing))
-	}
 	for _, id := range d.OpenBlockingObjections() {
 		line("open", id.String())
 	}

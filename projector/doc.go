@@ -8,8 +8,7 @@
 //
 // Per deliberation the projection keeps the DAG of admitted artifacts
 // (position, participant, type, references; bodies stay in the stream),
-// its tips, the artifacts pending on references not yet known (bounded;
-// overflow is a pending.overflow rejection), the rejections with code and
+// its tips, the rejections with code and
 // position (the most recent MaxKept in detail, every one counted by code),
 // the late artifacts that arrived after a terminal TERMINATION, the open
 // blocking objections (no DECISION has given them a public disposition),

@@ -1,8 +1,6 @@
 package projector
 
 import (
-	"cmp"
-	"slices"
 	"sort"
 
 	"github.com/parley-engine/parley/canon"
@@ -56,56 +54,16 @@ type RejectionList struct {
 	Rejections []Rejection `json:"rejections"`
 }
 
-// noteOrder keeps bySeq for the node just appended. Nodes are appended in
-// order of admission, which is stream order until a pending artifact is
-// released after later ones: from then on bySeq holds the stream order
-// (4 bytes a node; an out-of-order node costs an insertion).
-func (d *Deliberation) noteOrder() {
-	i := int32(len(d.nodes) - 1)
-	seq := d.nodes[i].seq
-	if d.bySeq == nil {
-		if i == 0 || d.nodes[i-1].seq < seq {
-			return
-		}
-		d.bySeq = make([]int32, i, i+1+i/8)
-		for j := range d.bySeq {
-			d.bySeq[j] = int32(j)
-		}
-	}
-	k := sort.Search(len(d.bySeq), func(k int) bool { return d.nodes[d.bySeq[k]].seq > seq })
-	d.bySeq = slices.Insert(d.bySeq, k, i)
-}
-
-// buildOrder rebuilds bySeq (after a snapshot is read).
-func (d *Deliberation) buildOrder() {
-	d.bySeq = nil
-	if slices.IsSortedFunc(d.nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) }) {
-		return
-	}
-	d.bySeq = make([]int32, len(d.nodes))
-	for i := range d.bySeq {
-		d.bySeq[i] = int32(i)
-	}
-	slices.SortFunc(d.bySeq, func(a, b int32) int { return cmp.Compare(d.nodes[a].seq, d.nodes[b].seq) })
-}
-
 // ArtifactsAfter calls fn for the artifacts of the DAG at stream
 // positions after position after, in stream order, until fn returns false.
-// admitted is the artifact's ordinal in order of admission (Nodes' order):
-// an artifact admitted after a moment when Artifacts() was n has admitted
-// >= n, so a caller reading in several steps can keep to what was there at
-// its first (pending artifacts are admitted later than artifacts after
-// them). Finding the first costs O(log n), and the walk allocates nothing.
+// admitted is the artifact's ordinal in order of admission (Nodes' order,
+// which is stream order): an artifact admitted after a moment when
+// Artifacts() was n has admitted >= n, so a caller reading in several
+// steps can keep to what was there at its first. Finding the first costs
+// O(log n), and the walk allocates nothing.
 func (d *Deliberation) ArtifactsAfter(after uint64, fn func(admitted int, e ArtifactEntry) bool) {
-	at := func(r int) int {
-		if d.bySeq == nil {
-			return r
-		}
-		return int(d.bySeq[r])
-	}
 	n := len(d.nodes)
-	for r := sort.Search(n, func(r int) bool { return d.nodes[at(r)].seq > after }); r < n; r++ {
-		i := at(r)
+	for i := sort.Search(n, func(i int) bool { return d.nodes[i].seq > after }); i < n; i++ {
 		nd := &d.nodes[i]
 		if !fn(i, ArtifactEntry{ArtifactID: d.nodeIDs[i], Position: nd.seq, Participant: d.parts[nd.part], Type: string(typeOf[nd.typ])}) {
 			return

@@ -11,15 +11,12 @@ import (
 // Verdict is what the fold did with one message.
 type Verdict string
 
-// Verdicts. Accepted, pending and applied mean the message took effect;
+// Verdicts. Accepted and applied mean the message took effect;
 // rejected and late mean it did not (it stays in the stream); unprojected
 // and unknown say that the projection cannot tell (yet, or any more).
 const (
 	// VerdictAccepted: the artifact is in the DAG at the message's position.
 	VerdictAccepted Verdict = "accepted"
-	// VerdictPending: the artifact waits for references not yet known; it
-	// may still be accepted, or rejected (reference.rejected_target).
-	VerdictPending Verdict = "pending"
 	// VerdictRejected: the message is recorded as a rejection, with its
 	// class, code and message.
 	VerdictRejected Verdict = "rejected"
@@ -39,7 +36,7 @@ const (
 
 // Took reports whether the verdict says the message took effect.
 func (v Verdict) Took() bool {
-	return v == VerdictAccepted || v == VerdictPending || v == VerdictApplied
+	return v == VerdictAccepted || v == VerdictApplied
 }
 
 // MessageOutcome is the verdict on the message at a stream position.
@@ -49,7 +46,7 @@ type MessageOutcome struct {
 	Position     uint64
 	Participant  string       // an artifact message's token
 	ArtifactID   canon.Digest // zero when the bytes are no valid artifact
-	ArtifactType events.Type  // accepted and pending artifacts
+	ArtifactType events.Type  // accepted artifacts
 	Op           string       // a control message's op, when it parses
 	Rejection    *Rejection   // VerdictRejected
 	// Note explains unprojected and unknown verdicts.
@@ -69,7 +66,7 @@ var (
 // nil, m must be that artifact (ErrArtifactMismatch otherwise). It reads
 // the projection and changes nothing.
 //
-// Accepted, pending, and the opening, cancelling or current suspending
+// Accepted artifacts, and the opening, cancelling or current suspending
 // control messages are found in the state itself, whatever was evicted.
 // A rejection or a late artifact is found among the kept ones; when some
 // were evicted, a message found nowhere is VerdictUnknown rather than
@@ -78,6 +75,12 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 	delib, kind, participant := route(m.Subject)
 	if delib != id || kind == "" {
 		return MessageOutcome{}, ErrOtherDeliberation
+	}
+	if im := m.Import; kind == "art" && participant == ImportToken && im != nil && DeliberationOf(im.Subject) == delib {
+		// An importer's message is judged as the message it restores.
+		if _, k, pt := route(im.Subject); k != "" {
+			kind, participant = k, pt
+		}
 	}
 	out := MessageOutcome{Deliberation: id, Position: m.Seq, Participant: participant}
 	var a *events.Artifact
@@ -114,6 +117,12 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		out.Verdict, out.Rejection = VerdictRejected, r
 		return out, nil
 	}
+	// Not part of the deliberation's record (another's message during its
+	// import).
+	if r := findRejection(d.foreign, m.Seq); r != nil {
+		out.Verdict, out.Rejection = VerdictRejected, r
+		return out, nil
+	}
 	complete := len(d.rejects) == d.rejTotal
 	if kind == "art" {
 		for i := len(d.late) - 1; i >= 0; i-- {
@@ -126,10 +135,6 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		if a != nil {
 			if i, ok := d.index.get(d.nodeIDs, a.ID); ok && d.nodes[i].seq == m.Seq {
 				out.Verdict, out.ArtifactType = VerdictAccepted, a.Type
-				return out, nil
-			}
-			if pa := d.pend[a.ID]; pa != nil && pa.seq == m.Seq {
-				out.Verdict, out.ArtifactType = VerdictPending, a.Type
 				return out, nil
 			}
 		}
@@ -181,7 +186,7 @@ func evictedNote(kept, total int, what string) string {
 // publisher received).
 //
 // Outcome is one of accepted (the artifact is in the DAG at Position),
-// pending (it waits for references not yet known), rejected (ErrorClass,
+// rejected (ErrorClass,
 // Code and Message say why), late (a valid artifact after the deliberation
 // ended, kept outside the state), applied (a control message that took
 // effect), unprojected (the engine's projection, at Projected, has not
@@ -204,6 +209,5 @@ type OutcomeReport struct {
 	Note         string `json:"note,omitempty"`
 }
 
-// Took reports whether the message took effect: accepted, pending or
-// applied.
+// Took reports whether the message took effect: accepted or applied.
 func (o OutcomeReport) Took() bool { return o.Outcome.Took() }

@@ -62,7 +62,7 @@ func TestProjection_OutcomeOf(t *testing.T) {
 		{"artifact before the open", delib, early, projector.VerdictRejected, projector.CodeNotOpen},
 		{"open", delib, open, projector.VerdictApplied, ""},
 		{"claim", delib, accepted, projector.VerdictAccepted, ""},
-		{"objection to an unknown claim", delib, pending, projector.VerdictPending, ""},
+		{"objection to an unknown claim", delib, pending, projector.VerdictRejected, projector.CodeUnknownTarget},
 		{"participant not in the charter", delib, stranger, projector.VerdictRejected, projector.CodeNotInCharter},
 		{"not an artifact", delib, garbage, projector.VerdictRejected, "number.fraction"},
 		{"round", delib, round, projector.VerdictApplied, ""},

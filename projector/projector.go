@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Msg is one stream message as the fold sees it: its stream position, its
@@ -23,10 +26,12 @@ type Msg struct {
 	// deliberation opened, when it last accepted an artifact) for the
 	// supervisor's time limits; it never reads a clock.
 	Time time.Time
-	// Claimed is the time the message says it originally had (an import's
-	// Parley-Original-Time header), zero when it says none. Anyone can set
-	// a header, so the fold uses it only within bounds (EffectiveTime).
-	Claimed time.Time
+	// Import is what a message on the importer's subject
+	// (parley.<deliberation>.art._import, wire.ImportSubject) says of the
+	// message it restores: its headers, which the runner reads. The fold
+	// ignores it on every other subject: anyone can set a header, and only
+	// an importer's credentials may publish there.
+	Import *Import
 	// Artifact and Invalid are, for a message on an artifact subject,
 	// Options.Validator's verdict on Data when the runner validated it
 	// ahead of the fold (validation is pure, so a runner may do it in
@@ -44,16 +49,52 @@ type Msg struct {
 	Reverified []provenance.Verification
 }
 
-// EffectiveTime is the time the fold gives a message: its stream time, or
-// the earlier time it claims (an imported message keeps its original
-// time), but never earlier than the previous message of its deliberation
-// (prev). So a participant who backdates a message can make it count as
-// sent right after the last one, and no earlier: it cannot make an idle
-// timeout fire early, nor push a time into the future.
+// Import is an imported message's account of the message it restores
+// (wire's import headers).
+type Import struct {
+	// Subject is the message's subject in the recording, its deliberation
+	// the one imported into: a control or artifact subject of the same
+	// deliberation as the import subject.
+	Subject string
+	// Position is its position in the recording (for export; the fold
+	// orders by the stream's).
+	Position uint64
+	// Time is its time in the recording, zero when it says none.
+	Time time.Time
+	// End marks the importer's message that ends the import (it restores
+	// no message: Subject is empty). The deliberation's import is
+	// complete: from then on everyone's messages count.
+	End bool
+}
+
+// ImportOf reads an importer's headers (wire.OriginalSubjectHeader, …)
+// with get (a message header's Get), for a message on subject: nil unless
+// subject is the importer's (wire.ImportSubject). A header that does not
+// parse is left out; a message without its original subject is refused by
+// the fold (import.invalid).
+func ImportOf(subject string, get func(string) string) *Import {
+	if _, kind, participant := route(subject); kind != "art" || participant != ImportToken || get == nil {
+		return nil
+	}
+	im := &Import{Subject: get(wire.OriginalSubjectHeader), End: get(wire.ImportEndHeader) == "true"}
+	if p, err := strconv.ParseUint(get(wire.OriginalPositionHeader), 10, 64); err == nil {
+		im.Position = p
+	}
+	if t, err := time.Parse(time.RFC3339Nano, get(wire.OriginalTimeHeader)); err == nil {
+		im.Time = t
+	}
+	return im
+}
+
+// EffectiveTime is the time the fold gives a message: its stream time, or,
+// for an importer's message, the earlier original time it carries (an
+// imported message keeps its original time), but never earlier than the
+// previous message of its deliberation (prev) nor later than its stream
+// time. Nobody else's claim of a time counts.
 func EffectiveTime(m Msg, prev time.Time) time.Time {
 	t := m.Time
-	if !m.Claimed.IsZero() && m.Claimed.Before(t) {
-		t = m.Claimed
+	if m.Import != nil && !m.Import.Time.IsZero() && m.Import.Time.Before(t) {
+		t = m.Import.Time
 	}
 	if t.Before(prev) {
 		t = prev
@@ -97,19 +138,37 @@ const (
 	CodeControlInvalid      = "control.invalid"
 	CodeNotInCharter        = "participant.not_in_charter"
 	CodeDuplicate           = "artifact.duplicate"
-	CodePendingOverflow     = "pending.overflow"
 	CodeLimitArtifactSize   = "limit.artifact_size"
 	CodeLimitReferences     = "limit.references"
 	CodeLimitGraphDepth     = "limit.graph_depth"
 	CodeLimitParticipant    = "limit.participant_artifacts"
 	CodeLimitArtifacts      = "limit.artifacts"
-	CodeRejectedTarget      = "reference.rejected_target"
+	// CodeControlTooLarge: a control message over MaxControlBytes.
+	CodeControlTooLarge = "control.too_large"
+	// CodeDeliberationLimit: an open past the number of deliberations the
+	// projection holds (Options.MaxDeliberations). Kept among the messages
+	// of no deliberation: the limit is the engine's, not the record's.
+	CodeDeliberationLimit = "deliberation.limit"
+	// CodeImporting: a message that is not the importer's, in a
+	// deliberation whose import is not complete. It is kept among the
+	// messages of no deliberation, outside the deliberation's record.
+	CodeImporting = "deliberation.importing"
+	// CodeImportInvalid: a message on the importer's subject whose headers
+	// name no message of its deliberation, or that would restore a
+	// message into a deliberation that was opened live (not imported) or
+	// whose import is complete. Kept among the messages of no
+	// deliberation.
+	CodeImportInvalid = "import.invalid"
+	// CodeUnknownTarget: the artifact references one that is not (yet) in
+	// its deliberation's DAG. Nothing is held pending: an artifact takes
+	// effect at its own position or not at all.
+	CodeUnknownTarget = "reference.unavailable"
 )
 
 // Codes lists the projector's own rejection codes (docs/ERRORS.md).
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
-	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate, CodePendingOverflow,
-	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeRejectedTarget,
+	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
+	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid, CodeControlTooLarge, CodeDeliberationLimit,
 	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified,
 	CodeBindingNotPrincipal, CodeBindingInvalid, CodeBindingResolved}
 
@@ -142,10 +201,6 @@ type Late struct {
 
 // Options of a Projection.
 type Options struct {
-	// MaxPending bounds, per deliberation, the artifacts held while a
-	// reference is unknown. Past it, an artifact is rejected with
-	// pending.overflow.
-	MaxPending int
 	// MaxKept bounds, per deliberation, the detailed rejections and late
 	// artifacts kept (the most recent ones); counts by code stay complete.
 	MaxKept int
@@ -154,6 +209,10 @@ type Options struct {
 	Validator *events.Validator
 	// Defaults are the engine-wide charter defaults.
 	Defaults Defaults
+	// MaxDeliberations bounds the deliberations the projection holds
+	// (0: no bound). An open past it is refused (deliberation.limit),
+	// among the messages of no deliberation.
+	MaxDeliberations int
 	// Rules are the supervisor's rules (termination.Rules). The fold
 	// admits an artifact from _supervisor only when they call for it, and
 	// a terminator's exhausted or deadlock TERMINATION only when they
@@ -163,7 +222,7 @@ type Options struct {
 
 // DefaultOptions are the defaults.
 func DefaultOptions() Options {
-	return Options{MaxPending: 10000, MaxKept: 10000, Validator: events.NewValidator()}
+	return Options{MaxKept: 10000, Validator: events.NewValidator()}
 }
 
 // Projection is the state of every deliberation at a stream position. Apply
@@ -182,9 +241,6 @@ type Projection struct {
 // New returns an empty projection.
 func New(opts Options) *Projection {
 	d := DefaultOptions()
-	if opts.MaxPending <= 0 {
-		opts.MaxPending = d.MaxPending
-	}
 	if opts.MaxKept <= 0 {
 		opts.MaxKept = d.MaxKept
 	}
@@ -228,12 +284,10 @@ func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted, p.unrout
 // to, so that none of them parses the message again.
 type Outcome struct {
 	Deliberation string
-	Accepted     []canon.Digest // admitted to the DAG (a message can release pending ones)
-	// Admitted are the artifacts admitted, in the order of Accepted: the
-	// message's own and those it released from pending (their messages
-	// came earlier), validated.
+	Accepted     []canon.Digest // admitted to the DAG: the message's own artifact, or none
+	// Admitted are the artifacts admitted, in the order of Accepted,
+	// validated.
 	Admitted  []Admission
-	Pending   bool
 	Rejection *Rejection
 	Late      bool
 	Control   string // the op of an applied control message
@@ -254,8 +308,9 @@ func (p *Projection) Apply(m Msg) Outcome {
 	// Messages of no known deliberation are guarded by the position (the
 	// highest applied): a runner hands them over in stream order.
 	var prev time.Time
-	if d := p.delibs[delib]; d != nil {
-		if n := len(d.seqs); n > 0 && m.Seq <= d.seqs[n-1] {
+	d := p.delibs[delib]
+	if d != nil {
+		if m.Seq <= d.lastSeq() {
 			return Outcome{}
 		}
 		prev = d.lastTime
@@ -263,6 +318,29 @@ func (p *Projection) Apply(m Msg) Outcome {
 		return Outcome{}
 	}
 	p.position.Store(max(p.position.Load(), m.Seq))
+	// An importer's message stands for the message it restores; nobody
+	// else's headers mean anything.
+	imported := kind == "art" && participant == ImportToken
+	if imported && m.Import != nil && m.Import.End && m.Import.Subject == "" {
+		return p.endImport(d, m)
+	}
+	if imported {
+		if m.Import == nil || m.Import.End || DeliberationOf(m.Import.Subject) != delib || strings.HasSuffix(m.Import.Subject, "."+ImportToken) {
+			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
+		}
+		_, kind, participant = route(m.Import.Subject)
+		if kind == "" {
+			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
+		}
+	} else {
+		m.Import = nil
+	}
+	switch {
+	case d != nil && d.importing && !imported:
+		return p.foreign(d, m, CodeImporting, "deliberation "+delib+" is being imported: only the importer's messages count until the import is complete")
+	case d != nil && !d.importing && imported:
+		return p.foreign(d, m, CodeImportInvalid, "deliberation "+delib+" was not opened by an import, or its import is complete")
+	}
 	m.Time = EffectiveTime(m, prev)
 	out := p.apply(m, delib, kind, participant)
 	out.Time = m.Time
@@ -270,6 +348,39 @@ func (p *Projection) Apply(m Msg) Outcome {
 		d.lastTime = m.Time
 	}
 	return out
+}
+
+// ImportEnd is the op an Outcome names for the importer's end of an
+// import.
+const ImportEnd = "import_end"
+
+// endImport applies the importer's end of deliberation d's import: from
+// now on everyone's messages count. The marker is no message of the
+// deliberation's record (nor of its ordinals): a deliberation imported
+// whole folds as the original did.
+func (p *Projection) endImport(d *Deliberation, m Msg) Outcome {
+	if d == nil || !d.importing {
+		return p.foreign(d, m, CodeImportInvalid, "the end of an import that is not under way")
+	}
+	d.importing = false
+	d.foreignAt = m.Seq
+	return Outcome{Deliberation: d.ID, Control: ImportEnd}
+}
+
+// foreign records a message that names deliberation d (nil: one not
+// opened) but is not part of its record: among d's foreign messages (the
+// most recent MaxKept; or, without d, among the messages of no
+// deliberation), with nothing of d's record changed.
+func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
+	_, _, participant := route(m.Subject)
+	if d == nil {
+		return p.unroutable(m, participant, code, msg)
+	}
+	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
+	d.foreignAt = m.Seq
+	d.foreignN++
+	d.foreign = keep(d.foreign, r, p.opts.MaxKept)
+	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
 
 func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
@@ -305,7 +416,7 @@ func (p *Projection) count(delib string, seq uint64) {
 }
 
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
-	r := Rejection{Position: m.Seq, Participant: participant, Class: ClassInvalidSubmission, Code: code, Message: msg}
+	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
 	p.unrouted = keep(p.unrouted, r, p.opts.MaxKept)
 	delib, _, _ := route(m.Subject)
@@ -381,6 +492,36 @@ type Charter struct {
 	Principal string `json:"principal,omitempty"`
 }
 
+// MaxControlBytes bounds a control message: an open's charter is kept for
+// the deliberation's life, so what anyone may make the engine keep is
+// bounded in bytes.
+const MaxControlBytes = 4 << 10
+
+// MaxTitleBytes bounds a charter's title (UTF-8 bytes), which every list of
+// deliberations shows.
+const MaxTitleBytes = 256
+
+// MaxRejectionText bounds the message a rejection keeps (UTF-8 bytes, cut
+// with "…"): rejections are kept for someone else's message, so they keep
+// a bounded summary, never the message quoted whole.
+const MaxRejectionText = 256
+
+// maxTokenText bounds the participant a rejection keeps (an invalid token
+// can be as long as a subject).
+const maxTokenText = 80
+
+// summary cuts s to at most max bytes at a UTF-8 boundary, marking the cut.
+func summary(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 func parseControl(data []byte) (Control, *Charter, error) {
 	var c Control
 	canonical, err := canon.Canonicalize(canon.AMD, data)
@@ -404,6 +545,9 @@ func parseControl(data []byte) (Control, *Charter, error) {
 		if err := strictJSON(c.Charter, &ch); err != nil {
 			return c, nil, errors.New("charter: " + err.Error())
 		}
+		if len(ch.Title) > MaxTitleBytes {
+			return c, nil, errors.New("charter: the title is " + strconv.Itoa(len(ch.Title)) + " bytes, over " + strconv.Itoa(MaxTitleBytes))
+		}
 		for _, t := range ch.Participants {
 			if !ValidToken(t) {
 				return c, nil, errors.New("charter: participant token " + strconv.Quote(t))
@@ -425,6 +569,13 @@ func parseControl(data []byte) (Control, *Charter, error) {
 }
 
 func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
+	if len(m.Data) > MaxControlBytes {
+		msg := strconv.Itoa(len(m.Data)) + " bytes, over " + strconv.Itoa(MaxControlBytes)
+		if d == nil {
+			return p.unroutable(m, "", CodeControlTooLarge, msg)
+		}
+		return d.reject(m.Seq, "", "", ClassInvalidSubmission, CodeControlTooLarge, msg)
+	}
 	c, charter, err := parseControl(m.Data)
 	if err != nil {
 		msg := err.Error()
@@ -441,12 +592,19 @@ func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
 		if c.Op != "open" {
 			return p.unroutable(m, "", CodeNotOpen, c.Op+" on a deliberation that was never opened")
 		}
+		if n := p.opts.MaxDeliberations; n > 0 && len(p.delibs) >= n {
+			return p.unroutable(m, "", CodeDeliberationLimit, "the engine holds its limit of "+strconv.Itoa(n)+" deliberations")
+		}
 		d = newDeliberation(id, p.opts)
 		l, pol, err := effective(charter, p.opts.Defaults)
 		if err != nil {
 			return p.unroutable(m, "", CodeControlInvalid, err.Error())
 		}
 		d.limits, d.policy = l, pol
+		// Opened by an import: until the importer ends it, only the
+		// importer's messages count.
+		d.imported = m.Import != nil
+		d.importing = d.imported
 		p.delibs[id] = d
 	}
 	d.now = m.Time

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
@@ -190,54 +191,85 @@ func TestApply_Rejections(t *testing.T) {
 	}
 }
 
-func TestApply_Pending(t *testing.T) {
+func TestApply_UnknownReference(t *testing.T) {
 	f := newFeed(t)
 	f.ctl(`{"op":"open","charter":{"title":"t"}}`)
 	d := f.d()
-	c := claim("late parent")
+	c := claim("later parent")
 	ob := objection(c.ID, true)
-	dec := decision(events.Provisional, ob.ID) // decides an OBJECTION: inapplicable, found once ob is known
-	if o := f.art("bob", ob); !o.Pending {
+	// Nothing is held for what comes later: the objection is refused at
+	// its own position, and the claim's arrival does not bring it back.
+	wantRejection(t, f.art("bob", ob), projector.CodeUnknownTarget)
+	if o := f.art("alice", c); len(o.Accepted) != 1 || o.Accepted[0] != c.ID {
 		t.Fatalf("%+v", o)
 	}
-	if o := f.art("bob", dec); !o.Pending {
+	if d.Artifacts() != 1 || d.Has(ob.ID) || d.OpenBlockingCount() != 0 {
+		t.Fatalf("artifacts %d, objection in the DAG %v, open %d", d.Artifacts(), d.Has(ob.ID), d.OpenBlockingCount())
+	}
+	// The same objection published again, now that its target is known,
+	// is admitted at its new position.
+	if o := f.art("bob", ob); len(o.Accepted) != 1 {
 		t.Fatalf("%+v", o)
 	}
-	if d.Pending() != 2 || d.Artifacts() != 0 {
-		t.Fatalf("pending %d artifacts %d", d.Pending(), d.Artifacts())
+	if d.PositionOf(ob.ID) != f.seq || d.OpenBlockingCount() != 1 {
+		t.Errorf("objection at %d (want %d), open %d", d.PositionOf(ob.ID), f.seq, d.OpenBlockingCount())
 	}
-	o := f.art("alice", c)
-	if len(o.Accepted) != 2 || o.Accepted[0] != c.ID || o.Accepted[1] != ob.ID || o.Rejection == nil || o.Rejection.Code != "relation.inapplicable" {
-		t.Fatalf("%+v", o)
+	// A refused artifact never counts against max_artifacts.
+	g := newFeed(t)
+	g.ctl(`{"op":"open","charter":{"title":"t","limits":{"max_artifacts":2}}}`)
+	for i := range 9 {
+		wantRejection(t, g.art("mallory", objection(claim(fmt.Sprint("absent ", i)).ID, true)), projector.CodeUnknownTarget)
 	}
-	if d.Pending() != 0 || d.Artifacts() != 2 {
-		t.Errorf("pending %d artifacts %d", d.Pending(), d.Artifacts())
-	}
-	// Pending is bounded.
-	g := &feed{t: t, p: projector.New(projector.Options{MaxPending: 2, Rules: supervisor.Rules{}})}
-	g.ctl(`{"op":"open","charter":{"title":"t"}}`)
-	for i := 0; i < 2; i++ {
-		if o := g.art("a", objection(claim(string(rune('a'+i))).ID, false)); !o.Pending {
-			t.Fatal(o)
+	for _, s := range []string{"one", "two"} {
+		if o := g.art("alice", claim(s)); len(o.Accepted) != 1 {
+			t.Fatalf("claim %s: %+v", s, o)
 		}
 	}
-	wantRejection(t, g.art("a", objection(claim("z").ID, false)), projector.CodePendingOverflow)
-	// Waiters of a rejected artifact are rejected with it.
-	h := newFeed(t)
-	h.ctl(`{"op":"open","charter":{"title":"t","terminators":["a"]}}`)
-	term := termination(events.Suspended)
-	bad := objection(term.ID, true) // objects-to a TERMINATION
-	child := objection(bad.ID, false)
-	h.art("a", child)
-	h.art("a", bad)
-	h.ctl(`{"op":"suspend"}`)
-	o = h.art("a", term)
-	if h.d().Pending() != 0 || h.d().Artifacts() != 1 {
-		t.Fatalf("%+v pending %d", o, h.d().Pending())
+	if g.d().Status != projector.StatusOpen || g.d().ParticipantArtifacts() != 2 {
+		t.Errorf("status %s, participant artifacts %d", g.d().Status, g.d().ParticipantArtifacts())
 	}
-	_, _, codes := h.d().Rejections()
-	if codes["relation.inapplicable"] != 1 || codes["reference.rejected_target"] != 1 {
-		t.Errorf("codes %v", codes)
+}
+
+// A participant who computes what the supervisor will publish next (its
+// emissions are deterministic) cannot make an objection enter the record
+// after the end, at the position it was published at.
+func TestApply_NoRetroactiveObjection(t *testing.T) {
+	f := newFeed(t)
+	f.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	d := f.d()
+	c := claim("ship it")
+	f.art("alice", c)
+	dec := decision(events.Final, c.ID)
+	// mallory computes the supervisor's TERMINATION for alice's coming
+	// decision on a copy of the record, and objects to it in advance.
+	shadow := newFeed(t)
+	shadow.ctl(`{"op":"open","charter":{"title":"t"}}`)
+	shadow.art("alice", c)
+	shadow.raw(projector.ArtifactSubject(delib, "mallory"), []byte("{}")) // where the objection will land, before the decision
+	shadow.art("alice", dec)
+	coming := supervisor.Decide(shadow.d(), time.Time{})
+	if len(coming) != 1 || coming[0].Artifact.Type != events.TypeTermination {
+		t.Fatalf("the supervisor would emit %+v", coming)
+	}
+	veto := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "no", Blocking: true},
+		References: []events.Reference{{Target: c.ID, Relation: events.ObjectsTo}, {Target: coming[0].Artifact.ID, Relation: events.Considers}}})
+	wantRejection(t, f.art("mallory", veto), projector.CodeUnknownTarget)
+	f.art("alice", dec)
+	es := supervisor.Decide(d, time.Time{})
+	if len(es) != 1 || es[0].Artifact.ID != coming[0].Artifact.ID {
+		t.Fatalf("the supervisor decides %+v", es)
+	}
+	if o := f.art(projector.SupervisorToken, es[0].Artifact); len(o.Accepted) != 1 {
+		t.Fatalf("%+v", o.Rejection)
+	}
+	// Published again now that its reference exists, the objection is
+	// late: nothing enters an ended deliberation.
+	if o := f.art("mallory", veto); !o.Late {
+		t.Fatalf("after the end: %+v", o)
+	}
+	r := closure.Verify(d, dec.ID, d.PositionOf(dec.ID), closure.Limits{})
+	if d.Status != projector.StatusCompleted || !r.OK || d.OpenBlockingCount() != 0 {
+		t.Errorf("status %s, decision verifies %v (%+v), open %d", d.Status, r.OK, r.Findings, d.OpenBlockingCount())
 	}
 }
 
@@ -275,7 +307,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 	f.art("a", c)
 	ob := objection(c.ID, true)
 	f.art("b", ob)
-	f.art("b", objection(claim("unknown parent").ID, false)) // pending
+	f.art("b", objection(claim("unknown parent").ID, false)) // rejected: unknown reference
 	f.art("z", claim("outsider"))                            // rejected
 	f.raw("parley.x.ctl", []byte("{}"))                      // unrouted
 	var buf bytes.Buffer
@@ -295,7 +327,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 		Data: decision(events.Final, c.ID, events.Disposition{Objection: ob.ID, Disposition: events.Overruled, Rationale: "r"}).Canonical}
 	f.p.Apply(next)
 	q.Apply(next)
-	if a.StateDigest() != b.StateDigest() || len(b.OpenBlockingObjections()) != 0 || b.Pending() != 1 {
+	if a.StateDigest() != b.StateDigest() || len(b.OpenBlockingObjections()) != 0 || b.Artifacts() != 3 {
 		t.Fatal("diverged after the snapshot")
 	}
 	if _, err := projector.ReadSnapshot(strings.NewReader("junk"), projector.Options{Rules: supervisor.Rules{}}); err == nil {
@@ -381,5 +413,53 @@ func TestStateDigest_PositionIndependent(t *testing.T) {
 	da, db := a.Deliberation(delib), b.Deliberation(other)
 	if da.StateDigest() != db.StateDigest() || db.Messages() != 4 || db.Ordinal(seq) != 4 {
 		t.Fatalf("digests differ: %s %s (%d messages)", da.StateDigest(), db.StateDigest(), db.Messages())
+	}
+}
+
+// What the fold keeps for someone else's message is bounded in bytes: a
+// rejection keeps a summary, never the message quoted whole; a control
+// message and a charter's title are bounded; the deliberations held are
+// bounded by Options.MaxDeliberations.
+func TestApply_BoundedInBytes(t *testing.T) {
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxDeliberations: 2})
+	seq := uint64(0)
+	apply := func(subject, data string) projector.Outcome {
+		seq++
+		return p.Apply(projector.Msg{Seq: seq, Subject: subject, Data: []byte(data)})
+	}
+	other := func(i int) string { return fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i) }
+	huge := strings.Repeat("é", 300<<10) // 600 KiB of two-byte runes
+	checks := []struct {
+		name    string
+		subject string
+		data    string
+		code    string
+	}{
+		{"an unknown op quoted whole", projector.ControlSubject(other(1)), `{"op":"` + strings.Repeat("x", 3000) + `"}`, projector.CodeControlInvalid},
+		{"a control message over the bound", projector.ControlSubject(other(2)), `{"op":"open","charter":{"title":"` + huge + `"}}`, projector.CodeControlTooLarge},
+		{"a title over the bound", projector.ControlSubject(other(3)), `{"op":"open","charter":{"title":"` + strings.Repeat("t", projector.MaxTitleBytes+1) + `"}}`, projector.CodeControlInvalid},
+		{"a participant token as long as a subject", projector.ArtifactSubject(other(4), strings.Repeat("p", 4000)), `{}`, projector.CodeParticipantInvalid},
+	}
+	for _, c := range checks {
+		o := apply(c.subject, c.data)
+		if o.Rejection == nil || o.Rejection.Code != c.code {
+			t.Fatalf("%s: %+v", c.name, o)
+		}
+		if len(o.Rejection.Message) > projector.MaxRejectionText || len(o.Rejection.Participant) > 80 || !utf8.ValidString(o.Rejection.Message) {
+			t.Errorf("%s: keeps %d bytes of message, %d of participant", c.name, len(o.Rejection.Message), len(o.Rejection.Participant))
+		}
+	}
+	// A rejection inside a deliberation keeps a summary too.
+	apply(projector.ControlSubject(other(5)), `{"op":"open","charter":{"title":"t"}}`)
+	o := apply(projector.ControlSubject(other(5)), `{"op":"`+huge[:3000]+`"}`)
+	if o.Rejection == nil || len(o.Rejection.Message) > projector.MaxRejectionText || !utf8.ValidString(o.Rejection.Message) {
+		t.Errorf("in a deliberation: %+v", o.Rejection)
+	}
+	apply(projector.ControlSubject(other(6)), `{"op":"open","charter":{"title":"t"}}`)
+	if o := apply(projector.ControlSubject(other(7)), `{"op":"open","charter":{"title":"t"}}`); o.Rejection == nil || o.Rejection.Code != projector.CodeDeliberationLimit {
+		t.Errorf("a third deliberation: %+v", o)
+	}
+	if p.Len() != 2 {
+		t.Errorf("%d deliberations held", p.Len())
 	}
 }

@@ -9,33 +9,55 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 var delibs = []string{"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"}
 
 // stream generates a random stream of messages over a few deliberations:
 // opens with random charters, every kind of artifact referencing earlier
-// ones (and unknown ones, which wait), duplicates, garbage, control
-// messages, claimed times, limit breaches, and the supervisor's own
-// emissions where its rules call for them. The supervisor's emissions
+// ones (and unknown ones, which are refused), duplicates, garbage, control
+// messages, claimed times, limit breaches, the supervisor's own emissions
+// where its rules call for them, and a hostile participant's blocking
+// objections that consider the emissions the supervisor is about to
+// publish (they are deterministic), published just before them. The supervisor's emissions
 // depend on the state, so the stream is built by folding it.
 func stream(r *rand.Rand, n int) []projector.Msg {
-	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6})
+	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8})
 	var msgs []projector.Msg
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	known := map[string][]*events.Artifact{}
 	parts := []string{"alice", "bob", "carol", "moderator"}
+	// A message with a claimed time is an importer's (it restores the
+	// message on subject, at that time, sometimes the import's last), or
+	// a participant's that forges the importer's headers on its own
+	// subject, or an importer's without them.
 	emit := func(subject string, data []byte, claimed time.Time) {
-		m := projector.Msg{Seq: uint64(len(msgs) + 1), Subject: subject, Data: data, Time: now, Claimed: claimed}
+		m := projector.Msg{Seq: uint64(len(msgs) + 1), Subject: subject, Data: data, Time: now}
+		if !claimed.IsZero() {
+			im := &projector.Import{Subject: subject, Position: uint64(r.IntN(1000)), Time: claimed}
+			switch r.IntN(5) {
+			case 0:
+				m.Import = im // forged: ignored
+			case 1:
+				m.Subject = wire.ImportSubject(projector.DeliberationOf(subject)) // no headers: refused
+			case 2:
+				// The importer ends an import (under way or not).
+				m.Subject, m.Import, m.Data = wire.ImportSubject(projector.DeliberationOf(subject)), &projector.Import{End: true}, nil
+			default:
+				m.Subject, m.Import = wire.ImportSubject(projector.DeliberationOf(subject)), im
+			}
+		}
 		msgs = append(msgs, m)
 		p.Apply(m)
 	}
 	pick := func(d string) *events.Artifact {
 		if len(known[d]) == 0 || r.IntN(8) == 0 {
-			return claim(fmt.Sprintf("unknown %d", r.IntN(4))) // never published: its referrers wait
+			return claim(fmt.Sprintf("unknown %d", r.IntN(4))) // never published: its referrers are refused
 		}
 		return known[d][r.IntN(len(known[d]))]
 	}
@@ -43,7 +65,7 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 		now = now.Add(time.Duration(r.IntN(120)) * time.Second)
 		d := delibs[r.IntN(len(delibs))]
 		var claimed time.Time
-		if r.IntN(10) == 0 {
+		if r.IntN(6) == 0 {
 			claimed = now.Add(-time.Duration(r.IntN(3600)) * time.Second)
 		}
 		who := parts[r.IntN(len(parts))]
@@ -64,7 +86,19 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 			a = known[d][r.IntN(len(known[d]))] // a duplicate
 		case k == 4:
 			if dd := p.Deliberation(d); dd != nil {
-				for _, e := range supervisor.Decide(dd, now) {
+				es := supervisor.Decide(dd, now)
+				if len(es) > 0 && r.IntN(2) == 0 && len(known[d]) > 0 {
+					// mallory objects in advance to what the supervisor is
+					// about to publish, then republishes once it is out.
+					veto := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: fmt.Sprint("veto ", r.IntN(1000)), Blocking: true},
+						References: []events.Reference{{Target: pick(d).ID, Relation: events.ObjectsTo}, {Target: es[len(es)-1].Artifact.ID, Relation: events.Considers}}})
+					emit(projector.ArtifactSubject(d, "mallory"), veto.Canonical, time.Time{})
+					known[d] = append(known[d], veto)
+					if dd := p.Deliberation(d); dd != nil {
+						es = supervisor.Decide(dd, now)
+					}
+				}
+				for _, e := range es {
 					emit(projector.ArtifactSubject(d, projector.SupervisorToken), e.Artifact.Canonical, time.Time{})
 				}
 			}
@@ -137,7 +171,7 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 	if testing.Short() {
 		streams = 40
 	}
-	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	seen := map[string]int{} // what the streams exercised, to show they are not trivial
 	for seed := range uint64(streams) {
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -145,16 +179,26 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 		all := fold(opts, msgs)
 		all.Deliberations(func(d *projector.Deliberation) {
 			seen["status "+string(d.Status)]++
-			seen["pending"] += d.Pending()
+			if d.Imported() {
+				seen["imported"]++
+			}
 			_, _, codes := d.Rejections()
 			for c, n := range codes {
 				seen[c] += n
+			}
+			foreign, _ := d.Foreign()
+			for _, f := range foreign {
+				seen[f.Code]++
 			}
 			for _, id := range d.Terminations() {
 				n, _ := d.Node(id)
 				seen["terminated by "+n.Participant]++
 			}
 		})
+		unrouted, _ := all.Unrouted()
+		for _, u := range unrouted {
+			seen[u.Code]++
+		}
 		whole := projector.DumpState(all)
 		if again := projector.DumpState(fold(opts, msgs)); again != whole {
 			t.Fatalf("seed %d: the fold is not deterministic", seed)
@@ -180,12 +224,80 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 		}
 	}
 	for _, must := range []string{"status open", "status suspended", "status cancelled", "terminated by _supervisor", "terminated by moderator",
-		"pending", projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified, projector.CodeDuplicate, projector.CodeLimitArtifactSize, projector.CodePendingOverflow} {
+		projector.CodeUnknownTarget, projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified, projector.CodeDuplicate, projector.CodeLimitArtifactSize,
+		projector.CodeImporting, projector.CodeImportInvalid, "imported"} {
 		if seen[must] == 0 {
 			t.Errorf("the random streams never reached %q: %v", must, seen)
 		}
 	}
 	t.Logf("exercised: %v", seen)
+}
+
+// The record answers for itself once judged: on random streams with
+// refused, late and hostile messages (objections that consider what the
+// supervisor is about to publish), no later message changes a decision's
+// verdict at its own position once it is in the DAG, nor the status of a
+// deliberation once it has ended, nor lets anything into an ended one.
+func TestFold_NoLaterMessageChangesJudgedRecord(t *testing.T) {
+	streams := 200
+	if testing.Short() {
+		streams = 30
+	}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
+	judged, ended, hostile := 0, 0, 0
+	for seed := range uint64(streams) {
+		r := rand.New(rand.NewPCG(seed, 21))
+		msgs := stream(r, 40+r.IntN(260))
+		p := projector.New(opts)
+		verdicts := map[string]map[canon.Digest]string{}
+		endedAt := map[string]projector.Status{}
+		sizes := map[string]int{}
+		recorded := map[string]bool{}
+		for i, m := range msgs {
+			if strings.HasSuffix(m.Subject, ".mallory") {
+				hostile++
+			}
+			p.Apply(m)
+			p.Deliberations(func(d *projector.Deliberation) {
+				if s, ok := endedAt[d.ID]; ok {
+					if d.Status != s {
+						t.Fatalf("seed %d, message %d (%s): the ended status %s became %s", seed, i+1, m.Subject, s, d.Status)
+					}
+					// Only the supervisor's TERMINATION that records a
+					// cancel may still enter, once.
+					grew := d.Artifacts() - sizes[d.ID]
+					if grew != 0 && (grew != 1 || recorded[d.ID] || !d.Recorded(events.TerminationState(s))) {
+						t.Fatalf("seed %d, message %d: %d artifacts entered the deliberation after it ended %s", seed, i+1, grew, s)
+					}
+				}
+				if verdicts[d.ID] == nil {
+					verdicts[d.ID] = map[canon.Digest]string{}
+				}
+				for _, dec := range d.Decisions() {
+					res := d.Verify(dec, d.PositionOf(dec), closure.Limits{})
+					got := fmt.Sprint(res.OK, res.Findings)
+					if was, ok := verdicts[d.ID][dec]; ok && was != got {
+						t.Fatalf("seed %d, message %d (%s): decision %s was %s at its position, now %s", seed, i+1, m.Subject, dec, was, got)
+					} else if !ok {
+						verdicts[d.ID][dec] = got
+						judged++
+					}
+				}
+				if d.Status.Terminal() {
+					if _, ok := endedAt[d.ID]; !ok {
+						endedAt[d.ID] = d.Status
+						ended++
+					}
+					sizes[d.ID] = d.Artifacts()
+					recorded[d.ID] = d.Recorded(events.TerminationState(d.Status))
+				}
+			})
+		}
+	}
+	if judged == 0 || ended == 0 || hostile == 0 {
+		t.Fatalf("the streams exercised nothing: %d decisions judged, %d ends, %d hostile messages", judged, ended, hostile)
+	}
+	t.Logf("%d decisions, %d ends, %d hostile messages", judged, ended, hostile)
 }
 
 func firstDifference(got, want string) string {
@@ -209,7 +321,7 @@ func FuzzApply(f *testing.F) {
 	f.Add(projector.ControlSubject(delibs[0]), []byte(`{"op":"open","charter":{"title":"x","terminators":["a"],"limits":{"max_depth":1}}}`))
 	f.Add(projector.ArtifactSubject(delibs[0], projector.SupervisorToken), []byte(`{}`))
 	f.Add("parley.x.art.y", []byte("\xff"))
-	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		p := fold(opts, base)
 		m := projector.Msg{Seq: uint64(len(base) + 1), Subject: subject, Data: data, Time: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
@@ -230,7 +342,7 @@ func FuzzApply(f *testing.F) {
 // some deliberations (a reader holds their lock) and applies others first,
 // each deliberation's in stream order, reaches the same state.
 func TestFold_DeliberationsIndependent(t *testing.T) {
-	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	for seed := range uint64(100) {
 		r := rand.New(rand.NewPCG(seed, 9))
 		msgs := stream(r, 40+r.IntN(160))
@@ -277,7 +389,7 @@ func TestFreeze_WriteWhileFolding(t *testing.T) {
 	if testing.Short() {
 		streams = 30
 	}
-	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	for seed := range uint64(streams) {
 		r := rand.New(rand.NewPCG(seed, 11))
 		msgs := stream(r, 40+r.IntN(160))
@@ -318,7 +430,7 @@ func TestStateDigest_AgreesWithReference(t *testing.T) {
 	states := 0
 	for range 40 {
 		msgs := stream(r, 300)
-		p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8, MaxPending: 6})
+		p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8})
 		for i, m := range msgs {
 			p.Apply(m)
 			if i%7 != 0 && i != len(msgs)-1 {

@@ -254,7 +254,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 }
 
 // Window: judged at the time the EVIDENCE reached the stream, with the
-// charter's W; a pending EVIDENCE keeps its own time.
+// charter's W.
 func TestProvenancePolicy_Window(t *testing.T) {
 	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
 	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":1,"window":"30s"}}}}`))
@@ -264,17 +264,17 @@ func TestProvenancePolicy_Window(t *testing.T) {
 		return evidence(events.ExternalEvidence, c.ID, "seen "+age.String(), &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
 			{Assertion: "x", Class: provenance.MCPBrief, ObservationID: "brief", TS: &ts}}})
 	}
-	// Both arrive before their claim: pending, judged when admitted, at
-	// their own stream time (positions 2 and 3).
-	fresh, stale := mk(10*time.Second, t0.Add(2*time.Second)), mk(40*time.Second, t0.Add(3*time.Second))
-	f.raw(projector.ArtifactSubject(delib, "a"), fresh.Canonical)
-	f.raw(projector.ArtifactSubject(delib, "a"), stale.Canonical)
-	f.seq += 100 // much later
-	if o := f.raw(projector.ArtifactSubject(delib, "a"), c.Canonical); len(o.Accepted) != 3 {
-		t.Fatalf("%+v", o)
+	// Each is judged at its own stream time (positions 3 and 4), with the
+	// window of the charter.
+	f.raw(projector.ArtifactSubject(delib, "a"), c.Canonical)
+	fresh, stale := mk(10*time.Second, t0.Add(3*time.Second)), mk(40*time.Second, t0.Add(4*time.Second))
+	for _, e := range []*events.Artifact{fresh, stale} {
+		if o := f.raw(projector.ArtifactSubject(delib, "a"), e.Canonical); len(o.Accepted) != 1 {
+			t.Fatalf("%+v", o)
+		}
 	}
 	d := f.p.Deliberation(delib)
-	if n, _ := d.Node(fresh.ID); n.Provenance == nil || !n.Provenance.Admissible || !n.Provenance.JudgedAt.Equal(t0.Add(2*time.Second)) {
+	if n, _ := d.Node(fresh.ID); n.Provenance == nil || !n.Provenance.Admissible || !n.Provenance.JudgedAt.Equal(t0.Add(3*time.Second)) {
 		t.Fatalf("%+v", n.Provenance)
 	}
 	if n, _ := d.Node(stale.ID); n.Provenance == nil || n.Provenance.Admissible || !strings.Contains(n.Provenance.Problem, provenance.CodeBelowFloor) {
@@ -285,8 +285,7 @@ func TestProvenancePolicy_Window(t *testing.T) {
 // The fold judges by the re-verification it is given (Msg.Reverified) and
 // re-queries nothing itself: the same EVIDENCE is admitted by the
 // discipline alone without results, refused when the results contradict a
-// reading, and a pending EVIDENCE keeps its message's results, across a
-// snapshot, until it is admitted.
+// reading, and the judgement is kept across a snapshot.
 func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
 	ts := t0.Add(-time.Minute)
 	set := &provenance.Set{Vocabulary: "1.0", Annotations: []provenance.Annotation{
@@ -326,12 +325,7 @@ func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
 		t.Fatalf("with contradicting results: %+v", adm)
 	}
 
-	// Pending: the EVIDENCE comes before its claim, the projection is
-	// snapshotted and restored, then the claim releases it.
-	p = open()
-	if o := p.Apply(art(2, e, contradicted)); !o.Pending {
-		t.Fatalf("%+v", o)
-	}
+	// The judgement survives a snapshot.
 	var buf bytes.Buffer
 	if err := p.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
@@ -340,11 +334,8 @@ func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := q.Apply(art(3, c, nil)); len(o.Accepted) != 2 {
-		t.Fatalf("%+v", o)
-	}
-	if adm := judged(q, e.ID); adm.Admissible || !adm.JudgedAt.Equal(t0.Add(2*time.Second)) || len(adm.Assertions[0].Reverification) != 2 {
-		t.Fatalf("released from a restored snapshot: %+v", adm)
+	if adm := judged(q, e.ID); adm.Admissible || !adm.JudgedAt.Equal(t0.Add(3*time.Second)) || len(adm.Assertions[0].Reverification) != 2 {
+		t.Fatalf("restored from a snapshot: %+v", adm)
 	}
 }
 

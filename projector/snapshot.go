@@ -11,12 +11,11 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/provenance"
 )
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 7
+const snapshotVersion = 8
 
 type snapshot struct {
 	Version       int
@@ -51,15 +50,6 @@ type extraSnap struct {
 	Provenance  *Admissibility
 }
 
-type pendingSnap struct {
-	Canonical   []byte
-	Seq         uint64
-	Participant string
-	Time        time.Time
-	// Reverified is the message's re-verification, judged on admission.
-	Reverified []provenance.Verification
-}
-
 type delibSnap struct {
 	ID, Title          string
 	Status             Status
@@ -68,7 +58,6 @@ type delibSnap struct {
 	Round              int
 	Nodes              nodeCols
 	Extras             []extraSnap
-	Pending            []pendingSnap
 	Tips, Open         []byte // 32 bytes a digest
 	Decs, Terms        []byte
 	Parts              []string
@@ -89,6 +78,11 @@ type delibSnap struct {
 	CancelledAt        uint64
 	CancelReason       string
 	LastTime           time.Time
+	Imported           bool
+	Importing          bool
+	ForeignAt          uint64
+	Foreign            []Rejection
+	ForeignN           int
 	Breaches           []Rejection
 	Now                time.Time
 }
@@ -135,14 +129,10 @@ func (p *Projection) Freeze() *Frozen {
 			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
-			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now}
+			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
+			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign), ForeignN: d.foreignN}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
-		}
-		// In stream order: the waiting lists are rebuilt from it, and the
-		// order they release artifacts in is part of the state.
-		for _, pe := range d.pend {
-			ds.Pending = append(ds.Pending, pendingSnap{pe.art.Canonical, pe.seq, pe.participant, pe.time, pe.reverified})
 		}
 		f.delibs = append(f.delibs, frozenDelib{ds: ds, decs: cut(d.decs), terms: cut(d.terms), nodes: cut(d.nodes), ids: cut(d.ids()), refs: cut(d.refs), extras: cut(d.extras),
 			tips: maps.Clone(d.tips), open: maps.Clone(d.open)})
@@ -177,7 +167,6 @@ func (f *Frozen) Write(w io.Writer) error {
 		for _, e := range fd.extras {
 			ds.Extras = append(ds.Extras, extraSnap{e.decision, e.termination, e.extensions, e.provenance})
 		}
-		slices.SortFunc(ds.Pending, func(a, b pendingSnap) int { return cmp.Compare(a.Seq, b.Seq) })
 		s.Delibs = append(s.Delibs, ds)
 	}
 	if err := gob.NewEncoder(w).Encode(&s); err != nil {
@@ -213,6 +202,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
 		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
+		d.imported, d.importing, d.foreignAt, d.foreign, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.Foreign, ds.ForeignN
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {
@@ -257,8 +247,10 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			d.nodeIDs[i] = id
 			d.counts[nd.typ]++
 		}
+		if !slices.IsSortedFunc(d.nodes, func(a, b node) int { return cmp.Compare(a.seq, b.seq) }) {
+			return nil, fmt.Errorf("projector: snapshot of %s: nodes out of stream order", ds.ID)
+		}
 		d.index.build(d.nodeIDs)
-		d.buildOrder()
 		d.refs = make([]ref, nr)
 		for i := range nr {
 			d.refs[i] = ref{canon.Digest(c.Targets[32*i : 32*i+32]), c.Rels[i]}
@@ -301,22 +293,6 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		}
 		for _, id := range open {
 			d.open[id] = struct{}{}
-		}
-		for _, ps := range ds.Pending {
-			a, err := p.opts.Validator.Validate(ps.Canonical)
-			if err != nil {
-				return nil, fmt.Errorf("projector: snapshot pending artifact at %d: %w", ps.Seq, err)
-			}
-			pe := &pending{art: a, seq: ps.Seq, participant: ps.Participant, time: ps.Time, reverified: ps.Reverified}
-			seen := map[canon.Digest]bool{}
-			for _, r := range a.References {
-				if !d.index.has(d.nodeIDs, r.Target) && !seen[r.Target] {
-					seen[r.Target] = true
-					d.waiting[r.Target] = append(d.waiting[r.Target], a.ID)
-				}
-			}
-			pe.missing = len(seen)
-			d.pend[a.ID] = pe
 		}
 		p.delibs[d.ID] = d
 	}

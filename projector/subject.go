@@ -11,6 +11,7 @@ import (
 const (
 	SubjectPrefix   = wire.SubjectPrefix
 	SupervisorToken = wire.SupervisorToken
+	ImportToken     = wire.ImportToken
 )
 
 // ArtifactSubject is wire.ArtifactSubject.

@@ -29,7 +29,6 @@ type View struct {
 	Participants           map[string]int      `json:"participants"`
 	Rejections             int                 `json:"rejections"`
 	RejectionsByCode       map[string]int      `json:"rejections_by_code"`
-	Pending                int                 `json:"pending"`
 	Late                   int                 `json:"late"`
 	Tips                   []canon.Digest      `json:"tips"`
 	OpenBlockingObjections []canon.Digest      `json:"open_blocking_objections"`
@@ -53,7 +52,7 @@ func (d *Deliberation) View() View {
 	return View{
 		ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, OpenedAt: d.OpenedAt, Round: d.Round,
 		Artifacts: len(d.nodes), Counts: d.Counts(), Participants: d.ParticipantCounts(),
-		Rejections: total, RejectionsByCode: byCode, Pending: len(d.pend), Late: late,
+		Rejections: total, RejectionsByCode: byCode, Late: late,
 		Tips: d.Tips(), OpenBlockingObjections: d.OpenBlockingObjections(),
 		Decisions: append([]canon.Digest{}, d.decs...), Terminations: append([]canon.Digest{}, d.terms...),
 		Charter: d.Charter, InadmissibleEvidence: d.Inadmissible(), StateDigest: d.StateDigest(),

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/term"
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
@@ -412,13 +413,23 @@ const DefaultHTTP = "http://127.0.0.1:8080"
 // notice writes a line a person must see (Options.Notices, else the
 // progress writer).
 func (r *runner) notice(format string, a ...any) {
-	w := r.opts.Notices
-	if w == nil {
-		w = r.opts.Progress
-	}
-	if w != nil {
+	if w := r.noticeWriter(); w != nil {
 		fmt.Fprintf(w, format+"\n", a...)
 	}
+}
+
+func (r *runner) noticeWriter() io.Writer {
+	if r.opts.Notices != nil {
+		return r.opts.Notices
+	}
+	return r.opts.Progress
+}
+
+// isTerminal reports whether w is a terminal, the only place a secret is
+// printed.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func (r *runner) progress(format string, a ...any) {
@@ -841,8 +852,13 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	r.notice("binding moment %s asks %s: %q", env.Digest.String()[:19], r.cfg.Principal, env.Question.Stem)
 	if r.engine != nil {
 		// The relay's own engine: its address and token are this
-		// process's; print the address that signs the principal in.
-		r.notice("  answer at %s/bind/%s (sign in first: %s)", r.engine.HTTPURL, r.id, r.engine.BindURL())
+		// process's. The address that signs the principal in carries the
+		// token: printed on a terminal only, never to a log.
+		signIn := "the sign_in_url of " + filepath.Join(r.opts.Dir, "engine", service.CredentialsFile)
+		if w := r.noticeWriter(); w != nil && isTerminal(w) {
+			signIn = r.engine.BindURL()
+		}
+		r.notice("  answer at %s/bind/%s (sign in first: %s)", r.engine.HTTPURL, r.id, signIn)
 	} else {
 		base := r.opts.HTTP
 		if base == "" {

@@ -25,13 +25,6 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
-	"github.com/parley-engine/parley/wire"
-)
-
-// Headers an import sets on every message it republishes (wire's).
-const (
-	OriginalPositionHeader = wire.OriginalPositionHeader
-	OriginalTimeHeader     = wire.OriginalTimeHeader
 )
 
 // DefaultShards is the number of shards the projection is spread over. It
@@ -231,6 +224,12 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	}
 	if r.opts.Validator == nil {
 		r.opts.Validator = projector.DefaultOptions().Validator
+	}
+	// The engine's bound on deliberations, spread over the shards (a
+	// deliberation's shard is a hash of its id, so a client that picks ids
+	// can fill one shard: at most its share).
+	if m := r.opts.MaxDeliberations; m > 0 {
+		r.opts.MaxDeliberations = (m + n - 1) / n
 	}
 	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
@@ -638,17 +637,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			return // delivered again across a reset
 		}
 		taken = seq
-		// An imported message claims its original time; the fold decides
-		// how much of the claim to believe (projector.EffectiveTime).
-		var claimed time.Time
+		// An importer's message says what it restores in its headers;
+		// nobody else's headers are read (projector.ImportOf).
+		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts)}
 		if h := msg.Headers(); h != nil {
-			if v := h.Get(OriginalTimeHeader); v != "" {
-				if ot, err := time.Parse(time.RFC3339Nano, v); err == nil {
-					claimed = ot
-				}
-			}
+			m.Import = projector.ImportOf(m.Subject, h.Get)
 		}
-		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts), Claimed: claimed}
 		cur = append(cur, &item{m: m, pending: pending, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
 		switch {
 		case pending == 0 || len(cur) >= batchMax:

@@ -28,10 +28,19 @@ type Supervisor struct {
 	Now   func() time.Time
 	Every time.Duration
 
-	// Settle is how long a deliberation must have been quiet (no new
-	// message seen) before Step judges it, so that a burst (an import, a
-	// relay turn) is judged once it has landed. Zero judges at once.
+	// Settle is how long a deliberation should have been quiet (no new
+	// message seen) before Step judges it, so that a burst (a relay turn)
+	// is judged once it has landed. Zero judges at once.
 	Settle time.Duration
+	// MaxWait bounds the settle: a deliberation that changed is judged at
+	// the latest MaxWait after the first change not yet judged, however
+	// its messages keep coming (anyone who may publish on its subjects, a
+	// token the charter does not name included, could otherwise postpone
+	// every judgment by publishing junk more often than Settle). A due
+	// judgment is thus published within MaxWait + Every of the message
+	// that made it due (DefaultMaxWait + the 250 ms tick: 1 s), plus the
+	// publish. Zero: DefaultMaxWait.
+	MaxWait time.Duration
 
 	mu     sync.Mutex
 	judged map[string]uint64 // deliberation -> position last judged with nothing to do
@@ -44,8 +53,17 @@ type Supervisor struct {
 
 type seenAt struct {
 	position uint64
-	at       time.Time
+	at       time.Time // when position was first seen
+	since    time.Time // when the first change not yet judged was seen
 }
+
+// DefaultMaxWait is the default of Supervisor.MaxWait.
+const DefaultMaxWait = 750 * time.Millisecond
+
+// Rejudge bounds the judgments again at once, in one Step, of a
+// deliberation whose guarded publish lost the race to a message that
+// arrived after the position judged.
+const Rejudge = 8
 
 // NewSupervisor returns a supervisor over the runner's projection.
 func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervisor {
@@ -72,41 +90,76 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.r.EachDeliberation(func(d *projector.Deliberation) {
-		if d.Status.Terminal() && d.Status != projector.StatusCancelled {
-			return
+		if j, ok := s.decide(d, now, settle); ok {
+			jobs = append(jobs, j)
 		}
-		// Nothing changed since a judgment that found nothing to do,
-		// and no limit depends on the clock: skip.
-		lim := d.Limits()
-		timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
-		if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
-			return
-		}
-		if at, ok := s.refused[d.ID]; ok {
-			if now.Sub(at) < projector.ClockSkew {
-				return
-			}
-			delete(s.refused, d.ID)
-		}
-		if settle > 0 {
-			seen, ok := s.seen[d.ID]
-			if !ok || seen.position != d.Position {
-				s.seen[d.ID] = seenAt{d.Position, time.Now()}
-				return
-			}
-			if time.Since(seen.at) < settle {
-				return
-			}
-		}
-		ems := termination.Decide(d, now)
-		if len(ems) == 0 {
-			s.judged[d.ID] = d.Position
-			return
-		}
-		delete(s.judged, d.ID)
-		jobs = append(jobs, Job{Deliberation: d.ID, Position: d.Position, Emissions: ems})
 	})
 	return jobs
+}
+
+// judgeOne judges deliberation id alone, at once (no settle).
+func (s *Supervisor) judgeOne(id string, now time.Time) (Job, bool) {
+	var j Job
+	var ok bool
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.r.ReadDeliberation(id, func(d *projector.Deliberation) { j, ok = s.decide(d, now, 0) })
+	return j, ok
+}
+
+// decide judges d at now, waiting for it to settle first when settle is
+// not zero (bounded by MaxWait); it returns a job when there is something
+// to publish. s.mu is held.
+func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle time.Duration) (Job, bool) {
+	if d.Status.Terminal() && d.Status != projector.StatusCancelled {
+		delete(s.seen, d.ID)
+		return Job{}, false
+	}
+	if d.Importing() {
+		// Its record is still arriving (and its own supervisor's emissions
+		// with it): only the importer's messages count until the last.
+		return Job{}, false
+	}
+	// Nothing changed since a judgment that found nothing to do, and no
+	// limit depends on the clock: skip.
+	lim := d.Limits()
+	timed := lim.Idle() > 0 || !lim.DeadlineTime().IsZero()
+	if pos, ok := s.judged[d.ID]; ok && pos == d.Position && !timed {
+		return Job{}, false
+	}
+	if at, ok := s.refused[d.ID]; ok {
+		if now.Sub(at) < projector.ClockSkew {
+			return Job{}, false
+		}
+		delete(s.refused, d.ID)
+	}
+	if settle > 0 {
+		seen, ok := s.seen[d.ID]
+		switch {
+		case !ok:
+			s.seen[d.ID] = seenAt{d.Position, now, now}
+			return Job{}, false
+		case seen.position != d.Position:
+			seen.position, seen.at = d.Position, now
+			s.seen[d.ID] = seen
+		}
+		maxWait := s.MaxWait
+		if maxWait <= 0 {
+			maxWait = DefaultMaxWait
+		}
+		if now.Sub(seen.at) < settle && now.Sub(seen.since) < maxWait {
+			return Job{}, false
+		}
+	}
+	// Judged: the next change starts a new wait.
+	delete(s.seen, d.ID)
+	ems := termination.Decide(d, now)
+	if len(ems) == 0 {
+		s.judged[d.ID] = d.Position
+		return Job{}, false
+	}
+	delete(s.judged, d.ID)
+	return Job{Deliberation: d.ID, Position: d.Position, Emissions: ems}, true
 }
 
 // msgIDs makes the engine's Nats-Msg-Ids (supervisor emissions, binding
@@ -181,28 +234,52 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	return len(j.Emissions), expect, nil
 }
 
-// Step judges and publishes once; refused publishes are judged again at
-// the next step.
+// Step judges and publishes once. A publish that lost the race to a
+// message that arrived after the position judged is judged again at once,
+// on the projection with that message (at most Rejudge times a step: past
+// that, at the next step); one that got no answer, at the next step.
 func (s *Supervisor) Step(ctx context.Context) int {
 	n := 0
 	for _, j := range s.judge(s.Now(), s.Settle) {
-		k, last, err := s.publish(ctx, j)
-		n += k
-		switch {
-		case errors.Is(err, ErrSuperseded):
-			s.log.Debug("supervisor: lost the race, judge again", "err", err)
-		case errors.Is(err, ErrUnsettled):
-			s.log.Info("supervisor: no answer, judge again", "err", err)
-		case err != nil:
-			s.log.Error("supervisor", "err", err)
-		}
-		if k > 0 {
-			// Judge this deliberation again only once the projection has
-			// the emissions.
-			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			s.r.WaitForIn(wctx, j.Deliberation, last)
+		for try := 0; ; try++ {
+			k, last, err := s.publish(ctx, j)
+			n += k
+			switch {
+			case errors.Is(err, ErrSuperseded):
+				s.log.Debug("supervisor: lost the race, judge again", "err", err)
+			case errors.Is(err, ErrUnsettled):
+				s.log.Info("supervisor: no answer, judge again", "err", err)
+			case err != nil:
+				s.log.Error("supervisor", "err", err)
+			}
+			if k > 0 {
+				// Judge this deliberation again only once the projection has
+				// the emissions.
+				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				s.r.WaitForIn(wctx, j.Deliberation, last)
+				cancel()
+				s.checkAdmitted(j, k)
+			}
+			if !errors.Is(err, ErrSuperseded) || try+1 >= Rejudge || ctx.Err() != nil {
+				break
+			}
+			// Something arrived after the position judged (last): judge
+			// again once the projection has it, and everything of the
+			// deliberation the stream held a moment later.
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			upTo := last + 1
+			if st, err := s.js.Stream(wctx, wire.StreamName); err == nil {
+				upTo = max(upTo, st.CachedInfo().State.LastSeq)
+			}
+			err = s.r.WaitForIn(wctx, j.Deliberation, upTo)
 			cancel()
-			s.checkAdmitted(j, k)
+			if err != nil {
+				break
+			}
+			var ok bool
+			if j, ok = s.judgeOne(j.Deliberation, s.Now()); !ok {
+				break
+			}
 		}
 	}
 	return n

@@ -111,7 +111,7 @@ func principalOf(ctx context.Context) (string, bool) {
 }
 
 var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
-	Message: "this needs the engine's HTTP token: Authorization: Bearer <token> (engine serve prints it, and writes it to <data>/credentials.json), or open the /bind?token=… address it prints"}
+	Message: "this needs the engine's HTTP token: Authorization: Bearer <token> (engine serve writes it to <data>/credentials.json, http_token), or open the sign_in_url of that file"}
 
 func (a *httpAuth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -163,10 +164,11 @@ func TestBindings_HTTP(t *testing.T) {
 	}
 }
 
-// A binding moment that waited for its reference (pending) is announced
-// when the reference arrives and releases it, with its own position: the
-// fold says what it admitted, and nothing re-reads the message.
-func TestBindings_AnnouncedWhenReleasedFromPending(t *testing.T) {
+// A binding moment whose reference is not yet known is refused, and never
+// announced; published again once its reference is there, it is announced
+// with its new position: the fold says what it admitted, and nothing
+// re-reads the message.
+func TestBindings_AnnouncedOnlyWhenAdmitted(t *testing.T) {
 	var envs struct {
 		Vectors []struct{ Input json.RawMessage }
 	}
@@ -191,19 +193,26 @@ func TestBindings_AnnouncedWhenReleasedFromPending(t *testing.T) {
 		Payload:    events.Decision{Outcome: "Ask the principal.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
 		Extensions: map[string]any{binding.ExtEnvelope: envRaw}})
-	pack, err := judge.PublishArtifact(ctx, id, prov) // its claim is not there yet: pending
+	early, err := judge.PublishArtifact(ctx, id, prov) // its claim is not there yet: refused
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := judge.WaitPosition(ctx, id, pack.Sequence); v.Pending != 1 {
-		t.Fatalf("pending %d", v.Pending)
-	}
-	if _, err := ann.NextMsg(300 * time.Millisecond); err == nil {
-		t.Fatal("announced while pending")
+	if o, err := judge.WaitOutcome(ctx, id, early.Sequence, prov.ID.String()); err != nil || o.Code != projector.CodeUnknownTarget {
+		t.Fatalf("outcome %+v, %v", o, err)
 	}
 	if _, err := judge.PublishArtifact(ctx, id, claim); err != nil {
 		t.Fatal(err)
 	}
+	// Published again by another client (a client's own publish of the
+	// same artifact within the stream's dedupe window is absorbed as a
+	// retry of the first).
+	again, _ := client.New(nc, "judge")
+	pack, err := again.PublishArtifact(ctx, id, prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first announcement is the admitted moment's: the refused one
+	// was never announced.
 	am, err := ann.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal("no announcement once released:", err)

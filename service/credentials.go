@@ -33,6 +33,9 @@ type Credentials struct {
 	HTTPURL         string `json:"http_url"`
 	HTTPToken       string `json:"http_token,omitempty"`
 	HTTPParticipant string `json:"http_participant,omitempty"`
+	// SignInURL is BindURL with the drawn token: the address that signs a
+	// browser in. It is here, and on a terminal, and never in a log.
+	SignInURL string `json:"sign_in_url,omitempty"`
 }
 
 // BindURL is the /bind page's address, with the token when there is one:

@@ -158,6 +158,9 @@ type streamWatch struct {
 	created time.Time
 	halt    func(reason string) // stops judging; called once
 	kick    chan string         // an advisory asks for a check now
+	// consumers are consumers whose creation an advisory announced, to
+	// inspect (consumers.go).
+	consumers chan string
 
 	mu         sync.Mutex
 	problems   map[string]*HealthProblem
@@ -178,7 +181,7 @@ func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runne
 		every = DefaultStreamCheckEvery
 	}
 	w := &streamWatch{js: js, stream: st, r: r, srv: srv, m: m, log: log, every: every, halt: halt,
-		kick: make(chan string, 1), problems: map[string]*HealthProblem{}}
+		kick: make(chan string, 1), consumers: make(chan string, 256), problems: map[string]*HealthProblem{}}
 	if ci := st.CachedInfo(); ci != nil {
 		w.created = ci.Created
 	}
@@ -192,7 +195,7 @@ func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runne
 // every JetStream API request, purges and message deletes included
 // (which have no stream advisory of their own).
 func advisorySubjects() []string {
-	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + ledger.StreamName, "$JS.EVENT.ADVISORY.API"}
+	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + ledger.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*"}
 }
 
 // subscribe subscribes to the advisories. A refused subscription (the
@@ -241,6 +244,10 @@ func (w *streamWatch) permissionDenied(err error) {
 var adminVerbs = []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE"}
 
 func (w *streamWatch) onAdvisory(msg *nats.Msg) {
+	if strings.HasPrefix(msg.Subject, consumerAdvisory) {
+		w.onConsumerCreated(msg.Subject)
+		return
+	}
 	kind, by := "", msg.Subject
 	if rest, ok := strings.CutPrefix(msg.Subject, "$JS.EVENT.ADVISORY.STREAM."); ok {
 		kind, _, _ = strings.Cut(rest, ".")
@@ -290,14 +297,20 @@ func (w *streamWatch) run(ctx context.Context) {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	w.check(ctx, "check")
-	for {
+	w.sweepConsumers(ctx)
+	for n := 1; ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			w.check(ctx, "check")
+			if n++; n%sweepEvery == 0 {
+				w.sweepConsumers(ctx)
+			}
 		case subj := <-w.kick:
 			w.check(ctx, subj)
+		case name := <-w.consumers:
+			w.inspectConsumer(ctx, name)
 		}
 	}
 }

@@ -26,6 +26,10 @@ type Metrics struct {
 	problems, advisories, writes *prometheus.CounterVec
 	healthy, halted              prometheus.Gauge
 	storageUsed, storageLimit    prometheus.Gauge
+
+	// What the engine refused to act on (micro.go, consumers.go).
+	ignored          *prometheus.CounterVec
+	consumersRemoved prometheus.Counter
 }
 
 // NewMetrics registers the metrics.
@@ -62,12 +66,19 @@ func NewMetrics() *Metrics {
 			Help: "JetStream storage used under the tightest limit the engine sees (the embedded server's max_file_store, or the account's); 0 with no limit."}),
 		storageLimit: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_storage_limit_bytes",
 			Help: "That storage limit; 0 when the engine sees none."}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_ignored_messages_total",
+			Help: "Messages on the query API's subjects the engine did not act on, by reason: jetstream_delivery (stream messages the server delivered there, for a participant's consumer), reply_subject (a request whose reply subject is a parley or $ subject)."}, []string{"reason"}),
+		consumersRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_consumers_removed_total",
+			Help: "Push consumers of the stream the engine deleted because their deliver subject is not under _INBOX."}),
+	}
+	for _, r := range []string{IgnoredDelivery, IgnoredReplySubject} {
+		m.ignored.WithLabelValues(r)
 	}
 	for _, r := range []string{"stored", "superseded", "refused", "refused_storage", "unavailable"} {
 		m.writes.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag, m.bindingMoments, m.bindingSuppressed, m.bindingResolutions,
-		m.problems, m.advisories, m.writes, m.healthy, m.halted, m.storageUsed, m.storageLimit,
+		m.problems, m.advisories, m.writes, m.healthy, m.halted, m.storageUsed, m.storageLimit, m.ignored, m.consumersRemoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

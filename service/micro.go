@@ -107,7 +107,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	// once; past that, in turn). Global reads (the listings of all) wait
 	// for the whole projection. A halted engine answers none (guardMicro).
 	add := func(name string, global, stream bool, h func(micro.Request, req)) error {
-		return g.AddEndpoint(name, q.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
+		return g.AddEndpoint(name, q.onlyRequests(q.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
 			v, ok := parse(r)
 			if !ok {
 				return
@@ -140,7 +140,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 				defer q.offLoop.Add(-1)
 				serve(d)
 			}()
-		})))
+		}))))
 	}
 	errs := []error{
 		add("deliberations", true, false, func(r micro.Request, v req) {
@@ -187,13 +187,51 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			out, err := q.Provenance(v.ID)
 			respond(r, out, err)
 		}),
-		g.AddEndpoint("health", micro.HandlerFunc(func(r micro.Request) { respond(r, q.Health(context.Background()), nil) })),
+		g.AddEndpoint("health", q.onlyRequests(func(r micro.Request) { respond(r, q.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {
 		svc.Stop()
 		return nil, err
 	}
 	return svc, nil
+}
+
+// onlyRequests serves what a client asked, and nothing else that reaches
+// the query subjects: a stream message the server delivers there (a
+// participant's push consumer whose deliver subject is parley.api.*, a
+// pull request whose reply subject is) is no request, and the engine does
+// not act on it; a request whose reply subject is a parley or $ subject is
+// not answered (the answer would be published with the engine's
+// permissions: as an artifact of a reserved token, a binding
+// announcement, a JetStream API request). Each is counted in
+// parley_ignored_messages_total by reason.
+func (q *Queries) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
+	return func(r micro.Request) {
+		status := ""
+		if hdr := r.Headers(); hdr != nil {
+			status = nats.Header(hdr).Get(wire.StatusHeader)
+		}
+		switch {
+		case wire.ServerDelivery(r.Reply(), status):
+			q.ignored(IgnoredDelivery)
+		case !wire.AnswerableReply(r.Reply()):
+			q.ignored(IgnoredReplySubject)
+		default:
+			h(r)
+		}
+	}
+}
+
+// Reasons of parley_ignored_messages_total.
+const (
+	IgnoredDelivery     = "jetstream_delivery" // a stream message the server delivered onto a query subject
+	IgnoredReplySubject = "reply_subject"      // a request whose reply subject the engine does not answer on
+)
+
+func (q *Queries) ignored(reason string) {
+	if q.watch != nil {
+		q.watch.m.ignored.WithLabelValues(reason).Inc()
+	}
 }
 
 // detached answers a micro request from a goroutine of its own, after the

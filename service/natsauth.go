@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The users of the embedded default (engine serve without --nats-config or
@@ -22,8 +23,9 @@ const (
 	// supervisor, the principals' resolutions, the query service.
 	NATSEngineUser = "engine"
 	// NATSOperatorUser may publish on every parley subject (engine import
-	// republishes recordings that hold _supervisor and principal
-	// artifacts), but not delete, purge or update the stream. Its password
+	// republishes recordings on the importer's subject,
+	// parley.<deliberation>.art._import, which no other user may publish
+	// on), but not delete, purge or update the stream. Its password
 	// is in the data directory's credentials file.
 	NATSOperatorUser = "operator"
 )
@@ -39,16 +41,26 @@ var streamAdmin = []string{
 }
 
 // participantReads are the subjects a participant publishes on to read:
-// the query service, micro discovery, stream info, ordered consumers,
-// direct gets, flow control (the participant blocks of deploy/nats.conf).
+// the query service, micro discovery, stream info, consumers of the
+// stream (created by name, pulled from, looked up and deleted: what
+// nats.go's ordered consumers do), flow control (the participant blocks
+// of deploy/nats.conf). Not direct gets: a direct get answers with a
+// stored message's bytes on the reply subject its requester names, which
+// the server does not check against the requester's permissions, so a
+// participant could have the server publish any bytes a participant ever
+// stored onto a stream subject of a reserved token (where the stream
+// would store them) or a binding announcement's; participants read single
+// messages through the query API (parley.api.artifact, parley.api.outcome).
 var participantReads = []string{
 	MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO." + ledger.StreamName,
-	"$JS.API.CONSUMER.>",
-	"$JS.API.DIRECT.GET." + ledger.StreamName,
-	"$JS.API.DIRECT.GET." + ledger.StreamName + ".>",
+	"$JS.API.CONSUMER.CREATE." + ledger.StreamName,
+	"$JS.API.CONSUMER.CREATE." + ledger.StreamName + ".>",
+	"$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + ".*",
+	"$JS.API.CONSUMER.INFO." + ledger.StreamName + ".*",
+	"$JS.API.CONSUMER.DELETE." + ledger.StreamName + ".*",
 	"$JS.FC.>",
 }
 
@@ -73,7 +85,10 @@ func ReservedTokens(principals []string) []string {
 // participants the HTTP tokens stand for.
 func embeddedUsers(enginePassword, operatorPassword string, principals []string) []*server.User {
 	reserved := ReservedTokens(principals)
-	var deny, engineArt []string
+	// The importer's subject: only the operator publishes there (engine
+	// import), not the engine itself.
+	deny := []string{wire.ImportSubject("*")}
+	var engineArt []string
 	for _, t := range reserved {
 		deny = append(deny, projector.ArtifactSubject("*", t))
 		engineArt = append(engineArt, projector.ArtifactSubject("*", t))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,10 +215,21 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
 	}
+	// Stream info, but no direct get (its answer goes to any reply
+	// subject: TestEmbeddedDefault_NoDeliveryOntoEngineSubjects); a
+	// message's bytes come from the query API.
 	if ps, err := o.js.Stream(ctx, ledger.StreamName); err != nil {
 		t.Errorf("stream info: %v", err)
-	} else if m, err := ps.GetMsg(ctx, claimSeq); err != nil || m.Subject != projector.ArtifactSubject(id, "alice") {
-		t.Errorf("direct get: %v", err)
+	} else {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := ps.GetMsg(short, claimSeq)
+		cancel()
+		if err == nil || !o.violated("$JS.API.DIRECT.GET."+ledger.StreamName) {
+			t.Errorf("direct get: %v", err)
+		}
+	}
+	if b, found, err := alice.Artifact(ctx, id, claim.ID.String()); err != nil || !found || string(b) != string(claim.Canonical) {
+		t.Errorf("the claim over the query API: %v %v", found, err)
 	}
 
 	// The engine's own supervisor publishes: a final decision completes
@@ -359,5 +371,38 @@ func TestStart_NATSConfigUsers(t *testing.T) {
 	// The embedded default's users are not taken with a file.
 	if _, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", User: "engine", Password: "x"}); err == nil {
 		t.Error("--user without --nats-config was accepted")
+	}
+}
+
+// Attack: a direct get answers with a stored message's bytes on the reply
+// subject its requester names, and the server does not check that
+// subject against the requester's permissions: a client without
+// credentials stored any bytes as alice, then had the server publish them
+// onto the principal's artifact subject, where the stream stored them as
+// the principal's. Participants may no longer make direct gets: the
+// request is refused and nothing is stored as the principal.
+func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := start(t, t.TempDir())
+	defer s.Close()
+	o := connectOutsider(t, s.NATSURL())
+	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	ack, err := o.js.Publish(ctx, projector.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
+	m := nats.NewMsg("$JS.API.DIRECT.GET." + ledger.StreamName)
+	m.Reply = principal
+	m.Data = []byte(`{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `,"no_hdr":true}`)
+	if err := o.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if !o.violated("$JS.API.DIRECT.GET." + ledger.StreamName) {
+		t.Error("no permissions violation for the direct get")
+	}
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, principal); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a message as the principal: %v", err)
 	}
 }

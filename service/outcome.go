@@ -44,7 +44,7 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	}
 	var mo projector.MessageOutcome
 	out.Projected = q.r.Position()
-	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data}, want)
+	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data, Import: projector.ImportOf(msg.Subject, msg.Header.Get)}, want)
 	switch {
 	case errors.Is(err, projector.ErrOtherDeliberation):
 		return out, &apiError{Status: http.StatusNotFound, Code: "not_found",

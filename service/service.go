@@ -57,6 +57,11 @@ type Config struct {
 	Replicas int
 	// MaxArtifactBytes is the artifact size limit (default 1 MiB).
 	MaxArtifactBytes int
+	// MaxDeliberations bounds the deliberations the engine holds
+	// (DefaultMaxDeliberations when 0, none when negative), spread evenly
+	// over the projection's shards; an open past it is refused
+	// (deliberation.limit).
+	MaxDeliberations int
 	// SnapshotEvery is the interval between projection snapshots.
 	SnapshotEvery time.Duration
 	// NATSConfig is a nats-server configuration file for the embedded
@@ -199,7 +204,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}},
+			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations)},
 		Verify:  verify,
 		Logger:  s.log.With("component", "projector"),
 		Observe: s.Metrics.observe,
@@ -275,6 +280,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}()
 	}
 	s.creds.HTTPURL = s.HTTPURL()
+	if s.creds.HTTPToken != "" {
+		s.creds.SignInURL = s.creds.BindURL()
+	}
 	if err := writeCredentials(cfg.DataDir, s.creds); err != nil {
 		return nil, err
 	}
@@ -532,4 +540,20 @@ func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
 		host = defHost
 	}
 	return host, port, nil
+}
+
+// DefaultMaxDeliberations is the default bound on the deliberations an
+// engine holds: with a charter of at most projector.MaxControlBytes and
+// the state of a deliberation that holds nothing more, about 70 MB at
+// most (docs/OPERATIONS.md).
+const DefaultMaxDeliberations = 10000
+
+func maxDeliberations(n int) int {
+	switch {
+	case n == 0:
+		return DefaultMaxDeliberations
+	case n < 0:
+		return 0
+	}
+	return n
 }

@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 )
@@ -32,8 +35,9 @@ import (
 var (
 	bindPage = template.Must(template.New("bind.html").Funcs(template.FuncMap{
 		"deref": func(p *int) int { return *p },
+		"rec":   recHTML,
 	}).ParseFS(assets, "assets/bind.html"))
-	bindIndexPage = template.Must(template.ParseFS(assets, "assets/bind-index.html"))
+	bindIndexPage = template.Must(template.New("bind-index.html").Funcs(template.FuncMap{"rec": recHTML}).ParseFS(assets, "assets/bind-index.html"))
 	refusedPage   = template.Must(template.ParseFS(assets, "assets/refused.html"))
 )
 
@@ -256,4 +260,30 @@ func (b *Binder) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.page(w, r, out, "", http.StatusOK)
+}
+
+// recHTML is text of the record for a page: HTML-escaped, every character
+// internal/textsafe calls unsafe (controls, bidirectional controls, the
+// other invisible format characters) drawn as its escape in a marked span,
+// the whole in an isolate, so that neither an override nor right-to-left
+// letters reorder what stands around it (the explorer's rec does the same).
+func recHTML(s string) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<bdi dir="auto">`)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `<span class="ctl">\x%02x</span>`, s[i])
+		case r != '\n' && textsafe.Unsafe(r):
+			b.WriteString(`<span class="ctl" title="an invisible character, shown as its code">`)
+			b.WriteString(textsafe.Escape(r))
+			b.WriteString(`</span>`)
+		default:
+			b.WriteString(template.HTMLEscapeString(s[i : i+n]))
+		}
+		i += n
+	}
+	b.WriteString(`</bdi>`)
+	return template.HTML(b.String())
 }

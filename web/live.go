@@ -28,12 +28,10 @@ import (
 //	event: end        the deliberation has ended and everything is sent; the feed closes
 //
 // An id is P.N.R: the stream position up to which the deliberation's
-// artifacts have been sent (P), the number of artifacts admitted whose
-// every one was sent (N: an artifact held pending until what it references
-// arrives is admitted after later ones, at its own earlier position), and
-// the number of rejections recorded that were sent (R). ?after=P starts
-// after stream position P. An artifact can be sent twice around a pending
-// release; its artifact_id says so.
+// artifacts have been sent (P), the number of artifacts admitted that were
+// sent (N: artifacts are admitted in stream order, at their own position),
+// and the number of rejections recorded that were sent (R). ?after=P
+// starts after stream position P.
 //
 // The feed reads the projection at most batch artifacts at a time and
 // their bodies from the stream one at a time, so that its memory is
@@ -64,7 +62,6 @@ type StateEvent struct {
 	Position     uint64           `json:"position"`
 	Artifacts    int              `json:"artifacts"`
 	Rejections   int              `json:"rejections"`
-	Pending      int              `json:"pending"`
 	OpenBlocking []canon.Digest   `json:"open_blocking_objections"`
 	Decisions    int              `json:"decisions"`
 	Terminations []canon.Digest   `json:"terminations"`
@@ -118,7 +115,7 @@ func parseCursor(lastEventID, after string) (cursor, error) {
 
 // read is what one look at the projection gives.
 type read struct {
-	late, next []ArtifactEvent
+	next       []ArtifactEvent
 	rejections []projector.Rejection
 	missed     int
 	state      StateEvent
@@ -127,9 +124,7 @@ type read struct {
 }
 
 // look reads, under the deliberation's read lock, what is new after c.
-// Pending releases are looked for at the first look of a cycle only (a
-// cycle's later looks have moved P past what the cycle itself sent).
-func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
+func (e *Explorer) look(id string, c *cursor) (read, bool) {
 	var out read
 	found := e.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		n := d.Artifacts()
@@ -150,31 +145,6 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 		entry := func(e projector.ArtifactEntry) ArtifactEvent {
 			return ArtifactEvent{Position: e.Position, Ordinal: d.Ordinal(e.Position), ArtifactID: e.ArtifactID, Participant: e.Participant, Type: e.Type}
 		}
-		if first && n > c.N {
-			// Artifacts admitted since N at positions up to P were held
-			// pending and released: find them only when there are some.
-			// They are all taken at once (their entries only, the bodies
-			// are read one at a time): there are at most as many as the
-			// projector holds pending (projector.Options.MaxPending).
-			newer := 0
-			d.ArtifactsAfter(c.P, func(i int, _ projector.ArtifactEntry) bool {
-				if i >= c.N {
-					newer++
-				}
-				return true
-			})
-			if newer < n-c.N {
-				d.ArtifactsAfter(0, func(i int, a projector.ArtifactEntry) bool {
-					if a.Position > c.P {
-						return false
-					}
-					if i >= c.N {
-						out.late = append(out.late, entry(a))
-					}
-					return true
-				})
-			}
-		}
 		d.ArtifactsAfter(c.P, func(_ int, a projector.ArtifactEntry) bool {
 			out.next = append(out.next, entry(a))
 			return len(out.next) < batch
@@ -191,7 +161,7 @@ func (e *Explorer) look(id string, c *cursor, first bool) (read, bool) {
 			}
 		}
 		out.admitted, out.rejTotal = n, total
-		out.state = StateEvent{Status: d.Status, Position: d.Position, Artifacts: n, Rejections: total, Pending: d.Pending(),
+		out.state = StateEvent{Status: d.Status, Position: d.Position, Artifacts: n, Rejections: total,
 			OpenBlocking: d.OpenBlockingObjections(), Decisions: len(d.Decisions()), Terminations: slices.Clone(d.Terminations())}
 		if out.state.Terminations == nil {
 			out.state.Terminations = []canon.Digest{}
@@ -293,7 +263,7 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		// One cycle: everything new, a batch at a time.
 		start := -1
 		for {
-			rd, ok := e.look(id, &cur, start < 0)
+			rd, ok := e.look(id, &cur)
 			if !ok {
 				return
 			}
@@ -301,7 +271,7 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 				start = rd.admitted
 			}
 			// Artifacts go in events of up to maxEventBytes of bodies.
-			arts := append(rd.late, rd.next...)
+			arts := rd.next
 			size := 0
 			from := 0
 			for i := range arts {

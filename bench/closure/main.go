@@ -536,7 +536,7 @@ func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest)
 		time.Sleep(10 * time.Millisecond)
 	}
 	if v.Status != projector.StatusCompleted || v.Artifacts < m+1 {
-		log.Fatalf("the big deliberation: %s, %d artifacts, %d rejections, %d pending", v.Status, v.Artifacts, v.Rejections, v.Pending)
+		log.Fatalf("the big deliberation: %s, %d artifacts, %d rejections", v.Status, v.Artifacts, v.Rejections)
 	}
 	fmt.Printf("big deliberation: %d artifacts (%d blocking objections, a %d KB decision) published in %s, projected after %s, completed by the supervisor after %s\n",
 		v.Artifacts, len(dispositions), len(dec.Canonical)>>10, published.Round(time.Millisecond), projected.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))

@@ -655,7 +655,7 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 	for p, id := range w.ids {
 		v, err := s.Queries.Get(id)
 		if err != nil || v.Artifacts != len(w.arts[p]) {
-			log.Fatalf("deliberation %s: %d of %d artifacts accepted (%v; %d rejections, %d pending)", id, v.Artifacts, len(w.arts[p]), err, v.Rejections, v.Pending)
+			log.Fatalf("deliberation %s: %d of %d artifacts accepted (%v; %d rejections)", id, v.Artifacts, len(w.arts[p]), err, v.Rejections)
 		}
 	}
 	return res

@@ -209,17 +209,23 @@ as the engine did.`)
 func runImport(ctx context.Context, e *env, args []string) int {
 	nf := natsFlags{operator: true}
 	var as string
-	fs := newFlags(e, "import", "[--as ID] [--nats URL] FILE|-", `Publishes a stream recording into a live engine, in batches. It refuses a
-deliberation that already has other messages, and resumes an interrupted
-import of the same recording without duplicates. --as imports under another
-id. Every message keeps its original position and time in headers, so that
-an export gives the recording back.
+	fs := newFlags(e, "import", "[--as ID] [--nats URL] FILE|-", `Publishes a stream recording into a live engine, in batches, on the
+importer's subject (parley.<deliberation>.art._import), each message with its
+original subject, position and time in headers, then marks the import's
+end: until then nobody else's message counts in the deliberation, so what
+participants publish meanwhile changes nothing, and an export gives the
+recording back. It resumes an interrupted import of the same recording
+without duplicates (a recording cut short, without its trailer, is imported
+without the end: import the whole one to finish). It refuses an id that a
+deliberation opened live holds ("the deliberation id is taken"): --as
+imports under another id. What others published under the id before the
+import began is ignored.
 
-A recording holds the supervisor's and the principal's messages, which a
-client without credentials may not publish on the embedded default: import
-connects as the operator user of the credentials file a running engine
-writes in its data directory (--data DIR; by default ./parley-data's, for
-the engine that wrote it, when neither --creds nor --user is given).`)
+Only an importer may publish on the importer's subject: on the embedded
+default, import connects as the operator user of the credentials file a
+running engine writes in its data directory (--data DIR; by default
+./parley-data's, for the engine that wrote it, when neither --creds nor
+--user is given); under deploy/nats.conf, as the admin.`)
 	fs.StringVar(&as, "as", "", "import under this deliberation id")
 	nf.register(fs)
 	if code, ok := parse(fs, args); !ok {
@@ -265,7 +271,7 @@ the engine that wrote it, when neither --creds nor --user is given).`)
 		return 1
 	}
 	b, _ := json.Marshal(map[string]any{"ok": true, "deliberation": res.Deliberation, "messages": res.Messages,
-		"skipped": res.Skipped, "published": res.Published, "atomic": res.Atomic, "seconds": time.Since(start).Seconds()})
+		"skipped": res.Skipped, "published": res.Published, "atomic": res.Atomic, "complete": res.Complete, "seconds": time.Since(start).Seconds()})
 	fmt.Fprintf(e.stdout, "%s\n", b)
 	return exitOK
 }

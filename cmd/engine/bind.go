@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -76,9 +77,9 @@ credentials file of the engine's data directory (--data; by default
 	for _, m := range moments {
 		switch m.Status {
 		case "malformed":
-			fmt.Fprintf(e.stdout, "%s asks for a decision (%s), but its envelope is malformed and is not shown as one:\n", m.Decider, m.Decision)
+			fmt.Fprintf(e.stdout, "%s asks for a decision (%s), but its envelope is malformed and is not shown as one:\n", textsafe.Line(m.Decider), m.Decision)
 			for _, f := range m.Findings {
-				fmt.Fprintf(e.stdout, "  %s (%s)\n", f.Message, f.Code)
+				fmt.Fprintf(e.stdout, "  %s (%s)\n", textsafe.Line(f.Message), textsafe.Line(f.Code))
 			}
 		case "open":
 			if env == nil {
@@ -146,25 +147,29 @@ credentials file of the engine's data directory (--data; by default
 func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (map[string]any, bool) {
 	q := env.Question
 	cur := q.RecommendedIdx
+	// The envelope is the decider's text: every character of it reaches
+	// the principal's terminal as itself or as a visible escape, never as
+	// an escape sequence that redraws the picker or text that reorders it.
+	safe := textsafe.Line
 	draw := func(status string) {
 		var b strings.Builder
 		w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\r\n", a...) }
 		b.WriteString("\x1b[H\x1b[2J")
-		w("Binding moment from %s", decider)
+		w("Binding moment from %s", safe(decider))
 		w("")
-		w("\x1b[1m%s\x1b[0m", env.Synopsis)
+		w("\x1b[1m%s\x1b[0m", safe(env.Synopsis))
 		w("")
 		w("Findings:")
 		for _, f := range env.Findings {
-			w("  - %s", f)
+			w("  - %s", safe(f))
 		}
 		w("Recommendations:")
 		for _, r := range env.Recommendations {
-			w("  - %s", r)
+			w("  - %s", safe(r))
 		}
-		w("%s", env.Offer)
+		w("%s", safe(env.Offer))
 		w("")
-		w("\x1b[1m%s\x1b[0m", q.Stem)
+		w("\x1b[1m%s\x1b[0m", safe(q.Stem))
 		for i, o := range q.Options {
 			mark := "  "
 			if i == cur {
@@ -174,8 +179,8 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 			if i == q.RecommendedIdx {
 				rec = "  \x1b[7m[Recommended]\x1b[0m"
 			}
-			w("%s%d. %s%s", mark, i+1, o.Label, rec)
-			w("      %s", o.Reasoning)
+			w("%s%d. %s%s", mark, i+1, safe(o.Label), rec)
+			w("      %s", safe(o.Reasoning))
 		}
 		w("")
 		keys := "Up/Down move   Enter choose"

@@ -17,9 +17,9 @@ import (
 	"github.com/parley-engine/parley/service"
 )
 
-// engine import on the embedded default: a recording holds the
-// supervisor's TERMINATION, which a client without credentials may not
-// publish, so the import is refused (and says why) and leaves nothing; with
+// engine import on the embedded default: an import publishes on the
+// importer's subject, which a client without credentials may not publish
+// on, so the import is refused (and says why) and leaves nothing; with
 // the operator user of the engine's credentials file (--data, or
 // ./parley-data's by default) it goes through.
 func TestImport_OperatorCredentials(t *testing.T) {
@@ -74,7 +74,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 		t.Fatalf("import with ./parley-data: %d %s %s", code, out, errs)
 	}
 	for _, d := range []string{other, third} {
-		if n := messagesOf(t, s, d); n != messagesOf(t, s, id) {
+		if n := messagesOf(t, s, d); n != messagesOf(t, s, id)+1 { // and the import's end
 			t.Errorf("%s holds %d messages, the recording %d", d, n, messagesOf(t, s, id))
 		}
 	}

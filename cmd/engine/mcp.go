@@ -7,25 +7,54 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/parley-engine/parley/mcpserver"
 )
 
+// mcpTokenFile is the name of engine mcp --http's token file in the data
+// directory.
+const mcpTokenFile = "mcp-token"
+
 func runMCP(ctx context.Context, e *env, args []string) int {
 	var nf natsFlags
-	var addr string
-	fs := newFlags(e, "mcp", "[--nats URL] [--http ADDR]", `Serves parley's Model Context Protocol tools to agents: open_deliberation,
+	var addr, token, tokenFile string
+	var remote bool
+	fs := newFlags(e, "mcp", "[--nats URL] [--http ADDR [--http-token T] [--token-file FILE] [--allow-remote]]", `Serves parley's Model Context Protocol tools to agents: open_deliberation,
 publish_artifact, get_state, verify_closure and request_binding (which emits
 a binding moment: its manifest entry carries emits_binding_moment in _meta,
 its result the envelope in binding_moment). Over standard input and output
 by default; with --http, streamable HTTP at ADDR (path /mcp). It talks to a
-running engine (engine serve) over NATS.`)
+running engine (engine serve) over NATS, with the NATS credentials given.
+
+Over HTTP every request needs "Authorization: Bearer <token>" (401
+otherwise): whoever reaches the port would otherwise publish as the NATS
+user. The token is --http-token (or PARLEY_MCP_TOKEN), or else one drawn at
+start and written to --token-file (mode 0600, removed at stop); it is
+printed only when standard output is a terminal. ADDR must be a loopback
+address unless --allow-remote is given.`)
 	fs.StringVar(&addr, "http", "", "serve streamable HTTP on this address instead of stdio (e.g. 127.0.0.1:8081)")
+	fs.StringVar(&token, "http-token", "", "the bearer token of --http, at least 16 characters (or PARLEY_MCP_TOKEN; default: one drawn at start)")
+	fs.StringVar(&tokenFile, "token-file", filepath.Join(defaultDataDir, mcpTokenFile), "where a drawn token is written, mode 0600")
+	fs.BoolVar(&remote, "allow-remote", false, "let --http listen on an address beyond loopback (put TLS in front: the token crosses the network)")
 	nf.register(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	if addr != "" && !remote && !mcpserver.IsLoopback(addr) {
+		fmt.Fprintf(e.stderr, "engine mcp: --http %s is not a loopback address: give --allow-remote to listen there (and put TLS in front)\n", addr)
+		return exitUsage
+	}
+	if token == "" {
+		token = os.Getenv("PARLEY_MCP_TOKEN")
+	}
+	given := token != ""
+	if addr != "" && given && len(token) < mcpserver.MinTokenLen {
+		fmt.Fprintf(e.stderr, "engine mcp: the HTTP token needs at least %d characters\n", mcpserver.MinTokenLen)
+		return exitUsage
 	}
 	nc, _, err := nf.connect()
 	if err != nil {
@@ -42,16 +71,46 @@ running engine (engine serve) over NATS.`)
 		}
 		return exitOK
 	}
+	if !given {
+		token = mcpserver.NewToken()
+	}
+	h, err := mcpserver.HTTPHandler(srv, token)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine mcp: %v\n", err)
+		return exitUsage
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine mcp: %v\n", err)
 		return exitUsage
 	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !remote && !ta.IP.IsLoopback() {
+		// localhost that a hosts file maps elsewhere.
+		ln.Close()
+		fmt.Fprintf(e.stderr, "engine mcp: --http %s listens on %s, beyond loopback: give --allow-remote to listen there\n", addr, ln.Addr())
+		return exitUsage
+	}
+	where := "the token given with --http-token or PARLEY_MCP_TOKEN"
+	if !given {
+		if err := writeSecretFile(tokenFile, []byte(token+"\n")); err != nil {
+			ln.Close()
+			fmt.Fprintf(e.stderr, "engine mcp: --token-file: %v\n", err)
+			return 1
+		}
+		defer os.Remove(tokenFile)
+		where = "the token is in " + tokenFile + " (mode 0600)"
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	mux.Handle("/mcp", h)
 	hs := &http.Server{Handler: mux}
 	go func() { <-ctx.Done(); hs.Close() }()
-	fmt.Fprintf(e.stderr, "parley mcp: http://%s/mcp\n", ln.Addr())
+	fmt.Fprintf(e.stdout, "parley mcp: http://%s/mcp, Authorization: Bearer <token>; %s\n", ln.Addr(), where)
+	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
+		fmt.Fprintf(e.stdout, "parley mcp: listening beyond loopback (--allow-remote): the token crosses the network in clear without TLS in front\n")
+	}
+	if !given && isTerminal(e.stdout) {
+		fmt.Fprintf(e.stdout, "parley mcp: token %s\n", token)
+	}
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(e.stderr, "engine mcp: %v\n", err)
 		return 1

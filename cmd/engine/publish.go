@@ -19,6 +19,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
 )
 
@@ -72,7 +73,9 @@ func printLine(w io.Writer, v verdictLine) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
-	w.Write(buf.Bytes())
+	// A message may quote a participant's text: the same value, with its
+	// bidirectional and invisible characters as JSON escapes.
+	w.Write(textsafe.JSON(buf.Bytes()))
 }
 
 // await waits for the verdict on the message of deliberation id at
@@ -99,7 +102,7 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		line.Op = o.Op
 	}
 	switch o.Outcome {
-	case projector.VerdictAccepted, projector.VerdictPending, projector.VerdictApplied:
+	case projector.VerdictAccepted, projector.VerdictApplied:
 		line.OK = true
 		if l.quiet {
 			if quiet != "" {

@@ -97,9 +97,8 @@ func TestRun_OpenPublishControl(t *testing.T) {
 	}
 
 	// A sealed artifact (with its artifact_id) is checked, not resealed;
-	// --quiet prints its id. An objection to an unknown claim is pending.
-	missing := strings.Repeat("a", 64)
-	obj := `{"protocol_version":"0.1","artifact_type":"OBJECTION","payload":{"statement":"Only one workload.","blocking":true},"references":[{"artifact_id":"sha256:` + missing + `","relation":"objects-to"}]}`
+	// --quiet prints its id.
+	obj := `{"protocol_version":"0.1","artifact_type":"OBJECTION","payload":{"statement":"Only one workload.","blocking":true},"references":[{"artifact_id":"` + c.ArtifactID + `","relation":"objects-to"}]}`
 	path := filepath.Join(t.TempDir(), "objection.json")
 	_, sealed, _ := run(t, obj, "seal", "-")
 	os.WriteFile(path, []byte(sealed), 0o644)
@@ -107,8 +106,16 @@ func TestRun_OpenPublishControl(t *testing.T) {
 	if _, want, _ := run(t, sealed, "id", "-"); code != 0 || errs != "" || !strings.Contains(want, strings.TrimSpace(out)) || !strings.HasPrefix(out, "sha256:") {
 		t.Fatalf("quiet publish: exit %d %q %q (want the id in %q)", code, out, errs, want)
 	}
-	if v, _ := s.Queries.Get(d); v.Pending != 1 {
-		t.Errorf("pending %d", v.Pending)
+	if v, _ := s.Queries.Get(d); v.Artifacts != 2 {
+		t.Errorf("%d artifacts", v.Artifacts)
+	}
+	// An objection to an unknown claim is refused by the engine, with its
+	// code: nothing waits for a reference.
+	missing := strings.Repeat("a", 64)
+	unknown := strings.Replace(obj, c.ArtifactID, "sha256:"+missing, 1)
+	code, _, errs = run(t, unknown, with("publish", "--deliberation", d, "--as", "bob", "-")...)
+	if l := decodeLine(t, errs); code != 1 || l.Code != "reference.unavailable" || !l.Published || l.Outcome != "rejected" {
+		t.Errorf("objection to an unknown claim: exit %d %q", code, errs)
 	}
 
 	// An artifact that fails its checks publishes nothing.

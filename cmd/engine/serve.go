@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,9 +29,10 @@ credentials is a participant (it may publish artifacts under any token but
 _supervisor and the principals', and control messages, and read), and the
 engine generates its own user and an operator user at each start. Resolving
 a binding moment over HTTP needs a token: the engine draws one at each start
-(unless --http-token gives them) and prints the /bind address that signs a
-browser in. Both go to credentials.json in the data directory, mode 0600,
-removed at stop. docs/SECURITY.md says who may do what.`)
+(unless --http-token gives them). Both go to credentials.json in the data
+directory, mode 0600, removed at stop, with the /bind address that signs a
+browser in (sign_in_url), which is printed only when standard output is a
+terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.DataDir, "data", "./parley-data", "data directory: the embedded server's store and the projection snapshot")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server for participants (port 0 picks one)")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address of the HTTP query API, /healthz and /metrics (port 0 picks one)")
@@ -45,6 +47,7 @@ removed at stop. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server (for example deploy/nats.conf)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
+	fs.IntVar(&cfg.MaxDeliberations, "max-deliberations", service.DefaultMaxDeliberations, "most deliberations the engine holds (-1: no bound); an open past it is refused with deliberation.limit")
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
@@ -114,12 +117,20 @@ removed at stop. docs/SECURITY.md says who may do what.`)
 		where = "embedded, users of " + cfg.NATSConfig
 	}
 	c := s.Credentials()
+	credsPath := filepath.Join(cfg.DataDir, service.CredentialsFile)
+	// The sign-in address carries the token: printed only on a terminal.
+	// Standard output under a service manager is its journal, readable by
+	// whoever reads the logs.
 	bind := c.BindURL()
-	if c.HTTPToken == "" {
+	switch {
+	case c.HTTPToken == "":
 		bind += " (with an --http-token token: ?token=…)"
+	case isTerminal(e.stdout):
+	default:
+		bind = c.HTTPURL + "/bind (sign in at the sign_in_url of " + credsPath + "; the token is not printed where standard output is not a terminal)"
 	}
-	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (credentials.json: the operator's secrets, mode 0600)\n",
-		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir)
+	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the operator's secrets and the HTTP token, mode 0600)\n",
+		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath)
 	cfg.Logger.Info("engine started", "nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir)
 	code := exitOK
 	select {

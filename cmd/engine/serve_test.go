@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,26 +83,31 @@ func status(t *testing.T, url, token string) int {
 	return resp.StatusCode
 }
 
-// engine serve draws an HTTP token, prints the address that signs a
-// browser in, and writes it with the operator's NATS user to the
-// credentials file, which goes when it stops; tokens given in
+// engine serve draws an HTTP token and writes it with the operator's NATS
+// user and the address that signs a browser in to the credentials file,
+// which goes when it stops; on standard output that is not a terminal it
+// prints where the token is, never the token. Tokens given in
 // PARLEY_HTTP_TOKEN (or --http-token) replace it and are written nowhere.
 func TestServe_HTTPTokens(t *testing.T) {
 	data := t.TempDir()
 	out := serve(t, "--data", data)
-	m := regexp.MustCompile(`bind  (http://127\.0\.0\.1:\d+)/bind\?token=([0-9a-f]{64})\n`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "clients without credentials are participants") {
+	m := regexp.MustCompile(`bind  (http://127\.0\.0\.1:\d+)/bind \(sign in at the sign_in_url of ([^;]+);`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "clients without credentials are participants") || m[2] != filepath.Join(data, service.CredentialsFile) {
 		t.Fatalf("serve printed %q", out)
 	}
 	c, err := service.ReadCredentials(data)
-	if err != nil || c.HTTPToken != m[2] || c.HTTPURL != m[1] || c.NATSUser != service.NATSOperatorUser {
+	if err != nil || len(c.HTTPToken) != 64 || c.HTTPURL != m[1] || c.NATSUser != service.NATSOperatorUser ||
+		c.SignInURL != m[1]+"/bind?token="+c.HTTPToken {
 		t.Fatalf("credentials %+v %v", c, err)
+	}
+	if strings.Contains(out, c.HTTPToken) {
+		t.Fatalf("the token is on standard output: %q", out)
 	}
 	write := m[1] + "/api/v1/deliberations/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/bindings/sha256:" + strings.Repeat("0", 64)
 	if code := status(t, write, ""); code != http.StatusUnauthorized {
 		t.Errorf("without the token: %d", code)
 	}
-	if code := status(t, write, m[2]); code != http.StatusBadRequest { // authenticated; the body is no resolution
+	if code := status(t, write, c.HTTPToken); code != http.StatusBadRequest { // authenticated; the body is no resolution
 		t.Errorf("with the token: %d", code)
 	}
 
@@ -124,6 +130,72 @@ func TestServe_HTTPTokens(t *testing.T) {
 	}
 	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--http-token", "short"); code != exitUsage || !strings.Contains(errs, "at least 16") {
 		t.Errorf("a short token: %d %s", code, errs)
+	}
+}
+
+// Attack: the engine's standard output goes to a log (a file here; the
+// journal under deploy/systemd), which others read. Neither standard
+// output nor standard error ever holds the HTTP token or the sign-in
+// address; the credentials file (mode 0600) has both, and its sign-in
+// address signs a browser in.
+func TestServe_TokenNotInRedirectedOutput(t *testing.T) {
+	data := t.TempDir()
+	logs := t.TempDir()
+	stdout, err := os.Create(filepath.Join(logs, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := os.Create(filepath.Join(logs, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-level", "debug", "--data", data}, strings.NewReader(""), stdout, stderr)
+	}()
+	var c *service.Credentials
+	deadline := time.Now().Add(30 * time.Second)
+	for c == nil {
+		if c, err = service.ReadCredentials(data); err != nil {
+			c = nil
+			if time.Now().After(deadline) {
+				t.Fatalf("no credentials file: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	st, err := os.Stat(filepath.Join(data, service.CredentialsFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file %v %v", st, err)
+	}
+	// The sign-in address of the file signs a browser in: a cookie, and a
+	// redirect to the address without the token.
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	resp, err := hc.Get(c.SignInURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.RawQuery != "" || len(jar.Cookies(resp.Request.URL)) != 1 {
+		t.Errorf("sign in: %d at %s, cookies %v", resp.StatusCode, resp.Request.URL, jar.Cookies(resp.Request.URL))
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+	for _, f := range []string{"stdout", "stderr"} {
+		b, err := os.ReadFile(filepath.Join(logs, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), c.HTTPToken) || strings.Contains(string(b), "token=") {
+			t.Errorf("%s holds the token:\n%s", f, b)
+		}
+		if f == "stdout" && !strings.Contains(string(b), "sign_in_url of "+filepath.Join(data, service.CredentialsFile)) {
+			t.Errorf("stdout does not say where the token is:\n%s", b)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
@@ -87,13 +89,6 @@ type watcher struct {
 	opened   bool                    // the deliberation's open was applied: its messages count
 	ordinal  uint64                  // the last message's ordinal
 	ordinals map[canon.Digest]uint64 // artifacts seen
-	pending  []pendingMsg
-}
-
-type pendingMsg struct {
-	ordinal, position uint64
-	a                 *events.Artifact
-	participant       string
 }
 
 func runWatch(ctx context.Context, e *env, args []string) int {
@@ -158,7 +153,7 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 		return w.requestFailed(err, nf.url)
 	}
 	if !w.asJSON {
-		fmt.Fprintf(e.stderr, "watching %s %q (%s, %d artifacts so far) on %s; it ends when the deliberation ends\n", w.id, v.Title, v.Status, v.Artifacts, nf.url)
+		fmt.Fprintf(e.stderr, "watching %s %s (%s, %d artifacts so far) on %s; it ends when the deliberation ends\n", w.id, textsafe.Line(strconv.Quote(v.Title)), v.Status, v.Artifacts, nf.url)
 	}
 	return w.follow(ctx, connEvents, nf.url)
 }
@@ -373,18 +368,14 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	default:
 		a, verr := events.Validate(data)
 		switch o.Outcome {
-		case projector.VerdictAccepted, projector.VerdictPending, projector.VerdictLate:
+		case projector.VerdictAccepted, projector.VerdictLate:
 			line.Kind = "artifact"
 			if o.Outcome == projector.VerdictLate {
 				line.Kind = "late"
 			}
 			if verr == nil {
 				w.describe(&line, a)
-				if o.Outcome == projector.VerdictPending {
-					w.pending = append(w.pending, pendingMsg{w.ordinal, position, a, participant})
-				} else {
-					w.ordinals[a.ID] = w.ordinal
-				}
+				w.ordinals[a.ID] = w.ordinal
 				term = a.Type == events.TypeTermination && o.Outcome == projector.VerdictAccepted
 			}
 		default: // rejected, unknown
@@ -400,40 +391,7 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		}
 	}
 	w.print(line)
-	if len(w.pending) > 0 && o.Outcome != projector.VerdictPending {
-		if code := w.releasePending(ctx); code >= 0 {
-			return false, false, code
-		}
-	}
 	return term, check, -1
-}
-
-// releasePending prints the pending artifacts the engine has admitted or
-// rejected since.
-func (w *watcher) releasePending(ctx context.Context) int {
-	keep := w.pending[:0]
-	for _, p := range w.pending {
-		o, err := w.outcome(ctx, p.position)
-		if err != nil {
-			fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", p.position, err)
-			return exitUsage
-		}
-		switch o.Outcome {
-		case projector.VerdictPending:
-			keep = append(keep, p)
-			continue
-		case projector.VerdictAccepted:
-			w.ordinals[p.a.ID] = p.ordinal
-			line := watchLine{Ordinal: p.ordinal, Position: p.position, Kind: "admitted", Participant: p.participant, Outcome: string(o.Outcome)}
-			w.describe(&line, p.a)
-			w.print(line)
-		default:
-			w.print(watchLine{Ordinal: p.ordinal, Position: p.position, Kind: "rejected", Participant: p.participant, Outcome: string(o.Outcome),
-				ArtifactType: string(p.a.Type), ArtifactID: p.a.ID.String(), Code: o.Code, Message: o.Message})
-		}
-	}
-	w.pending = keep
-	return -1
 }
 
 // describe fills in what an artifact says.
@@ -496,7 +454,7 @@ func (w *watcher) print(l watchLine) {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		enc.Encode(l)
-		w.e.stdout.Write(buf.Bytes())
+		w.e.stdout.Write(textsafe.JSON(buf.Bytes()))
 		return
 	}
 	who := l.Participant
@@ -534,58 +492,9 @@ func (w *watcher) print(l watchLine) {
 		switch l.Kind {
 		case "late":
 			b.WriteString(" (late: after the end, kept outside the state)")
-		case "admitted":
-			b.WriteString(" (admitted now: its references arrived)")
-		}
-		if l.Outcome == string(projector.VerdictPending) {
-			b.WriteString(" (pending: waits for a reference)")
 		}
 	}
-	fmt.Fprintln(w.e.stdout, inert(b.String()))
-}
-
-// inert makes participants' text safe to print on a terminal: control
-// characters (C0 but the space, DEL, C1: escape sequences, BEL,
-// carriage returns) and the bidirectional overrides and isolates that
-// reorder what a terminal shows are written as visible \x.. or \u....
-// escapes; bytes that are not UTF-8 as \x.. too.
-func inert(s string) string {
-	clean := utf8.ValidString(s)
-	for _, r := range s {
-		if unsafeRune(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r < 0x80 && unsafeRune(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unsafeRune(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
-		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
-		return true
-	}
-	return false
+	fmt.Fprintln(w.e.stdout, textsafe.Line(b.String()))
 }
 
 func mustParse(s string) canon.Digest {
@@ -613,12 +522,12 @@ func (w *watcher) end(ctx context.Context, note string) int {
 	}
 	if w.asJSON {
 		b, _ := json.Marshal(watchEnd{End: true, Deliberation: w.id, Status: string(v.Status), Messages: w.ordinal, StateDigest: v.StateDigest.String(), Note: note})
-		fmt.Fprintf(w.e.stdout, "%s\n", b)
+		fmt.Fprintf(w.e.stdout, "%s\n", textsafe.JSON(b))
 		return exitOK
 	}
 	fmt.Fprintf(w.e.stdout, "ended: %s after %d messages (%d artifacts, %d rejected), state_digest %s\n", v.Status, w.ordinal, v.Artifacts, v.Rejections, v.StateDigest)
 	if note != "" {
-		fmt.Fprintf(w.e.stdout, "note: %s\n", note)
+		fmt.Fprintf(w.e.stdout, "note: %s\n", textsafe.Line(note))
 	}
 	return exitOK
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -41,6 +43,7 @@ func TestWatch_HostileText(t *testing.T) {
 		"overwrite\rALL GOOD, the decision is final",
 		"bidi \u202egnp.exe\u202c override and \u2066isolate\u2069",
 		"C1 \u009b31m CSI and DEL \x7f",
+		"invisible \u200b zero width \u2028 separator \U000e0041 tag \u3164 filler",
 	}
 	for _, st := range hostile {
 		if _, _, err := mallory.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: st}}); err != nil {
@@ -54,14 +57,30 @@ func TestWatch_HostileText(t *testing.T) {
 	if c := Run(ctx, []string{"watch", "--nats", s.NATSURL(), "--timeout", "10s", id}, strings.NewReader(""), &out, &errb); c != 0 {
 		t.Fatalf("exit %d: %s", c, errb.String())
 	}
+	var jout, jerr syncBuf
+	if c := Run(ctx, []string{"watch", "--json", "--nats", s.NATSURL(), "--timeout", "10s", id}, strings.NewReader(""), &jout, &jerr); c != 0 {
+		t.Fatalf("exit %d: %s", c, jerr.String())
+	}
 	o, e := out.String(), errb.String()
-	for name, text := range map[string]string{"stdout": o, "stderr": e} {
+	for name, text := range map[string]string{"stdout": o, "stderr": e, "--json": jout.String()} {
 		for _, r := range text {
-			if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
-				t.Errorf("%s carries the control character %U:\n%q", name, r, text)
+			if textsafe.Unsafe(r) && r != '\n' {
+				t.Errorf("%s carries the character %U:\n%q", name, r, text)
 				break
 			}
 		}
+	}
+	// --json stays JSON, with the same text in it.
+	var found bool
+	for _, l := range strings.Split(strings.TrimSpace(jout.String()), "\n") {
+		var v struct{ Text string }
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("--json line %q: %v", l, err)
+		}
+		found = found || v.Text == hostile[3]
+	}
+	if !found {
+		t.Errorf("--json lacks %q:\n%s", hostile[3], jout.String())
 	}
 	for _, want := range []string{
 		`clear \x1b[2J\x1b[H the screen`,
@@ -70,6 +89,8 @@ func TestWatch_HostileText(t *testing.T) {
 		"overwrite ALL GOOD, the decision is final",
 		`bidi \u202egnp.exe\u202c override and \u2066isolate\u2069`,
 		`C1 \u009b31m CSI and DEL \x7f`,
+		// a line separator is white space: the line goes on
+		`invisible \u200b zero width separator \U000e0041 tag \u3164 filler`,
 		`reason \x1b[31mred\x1b[0m`,
 		`"title \x1b]0;owned\a \u202eevil"`,
 	} {

@@ -88,8 +88,8 @@ func freePort(t *testing.T) string {
 
 // engine watch follows a deliberation live as the engine judges it: every
 // message with its ordinal (the API's), the artifacts' text and
-// references, a rejection with its code, a pending artifact and its
-// admission, the supervisor's FAILURE and TERMINATION; it survives the
+// references, a rejection with its code (an objection to what is not yet
+// there, then admitted when published again after it), the supervisor's FAILURE and TERMINATION; it survives the
 // engine's restart, resuming where it was, and ends when the deliberation
 // does. The engine ran another deliberation first, so that stream
 // positions are not ordinals.
@@ -170,7 +170,7 @@ func TestWatch_Live(t *testing.T) {
 	if g := expect("artifact", "CLAIM"); g.Ordinal != 2 || g.Text != "The cache halves p99 latency." || g.Participant != "alice" || len(g.Artifact) == 0 {
 		t.Fatalf("claim: %+v", g)
 	}
-	// A rejected message, then a pending objection and what it waits for.
+	// A rejected message, then an objection to evidence not yet published.
 	carol.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "I am not in the charter."}})
 	if g := expect("rejected", "CLAIM"); g.Code != projector.CodeNotInCharter || g.Ordinal != 3 || g.Message == "" {
 		t.Fatalf("rejection: %+v", g)
@@ -182,8 +182,8 @@ func TestWatch_Live(t *testing.T) {
 	if _, err := bob.PublishArtifact(ctx, id, obj); err != nil {
 		t.Fatal(err)
 	}
-	if g := expect("artifact", "OBJECTION"); g.Outcome != "pending" || g.Qualifier != "blocking" || g.Ordinal != 4 {
-		t.Fatalf("pending: %+v", g)
+	if g := expect("rejected", "OBJECTION"); g.Code != projector.CodeUnknownTarget || g.Ordinal != 4 {
+		t.Fatalf("objection before its target: %+v", g)
 	}
 
 	// The engine restarts; the watch says so and resumes.
@@ -195,8 +195,12 @@ func TestWatch_Live(t *testing.T) {
 	if g := expect("artifact", "EVIDENCE"); g.Ordinal != 5 || len(g.References) != 1 || g.References[0].Ordinal != 2 || g.References[0].Relation != "supports" {
 		t.Fatalf("evidence: %+v", g)
 	}
-	if g := expect("admitted", "OBJECTION"); g.Ordinal != 4 || g.References[0].Ordinal != 2 || g.References[1].Ordinal != 5 {
-		t.Fatalf("admitted: %+v", g)
+	bob2, _ := client.New(nc, "bob") // another client: bob's own would absorb it as a retry
+	if _, err := bob2.PublishArtifact(ctx, id, obj); err != nil {
+		t.Fatal(err)
+	}
+	if g := expect("artifact", "OBJECTION"); g.Qualifier != "blocking" || g.Ordinal != 6 || g.References[0].Ordinal != 2 || g.References[1].Ordinal != 5 {
+		t.Fatalf("objection: %+v", g)
 	}
 	// A decision that hides the blocking objection: the supervisor's FAILURE.
 	dec, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Adopt the cache.", Status: events.Final,
@@ -205,11 +209,11 @@ func TestWatch_Live(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := expect("artifact", "DECISION"); g.Ordinal != 6 || !strings.HasPrefix(g.Qualifier, "final") {
+	if g := expect("artifact", "DECISION"); g.Ordinal != 7 || !strings.HasPrefix(g.Qualifier, "final") {
 		t.Fatalf("decision: %+v", g)
 	}
 	if g := expect("artifact", "FAILURE"); g.Participant != projector.SupervisorToken || !strings.HasPrefix(g.Text, "closure.hidden_blocking_objection: ") ||
-		g.References[0].Ordinal != 6 || g.References[0].ArtifactID != dec.ID.String() {
+		g.References[0].Ordinal != 7 || g.References[0].ArtifactID != dec.ID.String() {
 		t.Fatalf("supervisor FAILURE: %+v", g)
 	}
 	if err := alice.Cancel(ctx, id, "the benchmark is rerun first"); err != nil {
@@ -235,8 +239,7 @@ func TestWatch_Live(t *testing.T) {
 	if e := errb.String(); !strings.Contains(e, "is lost after #4; reconnecting") || !strings.Contains(e, "reconnected to "+url+"; resuming after #4") {
 		t.Errorf("stderr %q", e)
 	}
-	// Ordinals follow one another, none twice but an admission, and are
-	// the query API's.
+	// Ordinals follow one another, none twice, and are the query API's.
 	api := map[string]uint64{}
 	for e, err := range alice.Artifacts(ctx, id, client.ListOptions{}) {
 		if err != nil {
@@ -246,9 +249,6 @@ func TestWatch_Live(t *testing.T) {
 	}
 	var want uint64 = 1
 	for _, g := range all {
-		if g.Kind == "admitted" {
-			continue
-		}
 		if g.Ordinal != want {
 			t.Errorf("ordinal %d where %d was due: %+v", g.Ordinal, want, g)
 		}
@@ -258,7 +258,7 @@ func TestWatch_Live(t *testing.T) {
 		}
 	}
 	rl, err := alice.RejectionPage(ctx, id, client.ListOptions{}, "")
-	if err != nil || len(rl.Rejections) != 1 || rl.Rejections[0].Ordinal != 3 || rl.Rejections[0].Position == 3 {
+	if err != nil || len(rl.Rejections) != 2 || rl.Rejections[0].Ordinal != 3 || rl.Rejections[0].Position == 3 || rl.Rejections[1].Ordinal != 4 {
 		t.Errorf("rejections: %v %+v", err, rl.Rejections)
 	}
 	// Over HTTP too.
@@ -281,15 +281,14 @@ func TestWatch_Live(t *testing.T) {
 		"#1    control      open        \"Adopt the cache?\" participants alice, bob\n",
 		"#2    alice        CLAIM       The cache halves p99 latency.  [" + shortRef(claim.ID) + "]\n",
 		"#3    carol        CLAIM       REJECTED participant.not_in_charter: ",
-		// read afterwards, the objection is in the DAG already: what it
-		// waited for comes after it, and is named by its short id
-		"#4    bob          OBJECTION   (blocking) Only one workload was measured.  objects-to #2  objects-to " + shortRef(evidence.ID) + "  [" + shortRef(obj.ID) + "]\n",
+		"#4    bob          OBJECTION   REJECTED reference.unavailable: ",
 		"#5    alice        EVIDENCE    (TRACE_VERIFIED_OBSERVATION) p99 77 ms  supports #2",
-		"#7    supervisor   FAILURE     closure.hidden_blocking_objection: ",
-		"considers #6",
-		"#8    control      cancel      the benchmark is rerun first\n",
-		"#9    supervisor   TERMINATION cancelled",
-		"ended: cancelled after 9 messages",
+		"#6    bob          OBJECTION   (blocking) Only one workload was measured.  objects-to #2  objects-to #5  [" + shortRef(obj.ID) + "]\n",
+		"#8    supervisor   FAILURE     closure.hidden_blocking_objection: ",
+		"considers #7",
+		"#9    control      cancel      the benchmark is rerun first\n",
+		"#10   supervisor   TERMINATION cancelled",
+		"ended: cancelled after 10 messages",
 	} {
 		if !strings.Contains(h, want) {
 			t.Errorf("the watch lacks %q:\n%s", want, h)
@@ -300,9 +299,9 @@ func TestWatch_Live(t *testing.T) {
 	}
 	// --from prints from an ordinal on.
 	human = syncBuf{}
-	if c := Run(ctx, []string{"watch", "--nats", url, "--from", "8", id}, strings.NewReader(""), &human, &herr); c != 0 ||
-		!strings.HasPrefix(human.String(), "#8    control      cancel") {
-		t.Errorf("--from 8: exit %d %q", c, human.String())
+	if c := Run(ctx, []string{"watch", "--nats", url, "--from", "9", id}, strings.NewReader(""), &human, &herr); c != 0 ||
+		!strings.HasPrefix(human.String(), "#9    control      cancel") {
+		t.Errorf("--from 9: exit %d %q", c, human.String())
 	}
 }
 

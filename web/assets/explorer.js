@@ -1,5 +1,10 @@
 // parley explorer: vanilla JS, no framework. Every text from the record is
-// put in the page as text (never as HTML).
+// put in the page as text (never as HTML), and never as a character that
+// changes what is shown instead of showing itself: controls, bidirectional
+// controls and the other invisible format characters are drawn as visible
+// escapes (the set of internal/textsafe), and the record's own words
+// (titles, statements, reasons, messages) stand in an isolate (<bdi>), so
+// that right-to-left text cannot reorder what is around it.
 "use strict";
 (() => {
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -8,22 +13,52 @@ const TIMELINE_PAGE = 300;   // artifacts listed at once
 const LIST_PAGE = 200;       // objections, decisions, rejections listed at once
 const RELATIONS = ["supports", "objects-to", "revises", "supersedes", "considers", "decides", "none"];
 
+// UNSAFE are the characters internal/textsafe.Unsafe names: C0 and C1
+// controls, DEL, every format character (Cf: the bidirectional controls,
+// zero-width characters, tags…), the line and paragraph separators, the
+// fillers that draw nothing. A newline stays (it is white space here).
+const UNSAFE = /[\p{Cc}\p{Cf}\u2028\u2029\u115f\u1160\u3164\uffa0]/gu;
+function esc(c) {
+  const n = c.codePointAt(0);
+  if (n < 0x80) return "\\x" + n.toString(16).padStart(2, "0");
+  if (n <= 0xffff) return "\\u" + n.toString(16).padStart(4, "0");
+  return "\\U" + n.toString(16).padStart(8, "0");
+}
+// vis: the text with every unsafe character as its escape.
+const vis = t => String(t).replace(UNSAFE, c => c === "\n" ? c : esc(c));
+// rec: record text, isolated, its unsafe characters as marked escapes.
+function rec(t) {
+  t = String(t == null ? "" : t);
+  const b = document.createElement("bdi");
+  b.setAttribute("dir", "auto");
+  let last = 0;
+  for (const m of t.matchAll(UNSAFE)) {
+    if (m[0] === "\n") continue;
+    if (m.index > last) b.append(t.slice(last, m.index));
+    const x = document.createElement("span");
+    x.className = "ctl"; x.title = "an invisible character, shown as its code"; x.textContent = esc(m[0]);
+    b.append(x);
+    last = m.index + m[0].length;
+  }
+  if (last < t.length) b.append(t.slice(last));
+  return b;
+}
 function h(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v == null || v === false) continue;
     if (k === "class") e.className = v;
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v === true ? "" : v);
+    else if (k === "text") e.textContent = vis(v);
+    else e.setAttribute(k, v === true ? "" : vis(v));
   }
-  for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k instanceof Node ? k : String(k));
+  for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k instanceof Node ? k : vis(k));
   return e;
 }
-function put(e, ...kids) { e.replaceChildren(...kids.flat(Infinity).filter(k => k != null && k !== false)); }
+function put(e, ...kids) { e.replaceChildren(...kids.flat(Infinity).filter(k => k != null && k !== false).map(k => k instanceof Node ? k : vis(k))); }
 function s(tag, attrs) {
   const e = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) if (v != null) e.setAttribute(k, v);
+  for (const [k, v] of Object.entries(attrs || {})) if (v != null) e.setAttribute(k, vis(v));
   return e;
 }
 const short = id => (id || "").replace(/^sha256:/, "").slice(0, 10);
@@ -46,7 +81,7 @@ async function getJSON(url) {
 const app = document.getElementById("app");
 const crumb = document.getElementById("crumb");
 const liveEl = document.getElementById("live");
-function setLive(cls, text) { liveEl.hidden = false; liveEl.className = "live " + cls; liveEl.textContent = text; liveEl.dataset.state = cls; }
+function setLive(cls, text) { liveEl.hidden = false; liveEl.className = "live " + cls; liveEl.textContent = vis(text); liveEl.dataset.state = cls; }
 
 // ---------- the list of deliberations ----------
 const STATUSES = ["open", "suspended", "completed", "cancelled", "deadlock", "exhausted"];
@@ -77,7 +112,7 @@ async function listPage() {
     try { page = await getJSON("/api/v1/explorer/deliberations?" + p); }
     catch (err) { put(body, h("tr", {}, h("td", { colspan: 6, class: "bad" }, "The list could not be read: " + err.message))); return; }
     put(body, ...page.deliberations.map(d => h("tr", { class: "row", "data-id": d.id },
-      h("td", {}, h("a", { href: "/deliberations/" + encodeURIComponent(d.id) }, d.title || "(untitled)"), h("div", { class: "muted mono" }, d.id)),
+      h("td", {}, h("a", { href: "/deliberations/" + encodeURIComponent(d.id) }, d.title ? rec(d.title) : "(untitled)"), h("div", { class: "muted mono" }, d.id)),
       h("td", {}, h("span", { class: "badge st-" + d.status }, d.status), d.open_blocking_objections ? h("div", { class: "bad" }, d.open_blocking_objections + " open blocking") : null),
       h("td", {}, h("div", {}, d.artifacts + " artifact" + (d.artifacts === 1 ? "" : "s")),
         h("div", { class: "muted" }, Object.entries(d.counts).map(([t, n]) => h("span", { class: "pill ty-" + t }, n + " " + t.toLowerCase())))),
@@ -137,7 +172,7 @@ function deliberationPage(id) {
   function refLink(target, extra) {
     const a = M.arts.get(target);
     return h("a", { class: "ref", href: "#" + target, "data-ref": target, onclick: ev => { ev.preventDefault(); if (a) select(target); } },
-      refLabel(target), extra ? " " + extra : "", a ? h("span", { class: "muted" }, " “" + clip(text(a), 70) + "”") : null);
+      refLabel(target), extra ? " " + extra : "", a ? h("span", { class: "muted" }, " “", rec(clip(text(a), 70)), "”") : null);
   }
 
   // objection state: open (blocking, not disposed), disposed (by a decision), or neither
@@ -206,7 +241,7 @@ function deliberationPage(id) {
   }
   async function fetchView() {
     try { M.view = await getJSON("/api/v1/deliberations/" + encodeURIComponent(id)); }
-    catch (err) { el.banner.textContent = "This deliberation could not be read: " + err.message; el.banner.className = "banner bad"; }
+    catch (err) { el.banner.textContent = vis("This deliberation could not be read: " + err.message); el.banner.className = "banner bad"; }
     schedule(false);
   }
 
@@ -240,15 +275,15 @@ function deliberationPage(id) {
   function renderHead() {
     const v = M.view, st = M.state || v || {};
     const title = (v && v.title) || "(untitled)";
-    document.title = "parley: " + title;
-    crumb.textContent = "› " + clip(title, 60);
+    document.title = vis("parley: " + title);
+    crumb.textContent = vis("› " + clip(title, 60));
     const byPart = {};
     for (const a of M.order) byPart[a.participant] = (byPart[a.participant] || 0) + 1;
     const parts = Object.entries(byPart).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
     const charter = v && v.charter;
     const wasOpen = !!el.head.querySelector("details[open]"); // a live update keeps the charter open
     put(el.head, 
-      h("div", { class: "head" }, h("h1", { id: "title" }, title), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
+      h("div", { class: "head" }, h("h1", { id: "title" }, rec(title)), h("span", { class: "badge st-" + st.status, id: "status" }, st.status || "")),
       h("div", { class: "facts" },
         h("span", {}, h("span", { id: "count" }, String(M.arts.size)), " artifacts"),
         h("span", {}, String(st.rejections || 0), " rejections"),
@@ -257,7 +292,7 @@ function deliberationPage(id) {
         h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) }, "JSON")),
       h("div", { class: "facts", id: "participants" }, "Participants: ", parts.map(([p, n]) => h("span", { class: "pill" }, p + " · " + n))),
       charter ? h("details", { class: "charter", id: "charter", open: wasOpen }, h("summary", {}, "Charter"), h("dl", { class: "kv" },
-        h("dt", {}, "title"), h("dd", {}, charter.title || ""),
+        h("dt", {}, "title"), h("dd", {}, rec(charter.title || "")),
         h("dt", {}, "participants"), h("dd", {}, (charter.participants || []).join(", ") || "anyone"),
         charter.terminators ? [h("dt", {}, "terminators"), h("dd", {}, charter.terminators.join(", "))] : null,
         charter.limits ? [h("dt", {}, "limits"), h("dd", {}, kvText(charter.limits))] : null,
@@ -277,7 +312,7 @@ function deliberationPage(id) {
     if (terms.length) {
       const t = terms[terms.length - 1], p = t.body.payload;
       cls = p.state === "completed" ? "good" : "bad";
-      kids.push(h("strong", {}, "Ended: " + p.state), " — ", label(t), " by ", t.participant, p.reason ? ": " + p.reason : "");
+      kids.push(h("strong", {}, "Ended: " + p.state), " — ", label(t), " by ", t.participant, p.reason ? [": ", rec(p.reason)] : "");
     } else kids.push(h("strong", {}, "In progress: " + st.status));
     if (finals.length) {
       const f = finals[finals.length - 1], c = M.closures.get(f.artifact_id);
@@ -309,7 +344,7 @@ function deliberationPage(id) {
         return h("div", { class: "card decision" + (p.status === "final" ? " final" : ""), "data-id": a.artifact_id },
           h("div", {}, h("a", { class: "ref", href: "#", onclick: ev => { ev.preventDefault(); select(a.artifact_id); } }, label(a)), " ",
             h("span", { class: "ty ty-DECISION" }, (p.status || "").toUpperCase() + " DECISION"), " by ", a.participant),
-          h("div", { class: "text" }, p.outcome || ""),
+          h("div", { class: "text" }, rec(p.outcome || "")),
           closureView(c),
           (p.objection_dispositions || []).length ? h("div", {}, h("h3", {}, "Objections disposed of"), h("ul", { class: "reflist" },
             p.objection_dispositions.map(d => h("li", {}, h("strong", { class: d.disposition === "deferred" ? "warn" : "ok" }, d.disposition), " ", refLink(d.objection), d.rationale ? h("div", { class: "muted" }, "why: " + d.rationale) : null,
@@ -324,7 +359,7 @@ function deliberationPage(id) {
       c.ok ? h("span", { class: "ok" }, "✓ Closure verifies") : h("span", { class: "bad" }, "✗ Closure does not verify"),
       h("span", { class: "muted" }, " at position " + c.position + ", over " + c.closure_size + " artifacts"),
       c.findings.length ? h("ul", { class: "findings" }, c.findings.map(f => h("li", { class: f.severity === "error" ? "bad" : "warn" },
-        h("code", {}, f.code), " ", f.message, f.artifact_id ? [" — ", refLink(f.artifact_id)] : null))) : null);
+        h("code", {}, f.code), " ", rec(f.message), f.artifact_id ? [" — ", refLink(f.artifact_id)] : null))) : null);
   }
   function renderObjections() {
     const objs = M.order.filter(a => a.type === "OBJECTION");
@@ -338,7 +373,7 @@ function deliberationPage(id) {
           const targets = ((a.body && a.body.references) || []).filter(r => r.relation === "objects-to");
           return h("tr", { "data-id": a.artifact_id, "data-state": os.cls },
             h("td", {}, h("a", { class: "ref", href: "#", onclick: ev => { ev.preventDefault(); select(a.artifact_id); } }, label(a)), h("div", { class: "muted" }, a.participant)),
-            h("td", {}, h("div", { class: "text" }, text(a))),
+            h("td", {}, h("div", { class: "text" }, rec(text(a)))),
             h("td", {}, targets.map(r => h("div", {}, refLink(r.artifact_id)))),
             h("td", {}, h("span", { class: "badge " + (os.cls === "open" ? "bad" : os.cls === "disposed" ? "ok" : "muted") }, os.text),
               os.disp.map(d => h("div", {}, d.disposition, " by ", refLink(d.decision), d.rationale ? h("div", { class: "muted" }, "why: " + d.rationale) : null))));
@@ -353,7 +388,7 @@ function deliberationPage(id) {
         h("span", { class: "mono" }, label(a)),
         h("span", {}, a.participant),
         h("span", { class: "ty ty-" + a.type }, a.type + (a.type === "OBJECTION" ? (a.body && a.body.payload.blocking ? " ■" : "") : "")),
-        h("span", {}, h("span", { class: "text" }, clip(text(a), 240)),
+        h("span", {}, h("span", { class: "text" }, rec(clip(text(a), 240))),
           h("div", { class: "rels" }, ((a.body && a.body.references) || []).map(r => [(r.relation || "refers to") + " ", refLabel(r.artifact_id), "  "]))))) ));
   }
   function renderRejections() {
@@ -368,7 +403,7 @@ function deliberationPage(id) {
           h("td", { class: "mono" }, r.ordinal ? "#" + r.ordinal : "pos " + r.position),
           h("td", {}, r.participant || ""),
           h("td", {}, h("code", {}, r.code), h("div", { class: "muted" }, r.error_class)),
-          h("td", {}, r.message, r.artifact_id ? h("div", { class: "muted mono" }, r.artifact_id) : null))))));
+          h("td", {}, rec(r.message), r.artifact_id ? h("div", { class: "muted mono" }, r.artifact_id) : null))))));
   }
   function renderBindings() {
     if (M.bindingsError) { put(el.bindings, h("p", { class: "bad" }, "Binding moments could not be read: " + M.bindingsError)); return; }
@@ -451,7 +486,7 @@ function deliberationPage(id) {
           d.disposition ? [h("strong", {}, d.disposition), " ", refLink(d.objection), d.rationale ? ": " + d.rationale : ""] : [d.description, d.objection ? [" — ", refLink(d.objection)] : null])))));
       } else if (k === "unresolved_objections") {
         rows.push(h("dt", {}, "unresolved objections"), h("dd", {}, v.map(o => [refLink(o), " "])));
-      } else rows.push(h("dt", {}, k.replace(/_/g, " ")), h("dd", { class: k === "statement" || k === "content" || k === "outcome" || k === "description" || k === "reason" ? "text" : "" }, typeof v === "object" ? JSON.stringify(v) : String(v)));
+      } else rows.push(h("dt", {}, k.replace(/_/g, " ")), h("dd", { class: k === "statement" || k === "content" || k === "outcome" || k === "description" || k === "reason" ? "text" : "" }, typeof v === "object" ? JSON.stringify(v) : rec(String(v))));
     }
     if (a.body && a.body.extensions) rows.push(h("dt", {}, "extensions"), h("dd", {}, Object.keys(a.body.extensions).join(", ")));
     return h("dl", { class: "kv", id: "insp-payload" }, rows);
@@ -599,7 +634,7 @@ function makeGraph(el, M, select) {
     g.setDefaultEdgeLabel(() => ({}));
     const lines = nodes.length > 150 ? 2 : 3;
     for (const a of nodes) {
-      const tl = wrap(M.text(a), lines);
+      const tl = wrap(vis(M.text(a)), lines);
       g.setNode(a.artifact_id, { width: W, height: 24 + 15 * tl.length + (a.type === "OBJECTION" || a.type === "DECISION" ? 15 : 0) + 6, a, tl });
     }
     let outside = 0, k = 0;
@@ -627,16 +662,16 @@ function makeGraph(el, M, select) {
       const nd = g.node(v), a = nd.a;
       const grp = s("g", { class: "node t-" + a.type, "data-id": a.artifact_id, transform: `translate(${nd.x - nd.width / 2},${nd.y - nd.height / 2})` });
       grp.append(s("rect", { width: nd.width, height: nd.height, rx: 6 }));
-      const hd = s("text", { class: "hd t-" + a.type, x: 8, y: 15 }); hd.textContent = M.label(a) + " " + a.type + " · " + clip(a.participant, 18); grp.append(hd);
+      const hd = s("text", { class: "hd t-" + a.type, x: 8, y: 15 }); hd.textContent = vis(M.label(a) + " " + a.type + " · " + clip(a.participant, 18)); grp.append(hd);
       const tx = s("text", { x: 8, y: 16 });
-      nd.tl.forEach((line, i) => { const sp = s("tspan", { x: 8, dy: i === 0 ? 16 : 15 }); sp.textContent = line; tx.append(sp); });
+      nd.tl.forEach((line, i) => { const sp = s("tspan", { x: 8, dy: i === 0 ? 16 : 15 }); sp.textContent = vis(line); tx.append(sp); });
       grp.append(tx);
       if (a.type === "OBJECTION" || a.type === "DECISION") {
         const tag = s("text", { class: "tag", x: 8, y: nd.height - 7 }); grp.append(tag);
       }
-      const tt = s("title"); tt.textContent = M.label(a) + " " + a.type + " by " + a.participant + "\n" + M.text(a); grp.append(tt);
+      const tt = s("title"); tt.textContent = vis(M.label(a) + " " + a.type + " by " + a.participant + "\n" + M.text(a)); grp.append(tt);
       grp.setAttribute("tabindex", "0"); grp.setAttribute("role", "button");
-      grp.setAttribute("aria-label", M.label(a) + " " + a.type + " by " + a.participant);
+      grp.setAttribute("aria-label", vis(M.label(a) + " " + a.type + " by " + a.participant));
       grp.addEventListener("click", () => select(a.artifact_id));
       grp.addEventListener("keydown", ev => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); select(a.artifact_id); } });
       nodesG.append(grp);
@@ -658,10 +693,10 @@ function makeGraph(el, M, select) {
         grp.classList.toggle("obj-open", os.cls === "open");
         grp.classList.toggle("obj-disposed", os.cls === "disposed");
         grp.dataset.state = os.cls;
-        tag.textContent = os.text; tag.setAttribute("class", "tag " + os.cls);
+        tag.textContent = vis(os.text); tag.setAttribute("class", "tag " + os.cls);
       } else if (a.type === "DECISION") {
         const p = (a.body && a.body.payload) || {}, c = M.closures.get(a.artifact_id);
-        tag.textContent = (p.status || "").toUpperCase() + (c && !c.error ? (c.ok ? " · CLOSURE ✓" : " · CLOSURE ✗") : "");
+        tag.textContent = vis((p.status || "").toUpperCase()) + (c && !c.error ? (c.ok ? " · CLOSURE ✓" : " · CLOSURE ✗") : "");
         tag.setAttribute("class", "tag final");
       }
     }

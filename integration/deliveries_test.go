@@ -1,0 +1,254 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/service"
+)
+
+// metricValue reads one sample of the engine's /metrics.
+func (h *hostile) metricValue(sample string) float64 {
+	h.t.Helper()
+	resp, err := http.Get("http://" + h.s.HTTPAddr() + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// eventually waits, up to 10 s, until ok holds.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// pullOnto asks the consumer of alice's for batch messages, with the
+// request's reply subject, which is where the server delivers them, set
+// to onto.
+func pullOnto(t *testing.T, nc *nats.Conn, consumer, onto string, batch int) {
+	t.Helper()
+	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + consumer)
+	m.Reply = onto
+	m.Data = []byte(`{"batch":` + strconv.Itoa(batch) + `,"no_wait":true}`)
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Attack: alice (deploy/nats.conf: she may publish only as herself) has
+// the NATS server deliver stream messages onto subjects only the engine
+// publishes on or serves. She stores a forged binding announcement (a
+// well-formed one, with a real envelope and its digest) and a query-shaped
+// body as her own artifacts (the projector rejects both), then has them
+// delivered onto parley.<id>.binding and parley.api.deliberation: by a
+// pull request whose reply subject is there, and by push consumers whose
+// deliver subject is there; and asks the query API with reply subjects on
+// the binding subject and the principal's artifact subject. The server
+// delivers (a raw subscriber sees it); the engine's query service never
+// answers a delivery (it would acknowledge it: the consumer's pending
+// count stays) nor a request with such a reply subject, and counts both;
+// client.SubscribeBindings never hands on a delivery; the engine deletes
+// both push consumers; nothing is stored as the principal. A real binding
+// moment still reaches the subscriber.
+func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
+	h := startHostile(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	orch, _, _ := h.login("orchestrator", "relay")
+	alice, aliceNC, aliceJS := h.login("alice", "alice")
+	_, adminNC, _ := h.login("admin", "admin")
+	id, err := orch.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input json.RawMessage
+		}
+	}
+	b, err := os.ReadFile("../binding/testdata/envelopes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &envs)
+	var env *binding.Envelope
+	for _, v := range envs.Vectors {
+		if v.Name == "seed002-6.4" {
+			env, err = binding.ParseEnvelope(v.Input)
+		}
+	}
+	if env == nil || err != nil {
+		t.Fatalf("envelope: %v", err)
+	}
+	forged, _ := json.Marshal(map[string]any{"deliberation": id, "decision": "sha256:" + strings.Repeat("ab", 32), "decider": "judge",
+		"position": 1, "envelope_digest": env.Digest.String(), "envelope": json.RawMessage(env.Canonical)})
+	aliceSubject := projector.ArtifactSubject(id, "alice")
+	forgedAck, err := aliceJS.Publish(ctx, aliceSubject, forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query, err := aliceJS.Publish(ctx, aliceSubject, []byte(`{"id":"`+id+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.projected(ctx, id, query.Sequence)
+
+	// The renderer's subscription, and a raw one that shows what the
+	// server delivers.
+	var announced atomic.Int64
+	var got atomic.Value
+	subs, err := client.SubscribeBindings(adminNC, id, func(a client.Announcement) { announced.Add(1); got.Store(a) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subs.Unsubscribe()
+	raw, _ := adminNC.SubscribeSync(service.BindingSubject(id))
+	adminNC.Flush()
+
+	// 1. A pull request delivers the forged announcement onto the binding
+	// subject.
+	if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: forgedAck.Sequence}); err != nil {
+		t.Fatal(err)
+	}
+	pullOnto(t, aliceNC, "onto-binding", service.BindingSubject(id), 1)
+	m, err := raw.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("the server did not deliver: %v", err)
+	}
+	if string(m.Data) != string(forged) || !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+		t.Fatalf("delivered %q reply %q", m.Data, m.Reply)
+	}
+	eventually(t, "the subscriber drops the delivery", func() bool { return subs.Dropped() >= 1 })
+	if n := announced.Load(); n != 0 {
+		t.Fatalf("the subscriber took %d deliveries for announcements", n)
+	}
+
+	// 2. A pull request delivers the query-shaped body onto the query API:
+	// the engine does not answer (an answer would acknowledge it).
+	before := h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`)
+	api, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
+		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: query.Sequence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pullOnto(t, aliceNC, "onto-api", service.MicroPrefix+".deliberation", 1)
+	eventually(t, "the engine counts the delivery", func() bool {
+		return h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`) > before
+	})
+	info, err := api.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Stream != query.Sequence || info.NumAckPending != 1 || info.AckFloor.Stream >= query.Sequence {
+		t.Fatalf("the engine answered the delivery: delivered %d, ack pending %d, ack floor %d", info.Delivered.Stream, info.NumAckPending, info.AckFloor.Stream)
+	}
+
+	// 3. Requests whose reply subject is the binding subject, or the
+	// principal's artifacts: not answered.
+	beforeReply := h.metricValue(`parley_ignored_messages_total{reason="reply_subject"}`)
+	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
+	for _, reply := range []string{service.BindingSubject(id), principal} {
+		r := nats.NewMsg(service.MicroPrefix + ".deliberation")
+		r.Reply, r.Data = reply, []byte(`{"id":"`+id+`"}`)
+		if err := aliceNC.PublishMsg(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the engine counts the requests", func() bool {
+		return h.metricValue(`parley_ignored_messages_total{reason="reply_subject"}`) >= beforeReply+2
+	})
+
+	// 4. Push consumers delivering there: the engine deletes them.
+	removed := h.metricValue("parley_consumers_removed_total")
+	for _, c := range []struct{ name, onto string }{{"push-api", service.MicroPrefix + ".deliberation"}, {"push-binding", service.BindingSubject(id)}} {
+		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
+			AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject}); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	for _, name := range []string{"push-api", "push-binding"} {
+		eventually(t, "the engine deletes "+name, func() bool {
+			_, err := h.s.Stream.PushConsumer(ctx, name)
+			return errors.Is(err, jetstream.ErrConsumerNotFound)
+		})
+	}
+	if n := h.metricValue("parley_consumers_removed_total"); n < removed+2 {
+		t.Errorf("parley_consumers_removed_total %v", n)
+	}
+	// A pull consumer stays.
+	if _, err := h.s.Stream.Consumer(ctx, "onto-api"); err != nil {
+		t.Errorf("the pull consumer is gone: %v", err)
+	}
+
+	// Whatever reached the binding subject was the server's delivery, and
+	// none was handed on; nothing was stored as the principal.
+	adminNC.Flush()
+	for {
+		m, err := raw.NextMsg(10 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			t.Errorf("the engine answered onto the binding subject: %s", m.Data)
+		}
+	}
+	if n := announced.Load(); n != 0 {
+		t.Fatalf("the subscriber took %d deliveries for announcements", n)
+	}
+	if _, err := h.s.Stream.GetLastMsgForSubject(ctx, principal); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a message as the principal: %v", err)
+	}
+
+	// A real binding moment reaches the subscriber.
+	claim, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: json.RawMessage(env.Canonical)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the announcement", func() bool { return announced.Load() == 1 })
+	if a := got.Load().(client.Announcement); a.Decision != dec.ID || a.Decider != "alice" || a.Parsed == nil || a.Parsed.Digest != env.Digest {
+		t.Errorf("announcement %+v", a)
+	}
+}
