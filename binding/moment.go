@@ -8,11 +8,13 @@ import (
 )
 
 // Moment is a provisional DECISION that asks its principal, with where it
-// stands: an item of the engine's GET .../bindings (the engine's query API
-// reads them from the stream; the binding pages render them).
+// stands: an item of the engine's GET .../bindings (the projector keeps
+// them, projector.Deliberation.BindingMoments; the binding pages render
+// them).
 type Moment struct {
 	Decision       canon.Digest      `json:"decision"`
 	Decider        string            `json:"decider"`
+	Principal      string            `json:"principal"` // the charter's: whose resolution alone counts
 	Position       uint64            `json:"position"`
 	Status         string            `json:"status"` // open, resolved, malformed
 	EnvelopeDigest string            `json:"envelope_digest,omitempty"`

@@ -46,17 +46,63 @@ type ResolutionRecord struct {
 	ActionDigest   string `json:"action_digest,omitempty"`
 }
 
-// ResolutionOf returns the resolution record an artifact carries, if any.
+// ResolutionOf returns the resolution record an artifact carries, if any
+// and well-formed (ParseRecord).
 func ResolutionOf(a *events.Artifact) (ResolutionRecord, bool) {
 	raw, ok := a.Extensions[ExtResolution]
 	if !ok {
 		return ResolutionRecord{}, false
 	}
+	r, err := ParseRecord(raw)
+	return r, err == nil
+}
+
+// ParseRecord reads the value of a parley.binding_resolution extension,
+// strictly: exactly the members of its kind (envelope_digest and
+// resolution always; option_idx and action_digest for an option, and only
+// then), an envelope_digest and an action_digest in the form of §6.2, a
+// resolution one of the four kinds. The record is what the projector
+// checks a principal's artifact against (docs/BINDING.md), so nothing in
+// it is repaired or ignored.
+func ParseRecord(raw []byte) (ResolutionRecord, error) {
 	var r ResolutionRecord
-	if json.Unmarshal(raw, &r) != nil {
-		return ResolutionRecord{}, false
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return r, errors.New("binding: the resolution record is not a JSON object")
 	}
-	return r, true
+	for k := range m {
+		switch k {
+		case "envelope_digest", "resolution", "option_idx", "action_digest":
+		default:
+			return r, fmt.Errorf("binding: the resolution record has a member it does not define: %q", clip(k))
+		}
+	}
+	if json.Unmarshal(m["envelope_digest"], &r.EnvelopeDigest) != nil || !validDigest(r.EnvelopeDigest) {
+		return r, errors.New("binding: the resolution record's envelope_digest is not \"sha256:\" and 64 lowercase hexadecimal characters")
+	}
+	if json.Unmarshal(m["resolution"], &r.Resolution) != nil {
+		return r, errors.New("binding: the resolution record's resolution is not a string")
+	}
+	_, hasIdx := m["option_idx"]
+	_, hasAction := m["action_digest"]
+	switch r.Resolution {
+	case KindOption:
+		var i int
+		if !hasIdx || json.Unmarshal(m["option_idx"], &i) != nil || i < 0 {
+			return r, errors.New("binding: an option's resolution record needs option_idx, a non-negative integer")
+		}
+		if !hasAction || json.Unmarshal(m["action_digest"], &r.ActionDigest) != nil || !validDigest(r.ActionDigest) {
+			return r, errors.New("binding: an option's resolution record needs the option's action_digest")
+		}
+		r.OptionIdx = &i
+	case KindAnswer, KindQuestion, KindDeclined:
+		if hasIdx || hasAction {
+			return r, fmt.Errorf("binding: a %s resolution record has no option_idx nor action_digest", r.Resolution)
+		}
+	default:
+		return r, fmt.Errorf("binding: the resolution record's resolution %q is not option, answer, question or declined", clip(string(r.Resolution)))
+	}
+	return r, nil
 }
 
 // Record maps a resolution of the envelope carried by the provisional

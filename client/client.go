@@ -97,6 +97,9 @@ type Charter struct {
 	Terminators  []string       `json:"terminators,omitempty"`
 	Limits       map[string]any `json:"limits,omitempty"`
 	Policy       map[string]any `json:"policy,omitempty"`
+	// Principal is the participant whose resolutions of binding moments
+	// count (docs/BINDING.md); empty: "principal".
+	Principal string `json:"principal,omitempty"`
 }
 
 // Open opens a new deliberation with a version 7 UUID and returns its id.

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // EmitsBindingMoment is the tool-manifest annotation of seed 002 §8.2,
@@ -36,7 +38,7 @@ func New(nc *nats.Conn, version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: version}, nil)
 	t := &tools{nc: nc}
 	mcp.AddTool(s, &mcp.Tool{Name: "open_deliberation",
-		Description: "Open a deliberation with a charter (title, optional participant tokens). Returns its id."}, t.open)
+		Description: "Open a deliberation with a charter (title, optional participant tokens, optional principal). Returns its id."}, t.open)
 	mcp.AddTool(s, &mcp.Tool{Name: "publish_artifact",
 		Description: "Publish an artifact as a participant: a draft {artifact_type, payload, references, extensions} (sealed here) or a sealed artifact. Returns its id, its stream position and whether the engine admitted it."}, t.publish)
 	mcp.AddTool(s, &mcp.Tool{Name: "get_state",
@@ -44,7 +46,7 @@ func New(nc *nats.Conn, version string) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "verify_closure",
 		Description: "Verify that a decision's closure hides no blocking objection, over the live state."}, t.closure)
 	mcp.AddTool(s, &mcp.Tool{Name: "request_binding",
-		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest; the principal resolves it at the engine's /bind page or API.",
+		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest and the principal the deliberation's charter names, who alone resolves it, at the engine's /bind page or API.",
 		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
 	return s
 }
@@ -87,6 +89,7 @@ type openIn struct {
 	Title        string   `json:"title" jsonschema:"the deliberation's title"`
 	Participants []string `json:"participants,omitempty" jsonschema:"participant tokens the charter admits (empty: anyone)"`
 	Opener       string   `json:"opener,omitempty" jsonschema:"the participant token that opens it (default mcp)"`
+	Principal    string   `json:"principal,omitempty" jsonschema:"the participant token of the principal, whose resolutions of binding moments alone count (default principal; added to participants when they are listed)"`
 }
 type openOut struct {
 	Deliberation string `json:"deliberation"`
@@ -105,7 +108,10 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 		return nil, openOut{}, err
 	}
 	id := u.String()
-	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants}})
+	if in.Principal != "" && len(in.Participants) > 0 && !slices.Contains(in.Participants, in.Principal) {
+		in.Participants = append(in.Participants, in.Principal)
+	}
+	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants, Principal: in.Principal}})
 	if err != nil {
 		return nil, openOut{}, err
 	}
@@ -247,6 +253,7 @@ type bindingOut struct {
 	Decision       string         `json:"decision"`
 	Position       uint64         `json:"position"`
 	EnvelopeDigest string         `json:"envelope_digest"`
+	Principal      string         `json:"principal"` // the charter's: whose resolution alone counts
 	BindingMoment  map[string]any `json:"binding_moment"`
 }
 
@@ -284,7 +291,17 @@ func (t *tools) requestBinding(ctx context.Context, _ *mcp.CallToolRequest, in b
 	if !out.Accepted {
 		return nil, bindingOut{}, fmt.Errorf("the engine did not admit the provisional decision %s (see the deliberation's rejections)", a.ID)
 	}
+	principal := wire.PrincipalToken
+	c, err := t.client(in.Participant)
+	if err != nil {
+		return nil, bindingOut{}, err
+	}
+	if v, err := c.State(ctx, in.Deliberation); err != nil {
+		return nil, bindingOut{}, err
+	} else if v.Charter != nil && v.Charter.Principal != "" {
+		principal = v.Charter.Principal
+	}
 	var m map[string]any
 	json.Unmarshal(env.Canonical, &m)
-	return nil, bindingOut{Decision: a.ID.String(), Position: out.Position, EnvelopeDigest: env.Digest.String(), BindingMoment: m}, nil
+	return nil, bindingOut{Decision: a.ID.String(), Position: out.Position, EnvelopeDigest: env.Digest.String(), Principal: principal, BindingMoment: m}, nil
 }

@@ -76,7 +76,10 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("tools %v", emits)
 	}
 
-	id := call(t, cs, "open_deliberation", map[string]any{"title": "Share with the booking service?"})["deliberation"].(string)
+	// The charter names the principal, ceo, whom open_deliberation adds to
+	// the participants it lists.
+	id := call(t, cs, "open_deliberation", map[string]any{"title": "Share with the booking service?", "participants": []any{"architect", "judge"},
+		"principal": "ceo"})["deliberation"].(string)
 	pub := call(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
 		"artifact": map[string]any{"artifact_type": "CLAIM", "payload": map[string]any{"statement": "Share the dates only."}, "references": []any{}}})
 	if pub["accepted"] != true {
@@ -89,12 +92,12 @@ func TestMCP(t *testing.T) {
 	want, _ := json.Marshal(env)
 	e1, err1 := binding.ParseEnvelope(got)
 	e2, _ := binding.ParseEnvelope(want)
-	if err1 != nil || e1.Digest != e2.Digest || bm["envelope_digest"] != e2.Digest.String() {
+	if err1 != nil || e1.Digest != e2.Digest || bm["envelope_digest"] != e2.Digest.String() || bm["principal"] != "ceo" {
 		t.Fatalf("binding_moment %s (%v)", got, err1)
 	}
 	// The engine lists it, open.
 	moments, err := s.Queries.Bindings(ctx, id)
-	if err != nil || len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision.String() != bm["decision"] {
+	if err != nil || len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision.String() != bm["decision"] || moments[0].Principal != "ceo" {
 		t.Fatalf("%+v %v", moments, err)
 	}
 	// A malformed envelope is withheld (the agent-side veto).

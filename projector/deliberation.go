@@ -286,6 +286,10 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	if code, msg := d.authorize(m, a, participant); code != "" {
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)
 	}
+	// Only the principal resolves a binding moment (binding.go).
+	if code, msg := d.bindingRule(a, participant); code != "" {
+		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)
+	}
 	if !super {
 		if code, msg := d.breach(m, a, participant); code != "" {
 			return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, code, msg)

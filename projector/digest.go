@@ -59,6 +59,9 @@ func (d *Deliberation) computeDigest() canon.Digest {
 		if len(d.Charter.Terminators) > 0 {
 			w.line("terminators", q(string(mustJSON(d.Charter.Terminators))))
 		}
+		if d.Charter.Principal != "" {
+			w.line("principal", q(d.Charter.Principal))
+		}
 	}
 	// The artifacts in stream order, which is the order they were
 	// admitted in. Their ordinals come from one walk along the

@@ -32,6 +32,9 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 		if len(d.Charter.Terminators) > 0 {
 			line("terminators", q(string(mustJSON(d.Charter.Terminators))))
 		}
+		if d.Charter.Principal != "" {
+			line("principal", q(d.Charter.Principal))
+		}
 	}
 	ids := d.ids()
 	order := make([]int32, len(d.nodes))

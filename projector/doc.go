@@ -30,7 +30,12 @@
 // is a rejection with its own code (termination.unauthorized,
 // termination.unjustified, supervisor.unjustified) and changes nothing. A
 // message's time is its stream time, or the earlier time it claims, never
-// earlier than its deliberation's previous message (EffectiveTime).
+// earlier than its deliberation's previous message (EffectiveTime). A
+// binding moment is resolved only by the principal the charter names
+// (Deliberation.Principal): a resolution from anyone else, or a decision
+// of a provisional DECISION that asks the principal other than the
+// principal's resolution of it, is binding.not_principal (binding.go;
+// Deliberation.BindingMoments lists the moments as the fold judged them).
 //
 // StateDigest is a SHA-256 over a canonical rendering of a deliberation's
 // projection; the same stream prefix gives the same digest, live or

@@ -169,7 +169,8 @@ const (
 var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipantInvalid, CodeNotOpen, CodeAlreadyOpen,
 	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
 	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid, CodeControlTooLarge, CodeDeliberationLimit,
-	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified}
+	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified,
+	CodeBindingNotPrincipal, CodeBindingInvalid, CodeBindingResolved}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.
@@ -485,6 +486,10 @@ type Charter struct {
 	Terminators []string        `json:"terminators,omitempty"`
 	Limits      json.RawMessage `json:"limits,omitempty"`
 	Policy      json.RawMessage `json:"policy,omitempty"`
+	// Principal is the participant whose resolution alone resolves the
+	// deliberation's binding moments (binding.go); "" means
+	// wire.PrincipalToken.
+	Principal string `json:"principal,omitempty"`
 }
 
 // MaxControlBytes bounds a control message: an open's charter is kept for
@@ -552,6 +557,9 @@ func parseControl(data []byte) (Control, *Charter, error) {
 			if !ValidToken(t) {
 				return c, nil, errors.New("charter: terminator token " + strconv.Quote(t))
 			}
+		}
+		if err := ch.checkPrincipal(); err != nil {
+			return c, nil, err
 		}
 		return c, &ch, nil
 	case "suspend", "resume", "cancel", "round":

@@ -260,7 +260,7 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 			}
 		}
 	}
-	r.id, err = open(ctx, orch, client.Charter{Title: cfg.Title, Participants: ids, Limits: cfg.Limits, Policy: cfg.Policy})
+	r.id, err = open(ctx, orch, client.Charter{Title: cfg.Title, Participants: ids, Principal: cfg.Principal, Limits: cfg.Limits, Policy: cfg.Policy})
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,13 @@ func startWith(t *testing.T, cfg service.Config) *service.Service {
 // it returns the deliberation and the envelope's digest.
 func askPrincipal(t *testing.T, nc *nats.Conn) (string, string) {
 	t.Helper()
+	return askPrincipalOf(t, nc, "")
+}
+
+// askPrincipalOf is askPrincipal in a deliberation whose charter names
+// principal ("" : the default).
+func askPrincipalOf(t *testing.T, nc *nats.Conn, principal string) (string, string) {
+	t.Helper()
 	var envs struct {
 		Vectors []struct{ Input json.RawMessage }
 	}
@@ -57,7 +64,7 @@ func askPrincipal(t *testing.T, nc *nats.Conn) (string, string) {
 	}
 	ctx := context.Background()
 	judge, _ := client.New(nc, "judge")
-	id, err := judge.Open(ctx, client.Charter{Title: "share?"})
+	id, err := judge.Open(ctx, client.Charter{Title: "share?", Principal: principal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +194,9 @@ func mustRequest(method, url string) *http.Request {
 }
 
 // Tokens given to the engine stand for their participants: a resolution
-// is published as the one its token names, and participants without
+// is published as the one its token names, in a deliberation whose
+// charter names it the principal (the token of another participant is
+// refused there, with nothing published), and participants without
 // credentials may not publish as any of them over NATS.
 func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 	ops := strings.Repeat("a", 24)
@@ -197,11 +206,16 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 		t.Errorf("a given token was written to the credentials file: %+v", c)
 	}
 	nc := dial(t, s)
-	id, digest := askPrincipal(t, nc)
+	id, digest := askPrincipalOf(t, nc, "carol")
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings/"+digest+"?as=principal", strings.NewReader(resolution(digest)))
 	req.Header.Set("Authorization", "Bearer "+carol)
 	if r := do(t, req); r.status != http.StatusForbidden {
 		t.Errorf("carol's token as principal: %d %s", r.status, r.body)
+	}
+	req, _ = http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings/"+digest, strings.NewReader(resolution(digest)))
+	req.Header.Set("Authorization", "Bearer "+ops)
+	if r := do(t, req); r.status != http.StatusForbidden || r.json["code"] != projector.CodeBindingNotPrincipal {
+		t.Errorf("the principal token's resolution where carol is the principal: %d %s", r.status, r.body)
 	}
 	req, _ = http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings/"+digest, strings.NewReader(resolution(digest)))
 	req.Header.Set("Authorization", "Bearer "+carol)

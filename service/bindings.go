@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,57 +33,14 @@ const DefaultPrincipal = wire.PrincipalToken
 // pages render it without importing the engine's assembly).
 type BindingMoment = binding.Moment
 
-// Bindings returns the binding moments of a deliberation in stream order.
-// It reads the bodies of the deliberation's artifacts from the stream
-// (the projection keeps no bodies): its cost grows with the deliberation.
-func (q *Queries) Bindings(ctx context.Context, id string) ([]BindingMoment, error) {
-	list, err := q.ArtifactList(id)
-	if err != nil {
-		return nil, err
-	}
-	out := []BindingMoment{}
-	byDigest := map[string]int{}
-	for _, e := range list {
-		if e.Participant == projector.SupervisorToken {
-			continue // the supervisor neither asks nor resolves
-		}
-		msg, err := q.stream.GetMsg(ctx, e.Position)
-		if err != nil {
-			return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "read position: " + err.Error()}
-		}
-		a, err := events.Validate(msg.Data)
-		if err != nil {
-			continue
-		}
-		if rr, ok := binding.ResolutionOf(a); ok {
-			if i, ok := byDigest[rr.EnvelopeDigest]; ok && out[i].Status == "open" {
-				r, in := rr, a.ID
-				out[i].Status, out[i].Resolution, out[i].ResolvedBy, out[i].ResolvedIn = "resolved", &r, e.Participant, &in
-			}
-			continue
-		}
-		if _, ok := a.Extensions[binding.ExtEnvelope]; !ok || a.Type != events.TypeDecision {
-			continue
-		}
-		m := BindingMoment{Decision: a.ID, Decider: e.Participant, Position: e.Position}
-		env, err := binding.EnvelopeOf(a)
-		switch {
-		case err == nil:
-			m.Status, m.EnvelopeDigest, m.Envelope, m.Suppressed = "open", env.Digest.String(), env.Canonical, env.Suppressed()
-			if _, dup := byDigest[m.EnvelopeDigest]; dup {
-				continue // the same envelope twice is one binding moment (§12.5)
-			}
-			byDigest[m.EnvelopeDigest] = len(out)
-		default:
-			m.Status = "malformed"
-			var mal *binding.Malformed
-			if errors.As(err, &mal) {
-				m.Findings = mal.Findings
-			} else {
-				m.Findings = []binding.Finding{{Code: "binding.not_provisional", Message: err.Error()}}
-			}
-		}
-		out = append(out, m)
+// Bindings returns the binding moments of a deliberation in stream order,
+// as the projector keeps them (projector.Deliberation.BindingMoments): a
+// moment is resolved only by its principal's artifact that the fold
+// admitted.
+func (q *Queries) Bindings(_ context.Context, id string) ([]BindingMoment, error) {
+	var out []BindingMoment
+	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { out = d.BindingMoments() }) {
+		return nil, notFound("deliberation " + id)
 	}
 	return out, nil
 }
@@ -109,12 +68,11 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, &apiError{Status: http.StatusBadRequest, Code: binding.CodeEnvelopeMismatch, Message: "the resolution names " + res.EnvelopeDigest.String() + ", the path " + envDigest}
 	}
 	var last uint64
-	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
-		last = d.Position
-	})
-	moments, err := q.Bindings(ctx, id)
-	if err != nil {
-		return nil, err
+	var moments []BindingMoment
+	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		last, moments = d.Position, d.BindingMoments()
+	}) {
+		return nil, notFound("deliberation " + id)
 	}
 	var m *BindingMoment
 	for i := range moments {
@@ -125,6 +83,10 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	switch {
 	case m == nil:
 		return nil, &apiError{Status: http.StatusNotFound, Code: binding.CodeUnknownEnvelope, Message: "no binding moment of " + id + " has envelope " + envDigest + ": the resolution is discarded"}
+	case m.Principal != principal:
+		// The fold would refuse it (binding.not_principal): publish nothing.
+		return nil, &apiError{Status: http.StatusForbidden, Code: projector.CodeBindingNotPrincipal,
+			Message: "this token resolves as " + strconv.Quote(principal) + ", and only the deliberation's principal, " + strconv.Quote(m.Principal) + ", resolves its binding moments: nothing was published"}
 	case m.Status == "resolved":
 		return nil, &apiError{Status: http.StatusConflict, Code: binding.CodeAlreadyResolved, Message: "envelope " + envDigest + " was already resolved (" + string(m.Resolution.Resolution) + "): the resolution is discarded"}
 	}
@@ -224,6 +186,7 @@ type Announcement struct {
 	Deliberation   string          `json:"deliberation"`
 	Decision       canon.Digest    `json:"decision"`
 	Decider        string          `json:"decider"`
+	Principal      string          `json:"principal"`
 	Position       uint64          `json:"position"`
 	EnvelopeDigest string          `json:"envelope_digest"`
 	Envelope       json.RawMessage `json:"envelope"`
@@ -231,7 +194,9 @@ type Announcement struct {
 }
 
 // bindingWatch announces binding moments as they are admitted and counts
-// them, and the resolutions, per decider.
+// them, and the resolutions, per decider. It counts only what the fold
+// admitted, and the fold admits a resolution only from the moment's
+// principal (projector/binding.go).
 type bindingWatch struct {
 	nc *nats.Conn
 	m  *Metrics
@@ -250,19 +215,27 @@ func (b *bindingWatch) onApply(r *runner.Runner, _ projector.Msg, out projector.
 func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admission) {
 	a := adm.Artifact
 	if _, ok := a.Extensions[binding.ExtResolution]; ok {
-		rr, _ := binding.ResolutionOf(a)
-		decider := ""
-		for _, ref := range a.References {
-			r.ReadDeliberation(id, func(d *projector.Deliberation) {
-				if n, ok := d.Node(ref.Target); ok && n.Type == events.TypeDecision {
-					decider = n.Participant
-				}
-			})
-			if decider != "" {
-				break
-			}
+		// The fold admitted it: the principal's resolution of a moment it
+		// references (projector/binding.go). The decider is the
+		// participant of the moment's DECISION.
+		rec, err := binding.ParseRecord(a.Extensions[binding.ExtResolution])
+		if err != nil {
+			return
 		}
-		b.m.bindingResolutions.WithLabelValues(decider, string(rr.Resolution)).Inc()
+		decider := otherLabel
+		r.ReadDeliberation(id, func(d *projector.Deliberation) {
+			for _, ref := range a.References {
+				n, ok := d.Node(ref.Target)
+				if !ok || n.Type != events.TypeDecision || n.Extensions[binding.ExtEnvelope] == nil {
+					continue
+				}
+				if ed, err := binding.Digest(n.Extensions[binding.ExtEnvelope]); err == nil && ed.String() == rec.EnvelopeDigest {
+					decider = b.m.deciders.label(d.Charter, n.Participant)
+					break
+				}
+			}
+		})
+		b.m.bindingResolutions.WithLabelValues(decider, resolutionLabel(rec.Resolution)).Inc()
 		return
 	}
 	if _, ok := a.Extensions[binding.ExtEnvelope]; !ok {
@@ -272,11 +245,59 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 	if err != nil {
 		return
 	}
-	b.m.bindingMoments.WithLabelValues(adm.Participant).Inc()
+	decider, principal := otherLabel, ""
+	r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		decider, principal = b.m.deciders.label(d.Charter, adm.Participant), d.Principal()
+	})
+	b.m.bindingMoments.WithLabelValues(decider).Inc()
 	if len(env.Suppressed()) > 0 {
-		b.m.bindingSuppressed.WithLabelValues(adm.Participant).Inc()
+		b.m.bindingSuppressed.WithLabelValues(decider).Inc()
 	}
-	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Position: adm.Position,
+	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
 	b.nc.Publish(BindingSubject(id), msg)
+}
+
+// resolutionLabel is a resolution's kind as a label value: one of the
+// four, or "other" (the fold admits no other).
+func resolutionLabel(k binding.Kind) string {
+	switch k {
+	case binding.KindOption, binding.KindAnswer, binding.KindQuestion, binding.KindDeclined:
+		return string(k)
+	}
+	return otherLabel
+}
+
+// otherLabel is the label value of what the metrics do not name.
+const otherLabel = "other"
+
+// MaxDeciderLabels bounds the decider label values of the binding metrics
+// an engine exports: past as many distinct deciders, the others count as
+// "other".
+const MaxDeciderLabels = 256
+
+// deciderLabels turns a decider into a label value: its token when the
+// deliberation's charter lists it among its participants (or names it
+// terminator or principal), while fewer than MaxDeciderLabels are in use;
+// "other" otherwise. A token is at most 64 characters; nothing a
+// participant writes in an artifact becomes a label.
+type deciderLabels struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *deciderLabels) label(ch *projector.Charter, decider string) string {
+	if ch == nil || !(slices.Contains(ch.Participants, decider) || slices.Contains(ch.Terminators, decider) || ch.Principal == decider) {
+		return otherLabel
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	if !l.seen[decider] && len(l.seen) >= MaxDeciderLabels {
+		return otherLabel
+	}
+	l.seen[decider] = true
+	return decider
 }

@@ -73,7 +73,8 @@ func TestBindings_HTTP(t *testing.T) {
 		{binding.KindDeclined, `"resolution":"declined"`, events.TypeClaim, "cancelled"},
 	} {
 		judge, _ := client.New(nc, "judge")
-		id, err := judge.Open(ctx, client.Charter{Title: "share?"})
+		// The charter lists judge: its token is the metrics' decider label.
+		id, err := judge.Open(ctx, client.Charter{Title: "share?", Participants: []string{"judge", "principal"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,13 +97,13 @@ func TestBindings_HTTP(t *testing.T) {
 			t.Fatal("no announcement:", err)
 		}
 		var a service.Announcement
-		if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.EnvelopeDigest != env.Digest.String() || a.Decider != "judge" || a.Position != ack.Sequence {
+		if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.EnvelopeDigest != env.Digest.String() || a.Decider != "judge" || a.Principal != "principal" || a.Position != ack.Sequence {
 			t.Fatalf("announcement %s", am.Data)
 		}
 		ann.Unsubscribe()
 		var moments []service.BindingMoment
 		get(base+id+"/bindings", &moments)
-		if len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision != prov.ID || moments[0].EnvelopeDigest != env.Digest.String() {
+		if len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision != prov.ID || moments[0].EnvelopeDigest != env.Digest.String() || moments[0].Principal != "principal" {
 			t.Fatalf("%+v", moments)
 		}
 		url := base + id + "/bindings/" + env.Digest.String()

@@ -20,6 +20,7 @@ type Metrics struct {
 	lag        prometheus.Gauge
 
 	bindingMoments, bindingSuppressed, bindingResolutions *prometheus.CounterVec
+	deciders                                              deciderLabels
 
 	// The stream watch (health.go).
 	problems, advisories, writes *prometheus.CounterVec
@@ -46,11 +47,11 @@ func NewMetrics() *Metrics {
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "parley_projector_lag_messages",
 			Help: "Messages in the stream not yet applied, as the consumer last saw it."}),
 		bindingMoments: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_moments_total",
-			Help: "Binding moments (provisional DECISIONs asking the principal) admitted, by decider."}, []string{"decider"}),
+			Help: "Binding moments (provisional DECISIONs asking the principal with an envelope not asked before) admitted, by decider (its token when the charter lists it, else other)."}, []string{"decider"}),
 		bindingSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_hatch_suppressed_total",
-			Help: "Binding moments whose envelope disables an escape hatch (seed 002 §12.3), by decider."}, []string{"decider"}),
+			Help: "Binding moments whose envelope disables an escape hatch (seed 002 §12.3), by decider (its token when the charter lists it, else other)."}, []string{"decider"}),
 		bindingResolutions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_binding_resolutions_total",
-			Help: "Resolutions of binding moments admitted, by decider and resolution; the question-space veto rate (seed 002 §12.2) is resolution=\"question\" over all."}, []string{"decider", "resolution"}),
+			Help: "Resolutions of binding moments by their principal, admitted, by decider (its token when the charter lists it, else other) and resolution (option, answer, question, declined); the question-space veto rate (seed 002 §12.2) is resolution=\"question\" over all."}, []string{"decider", "resolution"}),
 		problems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_health_problems_total",
 			Help: "Problems the engine noticed, by code, each counted once until it clears (stream.unsafe, stream.deleted, stream.replaced and stream.messages_lost halt the engine)."}, []string{"code"}),
 		advisories: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "parley_stream_advisories_total",

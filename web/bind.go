@@ -100,19 +100,21 @@ func statusOf(err error) int {
 // it.
 type indexEntry struct {
 	ID, Title, Status string
+	Principal         string // the charter's: whose resolution alone counts
 	Open              int
 	Deciders          []string
 }
 
-// index lists the deliberations that wait for their principal: those not
-// ended that hold an open binding moment. It reads the bodies of the
+// index lists the deliberations that wait for their principal (the
+// charter's, who alone resolves their binding moments): those not ended
+// that hold an open binding moment. It reads the bodies of the
 // artifacts of every deliberation not ended with a decision, like
 // .../bindings does for one.
 func (b *Binder) index(w http.ResponseWriter, r *http.Request) {
 	var cands []indexEntry
 	b.r.EachDeliberation(func(d *projector.Deliberation) {
 		if !d.Status.Terminal() && len(d.Decisions()) > 0 {
-			cands = append(cands, indexEntry{ID: d.ID, Title: d.Title, Status: string(d.Status)})
+			cands = append(cands, indexEntry{ID: d.ID, Title: d.Title, Status: string(d.Status), Principal: d.Principal()})
 		}
 	})
 	var list []indexEntry

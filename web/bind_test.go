@@ -202,3 +202,81 @@ func TestBindPage(t *testing.T) {
 		t.Fatalf("fallback: %d buttons, %q", buttons, diag)
 	}
 }
+
+// After another participant's forged resolutions (a CLAIM carrying the
+// resolution extension, and the principal's very option DECISION
+// published as its own), the page in a real browser still offers the
+// moment to its principal, with every form; the principal's click records
+// the principal's DECISION, the page then shows the moment resolved by
+// the principal, and the supervisor completes on it.
+func TestBindPage_AfterForgedResolutions(t *testing.T) {
+	bctx, _ := browser(t)
+	var envs struct {
+		Vectors []struct{ Input json.RawMessage }
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	env, err := binding.ParseEnvelope(envs.Vectors[0].Input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, "127.0.0.1:0")
+	nc, _ := nats.Connect(s.NATSURL())
+	defer nc.Close()
+	ctx := context.Background()
+	judge, _ := client.New(nc, "judge")
+	mallory, _ := client.New(nc, "mallory")
+	id, err := judge.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, _, _ := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+	prov, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal what to share.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: envs.Vectors[0].Input}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	option, _ := binding.Record(prov, env, &binding.Resolution{EnvelopeDigest: env.Digest, Kind: binding.KindOption, OptionIdx: env.Question.RecommendedIdx})
+	for _, f := range []*events.Artifact{
+		events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share everything."},
+			References: []events.Reference{{Target: prov.ID, Relation: events.Considers}},
+			Extensions: map[string]any{binding.ExtResolution: map[string]any{"envelope_digest": env.Digest.String(), "resolution": "answer"}}}),
+		option,
+	} {
+		ack, err := mallory.PublishArtifact(ctx, id, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := mallory.WaitOutcome(ctx, id, ack.Sequence, f.ID.String()); err != nil || o.Code != "binding.not_principal" {
+			t.Fatalf("mallory's %s: %+v %v", f.Type, o, err)
+		}
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(s.Credentials().BindURL()), chromedp.WaitVisible(`[data-deliberation="`+id+`"]`)); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := chromedp.Run(bctx, chromedp.Text(`[data-deliberation="`+id+`"] .meta`))
+	if !strings.Contains(meta, "1 open") || !strings.Contains(meta, "for principal") {
+		t.Fatalf("the index: %q", meta)
+	}
+	page := "http://" + s.HTTPAddr() + "/bind/" + id
+	if err := chromedp.Do(bctx, chromedp.Navigate(page), chromedp.WaitVisible(`section[data-status="open"][data-principal="principal"]`)); err != nil {
+		t.Fatal(err)
+	}
+	forms, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('section[data-status="open"] form').length`))
+	if forms != len(env.Question.Options)+3 {
+		t.Fatalf("%d forms on the page", forms)
+	}
+	if typ := result(t, bctx, chromedp.Click(`[data-recommended="true"]`)); typ != "DECISION" {
+		t.Fatalf("the principal's click recorded a %s", typ)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(page), chromedp.WaitVisible(`section[data-status="resolved"][data-resolved-by="principal"]`)); err != nil {
+		t.Fatal(err)
+	}
+	moments, _ := s.Queries.Bindings(ctx, id)
+	if len(moments) != 1 || *moments[0].ResolvedIn != option.ID {
+		t.Fatalf("%+v", moments)
+	}
+	waitStatus(t, judge, id, "completed")
+}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,7 @@ type charterFile struct {
 	Title        *string         `json:"title"`
 	Participants []string        `json:"participants"`
 	Terminators  []string        `json:"terminators"`
+	Principal    string          `json:"principal"`
 	Limits       json.RawMessage `json:"limits"`
 	Policy       json.RawMessage `json:"policy"`
 }
@@ -217,12 +219,12 @@ func readCharter(e *env, path string) (client.Charter, error) {
 	dec.DisallowUnknownFields()
 	var f charterFile
 	if err := dec.Decode(&f); err != nil {
-		return ch, fmt.Errorf("charter %s: %w (members: title, participants, terminators, limits, policy)", path, err)
+		return ch, fmt.Errorf("charter %s: %w (members: title, participants, terminators, principal, limits, policy)", path, err)
 	}
 	if f.Title != nil {
 		ch.Title = *f.Title
 	}
-	ch.Participants, ch.Terminators = f.Participants, f.Terminators
+	ch.Participants, ch.Terminators, ch.Principal = f.Participants, f.Terminators, f.Principal
 	if ch.Limits, err = object("limits", f.Limits); err != nil {
 		return ch, err
 	}
@@ -234,13 +236,14 @@ func readCharter(e *env, path string) (client.Charter, error) {
 
 func runOpen(ctx context.Context, e *env, args []string) int {
 	var l liveFlags
-	var id, title, participants, charterPath string
-	fs := newFlags(e, "open", "[--id UUID] [--title T] [--participants a,b] [--charter FILE|-] [--nats URL] [--timeout D] [--quiet]",
+	var id, title, participants, principal, charterPath string
+	fs := newFlags(e, "open", "[--id UUID] [--title T] [--participants a,b] [--principal TOKEN] [--charter FILE|-] [--nats URL] [--timeout D] [--quiet]",
 		`Opens a deliberation: publishes {"op":"open","charter":{…}} on
 parley.<id>.ctl and prints the deliberation's id with the engine's verdict.
 The charter file is {"title":…,"participants":[…],"terminators":[…],
-"limits":{…},"policy":{…}};
---title and --participants override its members. The engine checks the
+"principal":…,"limits":{…},"policy":{…}};
+--title, --participants and --principal override its members (a
+principal the participants do not list is added to them). The engine checks the
 limits and policy: a charter it refuses (control.invalid, an unknown limit
 included) exits 1 with its reason, and the deliberation is not open.
 
@@ -248,6 +251,7 @@ included) exits 1 with its reason, and the deliberation is not open.
 	fs.StringVar(&id, "id", "", "the deliberation's id, a UUID (default: a new version 7 UUID)")
 	fs.StringVar(&title, "title", "", "the charter's title")
 	fs.StringVar(&participants, "participants", "", "the participant tokens, comma-separated (default: anyone may take part)")
+	fs.StringVar(&principal, "principal", "", "the participant whose resolutions of binding moments count (default principal)")
 	fs.StringVar(&charterPath, "charter", "", "a charter file, - for standard input")
 	l.register(fs, "print only the deliberation's id")
 	if code, ok := parse(fs, args); !ok {
@@ -277,6 +281,12 @@ included) exits 1 with its reason, and the deliberation is not open.
 				ch.Participants = append(ch.Participants, t)
 			}
 		}
+	}
+	if set["principal"] {
+		ch.Principal = principal
+	}
+	if ch.Principal != "" && len(ch.Participants) > 0 && !slices.Contains(ch.Participants, ch.Principal) {
+		ch.Participants = append(ch.Participants, ch.Principal)
 	}
 	for _, t := range ch.Participants {
 		if !projector.ValidToken(t) {

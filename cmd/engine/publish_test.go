@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +283,31 @@ func TestRun_PublishAsReservedTokenRefused(t *testing.T) {
 	}
 	if lastSeq(t, s) != before {
 		t.Fatal("something was stored")
+	}
+}
+
+// --principal names the charter's principal, whom the participants it
+// lists then include; a charter file names it as "principal".
+func TestRun_OpenPrincipal(t *testing.T) {
+	s, natsArg := liveEngine(t)
+	with := func(args ...string) []string { return append(append([]string{args[0]}, natsArg...), args[1:]...) }
+	code, out, errs := run(t, "", with("open", "--title", "Share?", "--participants", "judge", "--principal", "ceo")...)
+	if code != 0 || errs != "" {
+		t.Fatalf("open: exit %d %q %q", code, out, errs)
+	}
+	v, err := s.Queries.Get(decodeLine(t, out).Deliberation)
+	if err != nil || v.Charter.Principal != "ceo" || !slices.Equal(v.Charter.Participants, []string{"judge", "ceo"}) {
+		t.Fatalf("charter %+v %v", v.Charter, err)
+	}
+	code, out, errs = run(t, `{"title":"Share?","principal":"ceo"}`, with("open", "--charter", "-")...)
+	if code != 0 || errs != "" {
+		t.Fatalf("open: exit %d %q %q", code, out, errs)
+	}
+	if v, err := s.Queries.Get(decodeLine(t, out).Deliberation); err != nil || v.Charter.Principal != "ceo" || v.Charter.Participants != nil {
+		t.Fatalf("charter %+v %v", v.Charter, err)
+	}
+	code, _, errs = run(t, "", with("open", "--title", "Share?", "--principal", "_supervisor")...)
+	if l := decodeLine(t, errs); code != 1 || l.Code != "control.invalid" {
+		t.Fatalf("a reserved principal: exit %d %+v", code, l)
 	}
 }

@@ -27,8 +27,9 @@ var cores = map[string][]string{
 	"events":      {"canon"},
 	"closure":     {"canon", "events"},
 	"provenance":  {"canon", "events"},
-	"projector":   {"canon", "events", "closure", "provenance", "wire"},
-	"termination": {"canon", "events", "closure", "provenance", "projector", "wire"},
+	"binding":     {"canon", "events"},
+	"projector":   {"binding", "canon", "events", "closure", "provenance", "wire"},
+	"termination": {"binding", "canon", "events", "closure", "provenance", "projector", "wire"},
 }
 
 // exempt are the banned imports a core may have, and why.
