@@ -188,3 +188,22 @@ func tokens(size int) string {
 	}
 	return s.String()
 }
+
+// BenchmarkRejectionPastKept: a rejected message once a deliberation's
+// kept rejections are full (MaxKept, 10,000): what junk costs the fold.
+func BenchmarkRejectionPastKept(b *testing.B) {
+	p := projector.New(projector.Options{})
+	p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"junk","participants":["alice"]}}`)})
+	junk := claim("junk").Canonical
+	seq := uint64(1)
+	for range p.MaxKept() {
+		seq++
+		p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "mallory"), Data: junk})
+	}
+	for b.Loop() {
+		seq++
+		if o := p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "mallory"), Data: junk}); o.Rejection == nil {
+			b.Fatal("admitted")
+		}
+	}
+}

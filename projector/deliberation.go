@@ -129,7 +129,7 @@ type Deliberation struct {
 	// most recent MaxKept, their total, and the last one's position (for
 	// the fold's guard against redelivery). Not in the state digest: they
 	// are not the deliberation's.
-	foreign   []Rejection
+	foreign   kept[Rejection]
 	foreignN  int
 	foreignAt uint64
 	now       time.Time // the time of the message being applied
@@ -161,10 +161,10 @@ type Deliberation struct {
 	partIdx  map[string]int32
 	perPart  []int
 	allowed  map[string]bool // nil: anyone may take part
-	rejects  []Rejection
+	rejects  kept[Rejection]
 	rejCodes map[string]int
 	rejTotal int
-	late     []Late
+	late     kept[Late]
 	lateN    int
 	// The EVIDENCE the provenance policy judged (nodes, in stream
 	// order), and the inadmissible ones by the targets of their supports
@@ -189,7 +189,7 @@ func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg stri
 	d.Position = seq
 	d.rejTotal++
 	d.rejCodes[code]++
-	d.rejects = keep(d.rejects, r, d.opts.MaxKept)
+	d.rejects.add(r, d.opts.MaxKept)
 	if slices.Contains(LimitCodes, code) {
 		d.breaches = append(d.breaches, r)
 	}
@@ -271,7 +271,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	case d.Status.Terminal():
 		d.Position = m.Seq
 		d.lateN++
-		d.late = keep(d.late, Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
+		d.late.add(Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
 		return Outcome{Deliberation: d.ID, Late: true}
 	case d.Status == StatusSuspended && !super && !term:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
@@ -498,11 +498,11 @@ func (d *Deliberation) Terminations() []canon.Digest { return d.terms }
 // Rejections returns the kept rejections (the most recent), their total,
 // and the complete counts by code.
 func (d *Deliberation) Rejections() ([]Rejection, int, map[string]int) {
-	return d.rejects, d.rejTotal, d.rejCodes
+	return d.rejects.list(), d.rejTotal, d.rejCodes
 }
 
 // Late returns the kept late artifacts and their total.
-func (d *Deliberation) Late() ([]Late, int) { return d.late, d.lateN }
+func (d *Deliberation) Late() ([]Late, int) { return d.late.list(), d.lateN }
 
 func sortedKeys(m map[canon.Digest]struct{}) []canon.Digest {
 	out := make([]canon.Digest, 0, len(m))
@@ -681,7 +681,7 @@ func (d *Deliberation) lastSeq() uint64 {
 // Foreign returns the kept messages that named the deliberation without
 // being part of its record (deliberation.importing, import.invalid), the
 // most recent first kept last, and their total.
-func (d *Deliberation) Foreign() ([]Rejection, int) { return d.foreign, d.foreignN }
+func (d *Deliberation) Foreign() ([]Rejection, int) { return d.foreign.list(), d.foreignN }
 
 // Imported reports whether the deliberation was opened by an import (its
 // messages came from the importer's subject, wire.ImportSubject).

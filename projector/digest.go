@@ -94,7 +94,7 @@ func (d *Deliberation) computeDigest() canon.Digest {
 		w.buf = append(b, '\n')
 		w.spill()
 	}
-	for _, r := range d.rejects {
+	for _, r := range d.rejects.list() {
 		w.line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
 	}
 	codes := make([]string, 0, len(d.rejCodes))
@@ -105,7 +105,7 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	for _, c := range codes {
 		w.line("rejected", c, strconv.Itoa(d.rejCodes[c]))
 	}
-	for _, l := range d.late {
+	for _, l := range d.late.list() {
 		w.line("late", u(l.Position), l.ArtifactID, l.Participant)
 	}
 	w.line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))

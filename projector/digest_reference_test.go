@@ -49,7 +49,7 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 	for _, id := range d.OpenBlockingObjections() {
 		line("open", id.String())
 	}
-	for _, r := range d.rejects {
+	for _, r := range d.rejects.list() {
 		line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
 	}
 	codes := make([]string, 0, len(d.rejCodes))
@@ -60,7 +60,7 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 	for _, c := range codes {
 		line("rejected", c, strconv.Itoa(d.rejCodes[c]))
 	}
-	for _, l := range d.late {
+	for _, l := range d.late.list() {
 		line("late", u(l.Position), l.ArtifactID, l.Participant)
 	}
 	line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))

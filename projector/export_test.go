@@ -45,6 +45,10 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		}
 		dump(b, v.Elem(), path)
 	case reflect.Struct:
+		if k, ok := v.Addr().Interface().(interface{ dumpList() any }); ok {
+			dump(b, reflect.ValueOf(k.dumpList()), path)
+			return
+		}
 		for i := 0; i < v.NumField(); i++ {
 			name := v.Type().Field(i).Name
 			switch {

@@ -105,28 +105,29 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 	if d == nil || m.Seq < d.OpenedAt {
 		// Before the deliberation was opened (or it never was): the
 		// message was recorded among the unrouted rejections.
-		if r := findRejection(p.unrouted, m.Seq); r != nil {
+		if r := findRejection(p.unrouted.list(), m.Seq); r != nil {
 			out.Verdict, out.Rejection = VerdictRejected, r
 			return out, nil
 		}
 		out.Verdict = VerdictUnknown
-		out.Note = evictedNote(len(p.unrouted), p.unroutedTotal, "messages of deliberations not open")
+		out.Note = evictedNote(len(p.unrouted.list()), p.unroutedTotal, "messages of deliberations not open")
 		return out, nil
 	}
-	if r := findRejection(d.rejects, m.Seq); r != nil {
+	if r := findRejection(d.rejects.list(), m.Seq); r != nil {
 		out.Verdict, out.Rejection = VerdictRejected, r
 		return out, nil
 	}
 	// Not part of the deliberation's record (another's message during its
 	// import).
-	if r := findRejection(d.foreign, m.Seq); r != nil {
+	if r := findRejection(d.foreign.list(), m.Seq); r != nil {
 		out.Verdict, out.Rejection = VerdictRejected, r
 		return out, nil
 	}
-	complete := len(d.rejects) == d.rejTotal
+	complete := len(d.rejects.list()) == d.rejTotal
 	if kind == "art" {
-		for i := len(d.late) - 1; i >= 0; i-- {
-			if d.late[i].Position == m.Seq {
+		late := d.late.list()
+		for i := len(late) - 1; i >= 0; i-- {
+			if late[i].Position == m.Seq {
 				out.Verdict = VerdictLate
 				out.Note = "the deliberation had ended (" + string(d.Status) + "): the artifact is kept in the stream, outside the state"
 				return out, nil
@@ -141,9 +142,9 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		out.Verdict = VerdictUnknown
 		switch {
 		case !complete:
-			out.Note = evictedNote(len(d.rejects), d.rejTotal, "rejections")
-		case len(d.late) < d.lateN:
-			out.Note = evictedNote(len(d.late), d.lateN, "late artifacts")
+			out.Note = evictedNote(len(d.rejects.list()), d.rejTotal, "rejections")
+		case len(d.late.list()) < d.lateN:
+			out.Note = evictedNote(len(d.late.list()), d.lateN, "late artifacts")
 		default:
 			out.Note = "the projection has no record of the message"
 		}
@@ -158,7 +159,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		out.Verdict = VerdictApplied
 	default:
 		out.Verdict = VerdictUnknown
-		out.Note = evictedNote(len(d.rejects), d.rejTotal, "rejections")
+		out.Note = evictedNote(len(d.rejects.list()), d.rejTotal, "rejections")
 	}
 	return out, nil
 }

@@ -234,7 +234,7 @@ type Projection struct {
 	delibs   map[string]*Deliberation
 	// Messages that name no deliberation (or not one that was ever
 	// opened) are recorded here, the most recent MaxKept of them.
-	unrouted      []Rejection
+	unrouted      kept[Rejection]
 	unroutedTotal int
 }
 
@@ -278,7 +278,7 @@ func (p *Projection) Len() int { return len(p.delibs) }
 
 // Unrouted returns the kept rejections of messages that belong to no open
 // deliberation, and their total.
-func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted, p.unroutedTotal }
+func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted.list(), p.unroutedTotal }
 
 // Outcome says what Apply did with a message: everything the edges react
 // to, so that none of them parses the message again.
@@ -379,7 +379,7 @@ func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
 	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.foreignAt = m.Seq
 	d.foreignN++
-	d.foreign = keep(d.foreign, r, p.opts.MaxKept)
+	d.foreign.add(r, p.opts.MaxKept)
 	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
 
@@ -418,19 +418,43 @@ func (p *Projection) count(delib string, seq uint64) {
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
 	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
-	p.unrouted = keep(p.unrouted, r, p.opts.MaxKept)
+	p.unrouted.add(r, p.opts.MaxKept)
 	delib, _, _ := route(m.Subject)
 	return Outcome{Deliberation: delib, Rejection: &r}
 }
 
-// keep appends r, dropping the oldest entry beyond max.
-func keep[T any](list []T, r T, max int) []T {
-	if len(list) >= max {
-		copy(list, list[1:])
-		list = list[:len(list)-1]
-	}
-	return append(list, r)
+// kept is a list that keeps the most recent max items added, in order, at
+// an amortized constant cost an item: it holds up to a quarter more before
+// it drops the oldest at once, instead of shifting the whole list for each
+// (which made every rejection past max cost a copy of the whole list).
+type kept[T any] struct {
+	buf   []T
+	start int
 }
+
+// add appends v, dropping the oldest item beyond max.
+func (k *kept[T]) add(v T, max int) {
+	if len(k.buf)-k.start >= max {
+		k.start++
+	}
+	if len(k.buf) >= max+max/4+1 && k.start > 0 {
+		n := copy(k.buf, k.buf[k.start:])
+		clear(k.buf[n:])
+		k.buf, k.start = k.buf[:n], 0
+	}
+	k.buf = append(k.buf, v)
+}
+
+// list returns the kept items, oldest first (not to be modified; valid
+// until the next add).
+func (k *kept[T]) list() []T { return k.buf[k.start:] }
+
+// set replaces the kept items (a snapshot's).
+func (k *kept[T]) set(items []T) { k.buf, k.start = items, 0 }
+
+// dumpList is the kept items, for DumpState: two lists that keep the same
+// items hold the same state, whatever they held before.
+func (k *kept[T]) dumpList() any { return k.list() }
 
 // Prepare does for a message what a runner does ahead of the fold: for an
 // artifact of a deliberation whose provenance policy may judge it, it

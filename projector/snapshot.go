@@ -120,17 +120,17 @@ func cut[T any](s []T) []T { return s[:len(s):len(s)] }
 // open objections, pending artifacts, bounded lists), not the size of the
 // DAGs. The caller holds whatever keeps the fold from running meanwhile.
 func (p *Projection) Freeze() *Frozen {
-	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.Position(), Unrouted: slices.Clone(p.unrouted), UnroutedTotal: p.unroutedTotal},
+	f := &Frozen{s: snapshot{Version: snapshotVersion, Position: p.Position(), Unrouted: slices.Clone(p.unrouted.list()), UnroutedTotal: p.unroutedTotal},
 		delibs: make([]frozenDelib, 0, len(p.delibs))}
 	for _, d := range p.delibs {
 		ds := delibSnap{ID: d.ID, Title: d.Title, Status: d.Status, Charter: d.Charter, OpenedAt: d.OpenedAt,
 			Position: d.Position, Round: d.Round,
-			Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects),
-			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late), LateN: d.lateN,
+			Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects.list()),
+			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late.list()), LateN: d.lateN,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
 			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
-			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign), ForeignN: d.foreignN}
+			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -186,7 +186,8 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 	}
 	p := New(opts)
 	p.position.Store(s.Position)
-	p.unrouted, p.unroutedTotal = s.Unrouted, s.UnroutedTotal
+	p.unrouted.set(s.Unrouted)
+	p.unroutedTotal = s.UnroutedTotal
 	for _, ds := range s.Delibs {
 		d := newDeliberation(ds.ID, p.opts)
 		d.Title, d.Status, d.Charter, d.OpenedAt, d.Position, d.Round = ds.Title, ds.Status, ds.Charter, ds.OpenedAt, ds.Position, ds.Round
@@ -198,11 +199,14 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		if err != nil {
 			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
 		}
-		d.rejects, d.rejTotal, d.late, d.lateN = ds.Rejects, ds.RejTotal, ds.Late, ds.LateN
+		d.rejects.set(ds.Rejects)
+		d.late.set(ds.Late)
+		d.rejTotal, d.lateN = ds.RejTotal, ds.LateN
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
 		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
-		d.imported, d.importing, d.foreignAt, d.foreign, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.Foreign, ds.ForeignN
+		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
+		d.foreign.set(ds.Foreign)
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {
