@@ -38,11 +38,18 @@ var assets embed.FS
 type Explorer struct {
 	r      *runner.Runner
 	stream jetstream.Stream
-	// streams bounds the live feeds open at once, perClient those of one
-	// client address (so that one client cannot take every place).
-	streams   chan struct{}
-	feedsMu   sync.Mutex
-	perClient map[string]int
+	// MaxFeeds bounds the live feeds open at once; MaxFeedsPerNetwork
+	// those of one client network that is not signed in (an IPv4 /24, an
+	// IPv6 /64: one client holds many addresses of its network, rarely
+	// many networks); ReservedSignedIn of MaxFeeds are kept for signed-in
+	// readers (SignedIn), whom the per-network bound does not count. New
+	// sets MaxStreams, MaxStreamsPerClient and ReservedSignedIn.
+	MaxFeeds, MaxFeedsPerNetwork, ReservedSignedIn int
+	// SignedIn says whether a request carries a valid token (the engine's
+	// authentication, which the explorer is mounted behind); nil: none
+	// is.
+	SignedIn func(*http.Request) bool
+	feeds    feedCount
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
 	// MaxLife how long one lasts before the browser reconnects with its
@@ -62,19 +69,22 @@ type Explorer struct {
 func (e *Explorer) Shutdown() { e.closeOnce.Do(func() { close(e.closing) }) }
 
 // MaxStreams is the number of live feeds an engine serves at once, and
-// MaxStreamsPerClient the number it serves to one client address (the
-// host of the connection's remote address: behind a reverse proxy, the
-// proxy's); the next is refused with 503 and Retry-After.
+// MaxStreamsPerClient the number it serves to one client network that is
+// not signed in (the IPv4 /24 or IPv6 /64 of the connection's remote
+// address: behind a reverse proxy, the proxy's); ReservedSignedIn of
+// MaxStreams are kept for signed-in readers. The next is refused with 503
+// limit.live_feeds and Retry-After.
 const (
 	MaxStreams          = 256
 	MaxStreamsPerClient = 32
+	ReservedSignedIn    = 64
 )
 
 // New returns the explorer over the engine's runner (the projection) and
 // stream (the artifacts' bodies).
 func New(r *runner.Runner, stream jetstream.Stream) *Explorer {
-	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams), perClient: map[string]int{},
-		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
+	e := &Explorer{r: r, stream: stream, MaxFeeds: MaxStreams, MaxFeedsPerNetwork: MaxStreamsPerClient, ReservedSignedIn: ReservedSignedIn,
+		feeds: feedCount{perNet: map[string]int{}}, Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
 		closing: make(chan struct{})}
 	fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
