@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/mcpserver"
 )
 
@@ -49,7 +50,7 @@ running engine (engine serve) over NATS.`)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	hs := &http.Server{Handler: mux}
+	hs := httplimit.Server(mux, nil) // timeouts, header and body limits
 	go func() { <-ctx.Done(); hs.Close() }()
 	fmt.Fprintf(e.stderr, "parley mcp: http://%s/mcp\n", ln.Addr())
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
