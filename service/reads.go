@@ -27,8 +27,9 @@ import (
 //     closureCacheBytes: any number of readers of it cost one verification.
 //   - Every other expensive read of an HTTP client that is not signed in
 //     is paid for out of the ReadBudget: at most Concurrent at once (one a
-//     client network), and PerSecond of compute time per second in all;
-//     past it the read is answered 429 limit.read_budget with Retry-After.
+//     client network), and PerSecond of compute time per second in all; a
+//     read waits up to admitWait for it, and is then answered 429
+//     limit.read_budget with Retry-After.
 //     A recording spends the budget as it goes, and waits for it to refill
 //     rather than stop.
 //   - A long verification lets go of the deliberation's lock whenever its
@@ -86,6 +87,7 @@ type reads struct {
 	refill  time.Time
 	running int
 	perNet  map[string]int
+	changed chan struct{} // closed (and replaced) when a place is given back
 
 	refused  [3]atomic.Uint64 // by read, as budgetedReads
 	lastHit  atomic.Int64     // unix nanoseconds of the last refusal
@@ -103,7 +105,7 @@ func newReads(cfg ReadBudget) *reads {
 	if cfg.Burst <= 0 {
 		cfg.Burst = max(cfg.PerSecond, DefaultReadBudget.Burst)
 	}
-	return &reads{cfg: cfg, tokens: float64(cfg.Burst), refill: time.Now(), perNet: map[string]int{},
+	return &reads{cfg: cfg, tokens: float64(cfg.Burst), refill: time.Now(), perNet: map[string]int{}, changed: make(chan struct{}),
 		closures: closureCache{max: closureCacheBytes, m: map[closureKey]*list.Element{}}}
 }
 
@@ -121,27 +123,68 @@ func signedIn(r *http.Request) bool {
 	return ok
 }
 
-// admit admits an expensive read of what for r, or returns the 429 that
-// refuses it. A signed-in reader's is admitted with no ticket (nil).
+// admitWait is how long a read waits for the budget before it is
+// refused: a client that asks again at once, whatever Retry-After says,
+// asks at most once a second a connection.
+const admitWait = time.Second
+
+// admit admits an expensive read of what for r, waiting up to admitWait
+// for the budget, or returns the 429 that refuses it. A signed-in reader's
+// is admitted at once, with no ticket (nil).
 func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
 	if rs == nil || signedIn(r) {
 		return nil, nil
 	}
 	network := web.ClientNetwork(r.RemoteAddr)
-	rs.mu.Lock()
-	rs.refillLocked(time.Now())
-	var why string
-	switch {
-	case rs.tokens <= 0:
-		why = "the engine's reads for readers not signed in have spent their compute budget (" + rs.cfg.PerSecond.String() + " a second)"
-	case rs.running >= rs.cfg.Concurrent:
-		why = "the engine runs " + strconv.Itoa(rs.cfg.Concurrent) + " such reads at once for readers not signed in"
-	case rs.perNet[network] > 0:
-		why = "the engine runs one such read at once for " + network
-	}
-	if why != "" {
+	timeout := time.NewTimer(admitWait)
+	defer timeout.Stop()
+	for {
+		rs.mu.Lock()
+		now := time.Now()
+		rs.refillLocked(now)
+		var why string
+		switch {
+		case rs.tokens <= 0:
+			why = "the engine's reads for readers not signed in have spent their compute budget (" + rs.cfg.PerSecond.String() + " a second)"
+		case rs.running >= rs.cfg.Concurrent:
+			why = "the engine runs " + strconv.Itoa(rs.cfg.Concurrent) + " such reads at once for readers not signed in"
+		case rs.perNet[network] > 0:
+			why = "the engine runs one such read at once for " + network
+		}
+		if why == "" {
+			rs.running++
+			rs.perNet[network]++
+			rs.mu.Unlock()
+			return &ticket{r: rs, network: network, start: now}, nil
+		}
+		// Wait for a place to be given back, or for the budget to refill.
+		wake, refill := rs.changed, time.Duration(0)
+		if rs.tokens <= 0 {
+			refill = time.Duration(-rs.tokens/float64(rs.cfg.PerSecond)*float64(time.Second)) + time.Millisecond
+		}
 		wait := rs.retryAfterLocked()
 		rs.mu.Unlock()
+		var refilled <-chan time.Time
+		var t *time.Timer
+		if refill > 0 {
+			t = time.NewTimer(refill)
+			refilled = t.C
+		}
+		again := false
+		select {
+		case <-wake:
+			again = true
+		case <-refilled:
+			again = true
+		case <-r.Context().Done():
+		case <-timeout.C:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if again {
+			continue
+		}
 		for i, n := range budgetedReads {
 			if n == what {
 				rs.refused[i].Add(1)
@@ -151,10 +194,6 @@ func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
 		return nil, &apiError{Status: http.StatusTooManyRequests, Code: CodeReadBudget, RetryAfter: wait,
 			Message: "this " + what + " read is refused: " + why + "; sign in (a token) or ask again in " + strconv.Itoa(wait) + " s"}
 	}
-	rs.running++
-	rs.perNet[network]++
-	rs.mu.Unlock()
-	return &ticket{r: rs, network: network, start: time.Now()}, nil
 }
 
 func (rs *reads) refillLocked(now time.Time) {
@@ -229,6 +268,8 @@ func (t *ticket) release() {
 	if t.r.perNet[t.network]--; t.r.perNet[t.network] <= 0 {
 		delete(t.r.perNet, t.network)
 	}
+	close(t.r.changed) // the reads waiting for a place look again
+	t.r.changed = make(chan struct{})
 	t.r.mu.Unlock()
 }
 
