@@ -65,9 +65,8 @@ func (b boundSources) report(now time.Time) []Bound {
 	return out
 }
 
-// httpConnectionsCode is the code of the connection budget's 503
-// (internal/httplimit).
-const httpConnectionsCode = "limit.http_connections"
+// httpConnectionsCode is the code of the connection budget's 503.
+const httpConnectionsCode = httplimit.CodeConnections
 
 // watchBounds exports the bounds' counts.
 func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {

@@ -14,7 +14,8 @@ type Descriptors struct {
 	// when the system says none).
 	Limit int `json:"limit"`
 	// HTTP is the HTTP connection budget (Config.HTTPMaxConns, or a
-	// quarter of Limit, from 16 to 16,384).
+	// quarter of Limit, from 16 to 2,048: a held connection costs the
+	// engine about 50 KB, so the default holds at most about 100 MB).
 	HTTP int `json:"http_connections"`
 	// NATS is the embedded server's max_connections: what is left once
 	// HTTP and Files are set aside, at most the server's own default
@@ -40,7 +41,7 @@ func planDescriptors(limit uint64, httpMax int, embedded bool) (Descriptors, err
 	if limit > 0 && limit < DefaultFileLimit {
 		l = int(limit)
 	}
-	d := Descriptors{Limit: l, Files: min(max(l/8, 64), 4096), HTTP: min(max(l/4, 16), 16384)}
+	d := Descriptors{Limit: l, Files: min(max(l/8, 64), 4096), HTTP: min(max(l/4, 16), 2048)}
 	if httpMax > 0 {
 		d.HTTP = httpMax
 	}

@@ -34,7 +34,9 @@ const childEnv = "PARLEY_TEST_ENGINE_FDS"
 // process may open 512 descriptors (an engine of its own, as engine
 // serve is), the sockets fill the HTTP connection budget and no more; a
 // fresh NATS client connects and reads the stream, and a fresh HTTP client
-// is served, while the budget is full; /healthz and /metrics say the
+// is served, while the budget is full (each new connection taking the
+// place of one that has waited for its request longer than EvictAfter,
+// shortened here); /healthz and /metrics say the
 // bound is being hit. Without the budget the sockets took every
 // descriptor, and the NATS listener failed with "too many open files".
 func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
@@ -178,7 +180,8 @@ func runChildEngine(t *testing.T, limit string) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := service.Start(context.Background(), service.Config{DataDir: os.Getenv("PARLEY_TEST_DATA"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	s, err := service.Start(context.Background(), service.Config{DataDir: os.Getenv("PARLEY_TEST_DATA"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		HTTPEvictAfter: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

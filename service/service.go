@@ -96,8 +96,12 @@ type Config struct {
 	StreamCheckEvery time.Duration
 	// HTTPMaxConns is the HTTP connection budget: at most this many
 	// connections open at once (0: a quarter of the open-descriptor
-	// limit, Descriptors).
+	// limit, at most 2,048; Descriptors).
 	HTTPMaxConns int
+	// HTTPEvictAfter is how long an HTTP connection may wait for a request
+	// before a full budget gives its place to a new one (0:
+	// httplimit.DefaultEvictAfter, 10 s).
+	HTTPEvictAfter time.Duration
 	// ReadBudget bounds the expensive reads of HTTP clients that are not
 	// signed in (the zero value: DefaultReadBudget; reads.go).
 	ReadBudget ReadBudget
@@ -267,11 +271,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
-	// At most fds.HTTP connections: past it the one waiting longest for
-	// a request is closed, or, every one busy, the next is answered 503
-	// (internal/httplimit); the NATS server's clients and the files keep
-	// their descriptors.
+	// At most fds.HTTP connections: past it the next waits for the one
+	// waiting longest for a request to have waited EvictAfter, which is
+	// then closed, or is answered 503 (internal/httplimit); the NATS
+	// server's clients and the files keep their descriptors.
 	s.httpBudget = httplimit.NewBudget(s.httpLn, s.fds.HTTP)
+	if cfg.HTTPEvictAfter > 0 {
+		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
+	}
 	s.http = httplimit.Server(s.auth.wrap(w.guard(s.Queries.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.reads}

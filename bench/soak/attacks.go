@@ -33,15 +33,15 @@ func register(a attack) { attacks = append(attacks, a) }
 
 // sizes are the attacks' sizes (-short makes them small).
 type sizes struct {
-	// sockets: slow-body sockets held open at once.
-	sockets int
-	// feeds: live feeds asked for per loopback address, over addresses
+	// Sockets: slow-body sockets held open at once.
+	Sockets int
+	// Feeds: live feeds asked for per loopback address, over addresses
 	// of one /24 and of several.
-	feeds int
-	// dag: artifacts of the deliberation whose closure is read.
-	dag int
-	// readers: concurrent closure readers.
-	readers int
-	// labelRate: hostile messages a second of the label flood.
-	labelRate int
+	Feeds int
+	// DAG: artifacts of the deliberation whose closure is read.
+	DAG int
+	// Readers: concurrent closure readers.
+	Readers int
+	// LabelRate: hostile messages a second of the label flood.
+	LabelRate int
 }

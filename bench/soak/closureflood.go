@@ -20,14 +20,14 @@ import (
 	"github.com/parley-engine/parley/projector"
 )
 
-// closureReads reads, with sz.readers readers not signed in, the closure
-// of the final decision of a deliberation of sz.dag artifacts, each read
+// closureReads reads, with sz.Readers readers not signed in, the closure
+// of the final decision of a deliberation of sz.DAG artifacts, each read
 // at a position not asked before (from the decision's to the stream's
 // last), back to back.
 type closureReads struct {
-	id       string
-	decision canon.Digest
-	at       uint64 // the decision's position
+	ID       string
+	Decision canon.Digest
+	At       uint64 // the decision's position
 }
 
 func init() { register(&closureReads{}) }
@@ -46,16 +46,16 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 	}
 	defer nc.Close()
 	cl, _ := client.New(nc, "builder")
-	if c.id, err = cl.Open(ctx, client.Charter{Title: "a large DAG"}); err != nil {
+	if c.ID, err = cl.Open(ctx, client.Charter{Title: "a large DAG"}); err != nil {
 		return err
 	}
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	subject := projector.ArtifactSubject(c.id, "builder")
-	width := min(1000, max(10, sz.dag/90))
+	subject := projector.ArtifactSubject(c.ID, "builder")
+	width := min(1000, max(10, sz.DAG/90))
 	below := make([]canon.Digest, width)
 	var disp []events.Disposition
 	var top []events.Reference
-	for i := range sz.dag {
+	for i := range sz.DAG {
 		j := i % width
 		var d events.Draft
 		switch {
@@ -77,20 +77,20 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 		} else {
 			below[j] = a.ID
 		}
-		if i >= sz.dag-width && a.Type == events.TypeClaim {
+		if i >= sz.DAG-width && a.Type == events.TypeClaim {
 			top = append(top, events.Reference{Target: a.ID, Relation: events.Decides})
 		}
 	}
 	<-js.PublishAsyncComplete()
 	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, References: top, Payload: events.Decision{
 		Outcome: "adopt", Status: events.Final, ObjectionDispositions: disp, UnresolvedIssues: []events.Issue{}}})
-	ack, err := cl.PublishArtifact(ctx, c.id, dec)
+	ack, err := cl.PublishArtifact(ctx, c.ID, dec)
 	if err != nil {
 		return err
 	}
-	c.decision, c.at = dec.ID, ack.Sequence
+	c.Decision, c.At = dec.ID, ack.Sequence
 	for {
-		v, err := cl.WaitPosition(ctx, c.id, ack.Sequence)
+		v, err := cl.WaitPosition(ctx, c.ID, ack.Sequence)
 		if err != nil {
 			return err
 		}
@@ -111,10 +111,10 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 func (c *closureReads) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int64) (string, error) {
 	var ok, refused, other atomic.Int64
 	var next atomic.Uint64
-	next.Store(c.at)
-	base := "http://" + e.httpAddr + "/api/v1/deliberations/" + c.id + "/closure/" + c.decision.String() + "?at="
+	next.Store(c.At)
+	base := "http://" + e.httpAddr + "/api/v1/deliberations/" + c.ID + "/closure/" + c.Decision.String() + "?at="
 	var wg sync.WaitGroup
-	for r := range sz.readers {
+	for r := range sz.Readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -143,5 +143,5 @@ func (c *closureReads) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 		}()
 	}
 	wg.Wait()
-	return fmt.Sprintf("a decision over %d artifacts; %d readers: %d verified, %d refused 429, %d other", sz.dag, sz.readers, ok.Load(), refused.Load(), other.Load()), nil
+	return fmt.Sprintf("a decision over %d artifacts; %d readers: %d verified, %d refused 429, %d other", sz.DAG, sz.Readers, ok.Load(), refused.Load(), other.Load()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -182,7 +183,8 @@ func (e *engine) freshNATS() string {
 	return "yes"
 }
 
-// freshHTTP says what a new HTTP client gets for /healthz.
+// freshHTTP says what a new HTTP client gets for /healthz: "200", or the
+// refusal's status, code and Retry-After ("no: …" when it gets no answer).
 func (e *engine) freshHTTP() string {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get("http://" + e.httpAddr + "/healthz")
@@ -190,12 +192,15 @@ func (e *engine) freshHTTP() string {
 		return "no: " + err.Error()
 	}
 	defer resp.Body.Close()
-	var h service.Health
-	json.NewDecoder(resp.Body).Decode(&h)
+	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
-		return fmt.Sprintf("no: %d", resp.StatusCode)
+		var ae struct{ Code string }
+		json.Unmarshal(b, &ae)
+		return fmt.Sprintf("%d %s, Retry-After %s", resp.StatusCode, ae.Code, resp.Header.Get("Retry-After"))
 	}
-	s := "yes"
+	var h service.Health
+	json.Unmarshal(b, &h)
+	s := "200"
 	if len(h.BoundsHit) > 0 {
 		s += " (bounds hit: " + strings.Join(h.BoundsHit, ", ") + ")"
 	}

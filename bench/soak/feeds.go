@@ -16,23 +16,23 @@ import (
 	"github.com/parley-engine/parley/web"
 )
 
-// liveFeeds asks for sz.feeds live feeds from each of sixteen loopback
+// liveFeeds asks for sz.Feeds live feeds from each of sixteen loopback
 // addresses, eight of one /24 and eight of other networks, holds every
 // feed it gets and asks again a second after a refusal or an end. Near its
 // end it asks for one feed as a signed-in reader from the attacker's own
 // network, and one as a reader not signed in from a fresh network.
 type liveFeeds struct {
-	id           string
-	most         int64
-	signed, anon string
+	ID           string
+	Most         int64
+	Signed, Anon string
 }
 
 // check: the attacker got no more than the room of readers not signed in
 // (web.MaxStreams - web.ReservedSignedIn), and a signed-in reader got a
 // feed.
 func (f *liveFeeds) check() string {
-	if f.most > web.MaxStreams-web.ReservedSignedIn || f.signed != "200 OK" {
-		return fmt.Sprintf("the attacker held %d feeds at once; a signed-in reader: %s", f.most, f.signed)
+	if f.Most > web.MaxStreams-web.ReservedSignedIn || f.Signed != "200 OK" {
+		return fmt.Sprintf("the attacker held %d feeds at once; a signed-in reader: %s", f.Most, f.Signed)
 	}
 	return ""
 }
@@ -48,7 +48,7 @@ func (f *liveFeeds) setup(ctx context.Context, e *engine, _ sizes) error {
 	}
 	defer nc.Close()
 	c, _ := client.New(nc, "orchestrator")
-	f.id, err = c.Open(ctx, client.Charter{Title: "watched by many"})
+	f.ID, err = c.Open(ctx, client.Charter{Title: "watched by many"})
 	return err
 }
 
@@ -78,7 +78,7 @@ func from(host string, sent *atomic.Int64) *http.Client {
 }
 
 func (f *liveFeeds) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int64) (string, error) {
-	url := "http://" + e.httpAddr + "/api/v1/deliberations/" + f.id + "/events"
+	url := "http://" + e.httpAddr + "/api/v1/deliberations/" + f.ID + "/events"
 	var open, most, refused atomic.Int64
 	var wg sync.WaitGroup
 	hosts := []string{}
@@ -87,7 +87,7 @@ func (f *liveFeeds) run(ctx context.Context, e *engine, sz sizes, sent *atomic.I
 	}
 	for _, host := range hosts {
 		hc := from(host, sent)
-		for range sz.feeds {
+		for range sz.Feeds {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -138,7 +138,7 @@ func (f *liveFeeds) run(ctx context.Context, e *engine, sz sizes, sent *atomic.I
 		}
 	}
 	wg.Wait()
-	f.most, f.signed, f.anon = most.Load(), signed, anon
+	f.Most, f.Signed, f.Anon = most.Load(), signed, anon
 	return fmt.Sprintf("%d asked at once from 16 addresses (8 of 127.0.0.0/24); at most %d served to them at once, %d refusals; a signed-in reader on the attacker's network: %s; a reader not signed in on a fresh network: %s",
-		len(hosts)*sz.feeds, most.Load(), refused.Load(), signed, anon), nil
+		len(hosts)*sz.Feeds, most.Load(), refused.Load(), signed, anon), nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/parley-engine/parley/client"
 )
 
-// metricLabels sends sz.labelRate messages a second, each with names a
+// metricLabels sends sz.LabelRate messages a second, each with names a
 // label could be made of: junk artifacts under random participant tokens
 // into an open deliberation, into deliberations never opened, control
 // messages of random deliberations, advisories of random kinds (which the
@@ -25,15 +25,15 @@ import (
 // methods and queries. It reports the series /metrics holds before and
 // after.
 type metricLabels struct {
-	id                  string
-	msgs, before, after int
+	ID                  string
+	Msgs, Before, After int
 }
 
 // check: the flood's names add no series (a few for the rejection codes
 // its junk is refused with, from the engine's fixed set).
 func (m *metricLabels) check() string {
-	if m.msgs < 100 || m.after-m.before > 32 {
-		return fmt.Sprintf("%d hostile messages; /metrics series %d before, %d after", m.msgs, m.before, m.after)
+	if m.Msgs < 100 || m.After-m.Before > 32 {
+		return fmt.Sprintf("%d hostile messages; /metrics series %d before, %d after", m.Msgs, m.Before, m.After)
 	}
 	return ""
 }
@@ -49,7 +49,7 @@ func (m *metricLabels) setup(ctx context.Context, e *engine, _ sizes) error {
 	}
 	defer nc.Close()
 	c, _ := client.New(nc, "orchestrator")
-	m.id, err = c.Open(ctx, client.Charter{Title: "open to junk"})
+	m.ID, err = c.Open(ctx, client.Charter{Title: "open to junk"})
 	return err
 }
 
@@ -97,7 +97,7 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	per := max(1, sz.labelRate/100)
+	per := max(1, sz.LabelRate/100)
 	msgs, reqs := 0, 0
 	for ctx.Err() == nil {
 		select {
@@ -109,7 +109,7 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 			var subj string
 			switch k := rng.IntN(10); {
 			case k < 4:
-				subj = "parley." + m.id + ".art." + token(rng)
+				subj = "parley." + m.ID + ".art." + token(rng)
 			case k < 6:
 				subj = "parley." + uuid.NewString() + ".art." + token(rng)
 			case k < 7:
@@ -120,7 +120,7 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 				methods := []string{"GET", "HEAD", "OPTIONS", "DELETE", strings.ToUpper(token(rng))}
 				path := fmt.Sprintf("/api/v1/%s/%s?%s=%s", token(rng), token(rng), token(rng), token(rng))
 				if rng.IntN(2) == 0 {
-					path = "/api/v1/deliberations/" + m.id + "/" + token(rng)
+					path = "/api/v1/deliberations/" + m.ID + "/" + token(rng)
 				}
 				req, _ := http.NewRequestWithContext(ctx, methods[rng.IntN(len(methods))], "http://"+e.httpAddr+path, nil)
 				req.Header.Set("X-"+token(rng), token(rng))
@@ -142,6 +142,6 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 	if err != nil {
 		return "", err
 	}
-	m.msgs, m.before, m.after = msgs, before, after
+	m.Msgs, m.Before, m.After = msgs, before, after
 	return fmt.Sprintf("%d messages and %d HTTP requests of random names; /metrics series %d before, %d after", msgs, reqs, before, after), nil
 }

@@ -15,7 +15,8 @@
 //   - whether a fresh NATS client and a fresh HTTP client could connect
 //     while the attack went on.
 //
-// The classes (-classes, attacks.go): slow-bodies (sockets sending a
+// The attacker runs in a process of its own (child.go), the honest relays
+// in the soak's. The classes (-classes, attacks.go): slow-bodies (sockets sending a
 // request's headers and one byte of its body), live-feeds (more live
 // feeds than the engine serves, from one network and several),
 // metric-labels (names a metric label could be made of), closure-reads
@@ -37,7 +38,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 )
@@ -76,16 +76,20 @@ type result struct {
 }
 
 func main() {
+	if os.Getenv(attackerEnv) != "" {
+		runAttacker()
+		return
+	}
 	var o options
 	classes := flag.String("classes", "", "comma-separated classes to run (default: all: "+strings.Join(names(), ", ")+")")
 	flag.DurationVar(&o.phase, "phase", 20*time.Second, "length of the baseline and of the attack phase of each class")
 	flag.IntVar(&o.relays, "relays", 4, "honest relays")
 	flag.IntVar(&o.fds, "engine-fds", 20000, "the engine's open-descriptor limit, soft and hard (through prlimit; 0: the soak's own)")
-	flag.IntVar(&o.sz.sockets, "sockets", 19900, "slow-bodies: sockets held at once")
-	flag.IntVar(&o.sz.feeds, "feeds", 40, "live-feeds: feeds asked for per address (16 addresses)")
-	flag.IntVar(&o.sz.dag, "dag", 90000, "closure-reads: artifacts of the deliberation read")
-	flag.IntVar(&o.sz.readers, "readers", 8, "closure-reads: concurrent readers")
-	flag.IntVar(&o.sz.labelRate, "label-rate", 2000, "metric-labels: hostile messages a second")
+	flag.IntVar(&o.sz.Sockets, "sockets", 19900, "slow-bodies: sockets held at once")
+	flag.IntVar(&o.sz.Feeds, "feeds", 40, "live-feeds: feeds asked for per address (16 addresses)")
+	flag.IntVar(&o.sz.DAG, "dag", 90000, "closure-reads: artifacts of the deliberation read")
+	flag.IntVar(&o.sz.Readers, "readers", 8, "closure-reads: concurrent readers")
+	flag.IntVar(&o.sz.LabelRate, "label-rate", 2000, "metric-labels: hostile messages a second")
 	short := flag.Bool("short", false, "small sizes for a quick check (2 s phases, 2 relays, 1,024 descriptors, 900 sockets, a 5,000-artifact DAG); flags given with it still apply")
 	asJSON := flag.Bool("json", false, "print the results as JSON")
 	flag.BoolVar(&o.verbose, "v", false, "say what each phase does as it goes")
@@ -112,7 +116,7 @@ func main() {
 
 func shortOptions(o options) options {
 	o.phase, o.relays, o.fds = 2*time.Second, 2, 1024
-	o.sz = sizes{sockets: 900, feeds: 40, dag: 5000, readers: 8, labelRate: 500}
+	o.sz = sizes{Sockets: 900, Feeds: 40, DAG: 5000, Readers: 8, LabelRate: 500}
 	return o
 }
 
@@ -186,14 +190,14 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	r.RSSBefore, _ = e.memory()
 	actx, cancel := context.WithTimeout(ctx, o.phase)
 	defer cancel()
-	var sent atomic.Int64
+	var sent int64
 	var wg sync.WaitGroup
 	var note string
 	var attackErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		note, attackErr = a.run(actx, e, o.sz, &sent)
+		sent, note, attackErr = runAttack(ctx, a, e, o.sz, o.phase)
 	}()
 	// The probes, the memory and the descriptors near the end of the
 	// attack, while it goes on.
@@ -204,9 +208,9 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 		case <-actx.Done():
 		case <-time.After(o.phase * 9 / 10):
 		}
-		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
 		r.RSSAfter, r.Peak = e.memory()
 		r.Descriptors = e.descriptors()
+		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
 	}()
 	hon := runHonest(actx, e.natsURL, o.relays, finish)
 	wg.Wait()
@@ -217,7 +221,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	if c, ok := a.(checked); ok {
 		r.Check = c.check()
 	}
-	r.BytesSent = sent.Load()
+	r.BytesSent = sent
 	r.RSSGrowth = r.RSSAfter - r.RSSBefore
 	if r.BytesSent > 0 {
 		r.GrowthShare = float64(r.RSSGrowth) / float64(r.BytesSent)

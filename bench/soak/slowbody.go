@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// slowBodies holds sz.sockets sockets open on the engine's HTTP address,
+// slowBodies holds sz.Sockets sockets open on the engine's HTTP address,
 // each sending a request's headers and one byte of its 100 KB body and
 // nothing more; a socket the engine closes is opened again a second
 // later. The sockets come from eight loopback addresses (one client holds
@@ -18,21 +18,21 @@ import (
 // churn leaves no TIME_WAIT behind to run the machine out of ports.
 type slowBodies struct{}
 
-func init() { register(slowBodies{}) }
+func init() { register(&slowBodies{}) }
 
-func (slowBodies) name() string                                { return "slow-bodies" }
-func (slowBodies) setup(context.Context, *engine, sizes) error { return nil }
+func (*slowBodies) name() string                                { return "slow-bodies" }
+func (*slowBodies) setup(context.Context, *engine, sizes) error { return nil }
 
-func (slowBodies) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int64) (string, error) {
+func (*slowBodies) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int64) (string, error) {
 	var dials, ended, failed atomic.Int64
 	var wg sync.WaitGroup
-	for i := range sz.sockets {
+	for i := range sz.Sockets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%8))}}
 			// Spread the first connections over the first second.
-			wait := time.Duration(i) * time.Second / time.Duration(sz.sockets)
+			wait := time.Duration(i) * time.Second / time.Duration(sz.Sockets)
 			for {
 				select {
 				case <-ctx.Done():
@@ -62,5 +62,5 @@ func (slowBodies) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int
 		}()
 	}
 	wg.Wait()
-	return fmt.Sprintf("%d sockets at once; %d connections opened, %d closed by the engine, %d dials failed", sz.sockets, dials.Load(), ended.Load(), failed.Load()), nil
+	return fmt.Sprintf("%d sockets at once; %d connections opened, %d closed by the engine, %d dials failed", sz.Sockets, dials.Load(), ended.Load(), failed.Load()), nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,25 +19,45 @@ import (
 // A connection is either in a request's handler (busy), or waiting: for
 // its first request, for the rest of a request being read, for its body to
 // be drained after the answer, or kept alive between requests. When the
-// budget is full, a new connection takes the place of the one that has
-// waited longest, which is closed (evicted): a client that holds sockets
-// by sending a request slowly loses them to the next client, and a fresh
-// client is served at once. When every connection is busy, the new one is
+// budget is full, Accept takes no new connection (they wait in the
+// system's queue, costing the process nothing) until one closes or one
+// has waited EvictAfter; then the new connection takes the place of the
+// one that has waited longest, which is closed (evicted). A client that
+// holds sockets by sending requests slowly holds them for EvictAfter, not
+// for the read timeout, and loses them to the next clients, at most a
+// budget every EvictAfter (which bounds what its churn costs). When the
+// full budget has nothing to evict for ShedAfter, the next connection is
 // answered 503 with Retry-After and closed (shed). A busy connection is
 // never closed for the budget: handlers bound themselves (a live feed's
 // cap, the read budget, the write timeout).
 type Budget struct {
 	net.Listener
 	max int
+	// EvictAfter is how long a connection may wait for a request before a
+	// full budget may give its place to a new one; ShedAfter how long a
+	// full budget with nothing to evict waits before it sheds. NewBudget
+	// sets DefaultEvictAfter and DefaultShedAfter; set them before serving.
+	EvictAfter, ShedAfter time.Duration
 
 	mu      sync.Mutex
 	open    int
-	waiting list.List // of *conn, the longest waiting first
+	waiting list.List     // of *conn, the longest waiting first
+	freed   chan struct{} // closed (and replaced) when a connection closes
+	closed  chan struct{}
+	once    sync.Once
 
 	accepted, evicted, shed atomic.Uint64
 	lastHit                 atomic.Int64 // unix nanoseconds of the last eviction or shedding
 	refusing                chan struct{}
 }
+
+// The defaults of a budget: a client sends its request within
+// milliseconds of connecting or of its previous answer; one that has not
+// in 10 s (the header timeout) is slow or idle.
+const (
+	DefaultEvictAfter = 10 * time.Second
+	DefaultShedAfter  = time.Second
+)
 
 // maxRefusing bounds the connections being answered 503 at once (each
 // holds a descriptor for at most refuseTime); past it a connection to shed
@@ -46,9 +67,16 @@ const (
 	refuseTime  = time.Second
 )
 
-// NewBudget returns ln with a budget of max connections (at least 1).
+// NewBudget returns ln with a budget of n connections (at least 1).
 func NewBudget(ln net.Listener, n int) *Budget {
-	return &Budget{Listener: ln, max: max(n, 1), refusing: make(chan struct{}, maxRefusing)}
+	return &Budget{Listener: ln, max: max(n, 1), EvictAfter: DefaultEvictAfter, ShedAfter: DefaultShedAfter,
+		freed: make(chan struct{}), closed: make(chan struct{}), refusing: make(chan struct{}, maxRefusing)}
+}
+
+// Close closes the listener; an Accept waiting for room returns.
+func (b *Budget) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return b.Listener.Close()
 }
 
 // BudgetStats are a budget's counts.
@@ -73,38 +101,84 @@ func (b *Budget) Stats() BudgetStats {
 	return st
 }
 
+// roomLocked says whether a new connection can be taken now (a free
+// place, or one to evict), and otherwise how long until the longest
+// waiting may be evicted (0: none is waiting).
+func (b *Budget) roomLocked(now time.Time) (bool, time.Duration) {
+	if b.open < b.max {
+		return true, 0
+	}
+	front := b.waiting.Front()
+	if front == nil {
+		return false, 0
+	}
+	if d := front.Value.(*conn).since.Add(b.EvictAfter).Sub(now); d > 0 {
+		return false, d
+	}
+	return true, 0
+}
+
 // Accept returns the next connection within the budget.
 func (b *Budget) Accept() (net.Conn, error) {
+	waited := time.Duration(0)
 	for {
+		// Wait for room before taking a connection from the system's
+		// queue.
+		b.mu.Lock()
+		room, until := b.roomLocked(time.Now())
+		freed := b.freed
+		b.mu.Unlock()
+		if !room && waited < b.ShedAfter {
+			wait := b.ShedAfter - waited
+			if until > 0 {
+				wait = min(wait, until)
+			}
+			t0 := time.Now()
+			t := time.NewTimer(wait)
+			select {
+			case <-b.closed:
+				t.Stop()
+				return nil, net.ErrClosed
+			case <-freed:
+			case <-t.C:
+			}
+			t.Stop()
+			waited += time.Since(t0)
+			continue
+		}
 		nc, err := b.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
 		c := &conn{Conn: nc, b: b}
+		now := time.Now()
 		b.mu.Lock()
-		if b.open < b.max {
+		room, _ = b.roomLocked(now)
+		switch {
+		case room && b.open < b.max:
 			b.open++
-			c.el = b.waiting.PushBack(c)
+			c.since, c.el = now, b.waiting.PushBack(c)
 			b.mu.Unlock()
 			b.accepted.Add(1)
 			return c, nil
-		}
-		if front := b.waiting.Front(); front != nil {
+		case room:
 			// The longest waiting gives its place to the new one.
+			front := b.waiting.Front()
 			victim := front.Value.(*conn)
 			b.waiting.Remove(front)
 			victim.el, victim.released = nil, true
-			c.el = b.waiting.PushBack(c)
+			c.since, c.el = now, b.waiting.PushBack(c)
 			b.mu.Unlock()
 			victim.Conn.Close()
 			b.evicted.Add(1)
 			b.accepted.Add(1)
-			b.lastHit.Store(time.Now().UnixNano())
+			b.lastHit.Store(now.UnixNano())
 			return c, nil
 		}
 		b.mu.Unlock()
+		waited = 0
 		b.shed.Add(1)
-		b.lastHit.Store(time.Now().UnixNano())
+		b.lastHit.Store(now.UnixNano())
 		select {
 		case b.refusing <- struct{}{}:
 			go func() {
@@ -117,9 +191,16 @@ func (b *Budget) Accept() (net.Conn, error) {
 	}
 }
 
-// busyResponse is the answer to a connection the budget cannot take.
-const busyResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 103\r\n\r\n" +
-	`{"code":"limit.http_connections","error":"the engine's HTTP connection budget is full: try again later"}` + "\n"
+// CodeConnections is the code of the answer to a connection the budget
+// cannot take (503, Retry-After: 1).
+const CodeConnections = "limit.http_connections"
+
+// busyResponse is that answer.
+var busyResponse = func() string {
+	body := `{"code":"` + CodeConnections + `","error":"the HTTP connection budget is full and every connection is busy: try again later"}` + "\n"
+	return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}()
 
 // refuse answers 503 and closes: the write, then the end of the sending
 // side, then what the client sent is read and dropped (a socket closed
@@ -144,6 +225,7 @@ type conn struct {
 	// or once released), busy its handlers running, released whether its
 	// place was given back (or to another).
 	el       *list.Element
+	since    time.Time // when it began to wait
 	busy     int
 	released bool
 }
@@ -158,6 +240,8 @@ func (c *conn) Close() error {
 			b.waiting.Remove(c.el)
 			c.el = nil
 		}
+		close(b.freed) // an Accept waiting for room takes it
+		b.freed = make(chan struct{})
 	}
 	b.mu.Unlock()
 	return c.Conn.Close()
@@ -186,7 +270,7 @@ func (c *conn) enter() {
 func (c *conn) leave() {
 	c.b.mu.Lock()
 	if c.busy--; c.busy == 0 && !c.released {
-		c.el = c.b.waiting.PushBack(c)
+		c.since, c.el = time.Now(), c.b.waiting.PushBack(c)
 	}
 	c.b.mu.Unlock()
 }

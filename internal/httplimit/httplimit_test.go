@@ -24,6 +24,7 @@ func serve(t *testing.T, l httplimit.Limits, n int, h http.Handler) (*httplimit.
 		t.Fatal(err)
 	}
 	b := httplimit.NewBudget(ln, n)
+	b.EvictAfter, b.ShedAfter = 20*time.Millisecond, 20*time.Millisecond
 	srv := l.Server(h, b)
 	done := make(chan string, 1024)
 	inner := srv.Handler
@@ -50,9 +51,10 @@ func slowBody(t *testing.T, addr, path string) net.Conn {
 }
 
 // TestBudget_SlowBodies: sockets that send headers and one byte of a body
-// fill the budget and no more; a fresh client is served, taking the place
-// of the one that waited longest (closed); when every connection is in a
-// handler, a fresh one is answered 503 with Retry-After.
+// fill the budget and no more; past it, each new one waits until the one
+// that waited longest has waited EvictAfter, and takes its place (it is
+// closed); a fresh client is served so; when every connection is in a
+// handler, a fresh one is answered 503 with Retry-After after ShedAfter.
 func TestBudget_SlowBodies(t *testing.T) {
 	release, entered := make(chan struct{}), make(chan struct{}, 16)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -185,4 +187,50 @@ func TestServer_Stream(t *testing.T) {
 	if resp2.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("a body past the limit: %d", resp2.StatusCode)
 	}
+}
+
+// TestBudget_YoungNotEvicted: a full budget of connections that have not
+// yet waited EvictAfter evicts none of them; the next connection is shed
+// after ShedAfter.
+func TestBudget_YoungNotEvicted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := httplimit.NewBudget(ln, 2)
+	b.EvictAfter, b.ShedAfter = time.Hour, 10*time.Millisecond
+	done := make(chan struct{}, 8)
+	srv := httplimit.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}), b)
+	inner := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.ServeHTTP(w, r); done <- struct{}{} })
+	go srv.Serve(b)
+	defer srv.Close()
+	addr := ln.Addr().String()
+	a, c := slowBody(t, addr, "/"), slowBody(t, addr, "/")
+	<-done
+	<-done
+	resp, err := http.Get("http://" + addr + "/fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a connection past a budget of young ones: %d", resp.StatusCode)
+	}
+	if st := b.Stats(); st.Evicted != 0 || st.Shed != 1 || st.Open != 2 {
+		t.Errorf("%+v", st)
+	}
+	for _, x := range []net.Conn{a, c} {
+		x.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := x.Read(make([]byte, 1)); err == nil || !isTimeout(err) {
+			t.Errorf("a young connection was closed: %v", err)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
 }
