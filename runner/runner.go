@@ -373,10 +373,11 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 // long (a closure verification of a large DAG): fn may call yield as often
 // as it likes, and when the shard holds messages of the deliberation back
 // for the reader, yield lets go of the lock until they are applied, then
-// takes it again. The fold is held up for a moment between yields, not
-// for the whole read; what fn read before a yield may be older than what
-// it reads after.
-func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func())) bool {
+// takes it again; yield(rest) with rest > 0 also lets go of it for rest (a
+// read that paces itself). The fold is held up for a moment between
+// yields, not for the whole read; what fn read before a yield may be older
+// than what it reads after.
+func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func(rest time.Duration))) bool {
 	s := r.shardOf(id)
 	s.mu.RLock()
 	d, l := s.proj.Deliberation(id), s.locks[id]
@@ -386,9 +387,10 @@ func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Delibe
 	}
 	l.rlock()
 	defer l.RUnlock()
-	fn(d, func() {
-		if l.wanted.Load() {
+	fn(d, func(rest time.Duration) {
+		if rest > 0 || l.wanted.Load() {
 			l.RUnlock()
+			time.Sleep(rest)
 			l.rlock()
 		}
 	})

@@ -144,12 +144,12 @@ func TestRunner_YieldingReadLetsTheFoldIn(t *testing.T) {
 	}
 	published := make(chan uint64, 1)
 	yields, seen := 0, 0
-	r.ReadDeliberationYielding(delibA, func(d *projector.Deliberation, yield func()) {
+	r.ReadDeliberationYielding(delibA, func(d *projector.Deliberation, yield func(time.Duration)) {
 		seen = d.Artifacts()
 		go func() { published <- b.claims(delibA, 5) }()
 		last := <-published
 		for d.Position < last && ctx.Err() == nil {
-			yield()
+			yield(0)
 			yields++
 		}
 		seen = d.Artifacts()

@@ -141,6 +141,10 @@ func (q *Queries) minPosition(next http.Handler) http.Handler {
 
 func (e *apiError) Error() string { return e.Message }
 
+// ErrorCode and RetryAfterSeconds tell web's pages how to answer it.
+func (e *apiError) ErrorCode() string      { return e.Code }
+func (e *apiError) RetryAfterSeconds() int { return e.RetryAfter }
+
 // HTTPStatus is the status the error is answered with (web's binding
 // pages answer a refused resolution with it).
 func (e *apiError) HTTPStatus() int { return e.Status }
@@ -285,33 +289,54 @@ func (q *Queries) closure(id, decisionID string, at uint64, admit func() (*ticke
 	if !ok {
 		return r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "decision id is not sha256:<64 lowercase hex>"}
 	}
-	key := closureKey{deliberation: id, decision: d, at: at}
-	if q.reads != nil {
-		if r, ok := q.reads.closures.get(key); ok {
-			return r, nil
-		}
-	}
-	final, size := false, 0
+	// Past the deliberation's position the answer is its answer there
+	// (every artifact is at or before it), named for the position asked:
+	// positions ahead, however many, are one verification.
+	eff, final, size := at, false, 0
 	if !q.r.ReadDeliberation(id, func(dl *projector.Deliberation) {
-		final, size = closureFinal(dl, d, at, q.r.Position()), dl.Artifacts()
+		if at > dl.Position {
+			eff = dl.Position
+		}
+		final, size = closureFinal(dl, d, eff, q.r.Position()), dl.Artifacts()
 	}) {
 		return r, notFound("deliberation " + id)
 	}
+	named := func(r closure.Result) closure.Result {
+		if eff != at && r.Position == eff {
+			r.Position = at
+		}
+		return r
+	}
+	key := closureKey{deliberation: id, decision: d, at: eff}
+	if q.reads != nil {
+		if r, ok := q.reads.closures.get(key); ok {
+			return named(r), nil
+		}
+	}
+	var t *ticket
 	if admit != nil {
-		t, err := admit()
-		if err != nil {
+		var err error
+		if t, err = admit(); err != nil {
 			return r, err
 		}
-		defer t.done()
 	}
 	if final && size >= yieldAbove {
 		// A long verification whose answer cannot change lets the
-		// deliberation's writers in as it goes.
-		q.r.ReadDeliberationYielding(id, func(dl *projector.Deliberation, yield func()) {
-			r = closure.Verify(&yieldingGraph{d: dl, yield: yield}, d, at, dl.ClosureLimits())
+		// deliberation's writers in as it goes, and, paid from the read
+		// budget, paces itself to the budget's rate.
+		g := &yieldingGraph{t: t}
+		q.r.ReadDeliberationYielding(id, func(dl *projector.Deliberation, yield func(time.Duration)) {
+			g.d, g.yield = dl, yield
+			g.start()
+			r = closure.Verify(g, d, eff, dl.ClosureLimits())
 		})
+		t.charge(g.stop())
+		t.release()
 	} else {
-		q.r.ReadDeliberation(id, func(dl *projector.Deliberation) { r = dl.Verify(d, at, dl.ClosureLimits()) })
+		t0 := time.Now()
+		q.r.ReadDeliberation(id, func(dl *projector.Deliberation) { r = dl.Verify(d, eff, dl.ClosureLimits()) })
+		t.charge(time.Since(t0))
+		t.release()
 	}
 	if q.reads != nil {
 		q.reads.closures.misses.Add(1)
@@ -319,7 +344,7 @@ func (q *Queries) closure(id, decisionID string, at uint64, admit func() (*ticke
 			q.reads.closures.put(key, r)
 		}
 	}
-	return r, nil
+	return named(r), nil
 }
 
 // EvidenceJudgement is one EVIDENCE's provenance judgement.

@@ -96,7 +96,7 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 	}
 	rs := b.reads
 	for _, read := range budgetedReads {
-		counter("parley_reads_refused_total", "Expensive reads of clients not signed in refused with 429 limit.read_budget, by read: closure, recording, bindings.",
+		counter("parley_reads_refused_total", "Expensive reads of clients not signed in refused with 429 limit.read_budget, by read: closure, recording, bindings, list (a search or status filter).",
 			prometheus.Labels{"read": read}, func() float64 { return float64(rs.stats().Refused[read]) })
 	}
 	counter("parley_read_budget_spent_seconds_total", "Compute time spent by expensive reads of clients not signed in.", nil,

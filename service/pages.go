@@ -401,6 +401,15 @@ func (q *Queries) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	if p.Status != "" {
+		// A filter may read every deliberation to fill its page.
+		t, err := q.reads.admit(r, readList)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		defer t.done()
+	}
 	// The page's memory is reused from one request to the next: a walk of
 	// a long list makes no garbage of its pages.
 	buf := summaryPages.Get().(*[]Summary)

@@ -63,9 +63,10 @@ const (
 	readClosure   = "closure"
 	readRecording = "recording"
 	readBindings  = "bindings"
+	readList      = "list" // a listing that may read every deliberation: a search, a status filter
 )
 
-var budgetedReads = []string{readClosure, readRecording, readBindings}
+var budgetedReads = []string{readClosure, readRecording, readBindings, readList}
 
 // closureCacheBytes bounds the closure results kept.
 const closureCacheBytes = 32 << 20
@@ -89,7 +90,7 @@ type reads struct {
 	perNet  map[string]int
 	changed chan struct{} // closed (and replaced) when a place is given back
 
-	refused  [3]atomic.Uint64 // by read, as budgetedReads
+	refused  [4]atomic.Uint64 // by read, as budgetedReads
 	lastHit  atomic.Int64     // unix nanoseconds of the last refusal
 	spent    atomic.Int64     // nanoseconds of compute spent from the budget
 	closures closureCache
@@ -391,20 +392,53 @@ func closureFinal(d *projector.Deliberation, decision canon.Digest, at, projecte
 // offers its lock every yieldEvery reads (runner.ReadDeliberationYielding).
 // Each read is made under the lock; nodes are never changed once
 // admitted, so a verification whose answer is final reads the same
-// answer as it would without yielding.
+// answer as it would without yielding. Paid from the read budget (t not
+// nil), it also rests, the lock let go, so as to compute at most the
+// budget's share of the time (PerSecond a second): one verification never
+// takes a core for long.
 type yieldingGraph struct {
 	d     *projector.Deliberation
-	yield func()
+	yield func(rest time.Duration)
 	n     int
+	t     *ticket
+	// work is the compute time so far, mark when the current stretch
+	// of it began; slice is how long a stretch lasts (0: paceSlice).
+	work  time.Duration
+	mark  time.Time
+	slice time.Duration
+}
+
+// paceSlice is how long a paced verification computes between rests.
+const paceSlice = 5 * time.Millisecond
+
+func (g *yieldingGraph) start() { g.mark = time.Now() }
+
+// stop returns the compute time spent.
+func (g *yieldingGraph) stop() time.Duration { return g.work + time.Since(g.mark) }
+
+func (g *yieldingGraph) tick() {
+	if g.n++; g.n%yieldEvery != 0 {
+		return
+	}
+	if g.t == nil {
+		g.yield(0)
+		return
+	}
+	stretch, slice := time.Since(g.mark), g.slice
+	if slice <= 0 {
+		slice = paceSlice
+	}
+	if stretch < slice {
+		g.yield(0)
+		return
+	}
+	g.work += stretch
+	share := float64(g.t.r.cfg.PerSecond) / float64(time.Second)
+	g.yield(time.Duration(float64(stretch) * (1 - share) / share))
+	g.mark = time.Now()
 }
 
 var _ closure.EvidenceGraph = (*yieldingGraph)(nil)
-
-func (g *yieldingGraph) tick() {
-	if g.n++; g.n%yieldEvery == 0 {
-		g.yield()
-	}
-}
 
 func (g *yieldingGraph) Lookup(id canon.Digest) (closure.Info, bool) {
 	g.tick()

@@ -93,8 +93,10 @@ func TestYieldingGraph_SameAnswer(t *testing.T) {
 						want = d.Verify(dc.id, at, d.ClosureLimits())
 						final = closureFinal(d, dc.id, at, r.Position())
 					})
-					r.ReadDeliberationYielding(id, func(d *projector.Deliberation, yield func()) {
-						got = closure.Verify(&yieldingGraph{d: d, yield: func() { yields++; yield() }}, dc.id, at, d.ClosureLimits())
+					r.ReadDeliberationYielding(id, func(d *projector.Deliberation, yield func(time.Duration)) {
+						g := &yieldingGraph{d: d, yield: func(rest time.Duration) { yields++; yield(rest) }}
+						g.start()
+						got = closure.Verify(g, dc.id, at, d.ClosureLimits())
 					})
 					x, _ := json.Marshal(want)
 					y, _ := json.Marshal(got)
@@ -113,6 +115,32 @@ func TestYieldingGraph_SameAnswer(t *testing.T) {
 			}
 			if offered == 0 {
 				t.Errorf("%d decisions verified with no offer to yield (largest closure %d)", len(decisions), largest)
+			}
+			// Paid from a budget of a tenth of the time, a verification
+			// rests nine times as long as it computes, a stretch at a
+			// time (shortened here), with the same answer.
+			rs := newReads(ReadBudget{Concurrent: 1, PerSecond: 100 * time.Millisecond})
+			last := decisions[len(decisions)-1]
+			var rested time.Duration
+			var want, got closure.Result
+			var work time.Duration
+			const slice = 50 * time.Microsecond
+			for work < 20*slice {
+				r.ReadDeliberation(id, func(d *projector.Deliberation) { want = d.Verify(last.id, seq, d.ClosureLimits()) })
+				r.ReadDeliberationYielding(id, func(d *projector.Deliberation, yield func(time.Duration)) {
+					g := &yieldingGraph{d: d, t: &ticket{r: rs}, slice: slice, yield: func(rest time.Duration) { rested += rest; yield(0) }}
+					g.start()
+					got = closure.Verify(g, last.id, seq, d.ClosureLimits())
+					work += g.stop()
+				})
+				if x, y := fmt.Sprint(want), fmt.Sprint(got); x != y {
+					t.Fatalf("paced: %s, want %s", y, x)
+				}
+			}
+			// Each rest is 9 times the stretch before it; the last stretch
+			// of each verification has none.
+			if rested < 4*work || rested > 9*work {
+				t.Errorf("paced: rested %v for %v of work", rested, work)
 			}
 		})
 	}

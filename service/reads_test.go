@@ -20,9 +20,9 @@ import (
 // verification; every other verification of a reader not signed in is
 // paid from the read budget, and past it refused with 429
 // limit.read_budget and Retry-After, counted in /metrics and /healthz,
-// while a signed-in reader is served. An answer that can still change (a
-// position the projection has not reached) is never kept: a later read
-// sees what arrived.
+// while a signed-in reader is served. A position past the deliberation's
+// is answered as the deliberation's position; an answer that can still
+// change is never kept: a later read sees what arrived.
 func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	// A budget that one verification spends for hours.
 	s := startWith(t, service.Config{NoSupervisor: true, ReadBudget: service.ReadBudget{Concurrent: 1, PerSecond: time.Nanosecond, Burst: time.Nanosecond}})
@@ -43,7 +43,13 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WaitPosition(ctx, id, ack.Sequence); err != nil {
+	// Something after the decision, so that there are positions to ask at
+	// between it and the deliberation's.
+	_, after, err := c.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Reads are cheap."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitPosition(ctx, id, after.Sequence); err != nil {
 		t.Fatal(err)
 	}
 	token := s.Credentials().HTTPToken
@@ -65,7 +71,7 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 		t.Fatalf("the first read: %d %+v", code, first)
 	}
 	// At another position: the budget is spent.
-	code, h, _, body := read(ack.Sequence+1, false)
+	code, h, _, body := read(after.Sequence, false)
 	if code != http.StatusTooManyRequests || body["code"] != service.CodeReadBudget || h.Get("Retry-After") == "" {
 		t.Fatalf("a read past the budget: %d %v Retry-After %q", code, body, h.Get("Retry-After"))
 	}
@@ -80,13 +86,40 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 		}
 	}
 	// A signed-in reader is not budgeted.
-	if code, _, res, _ := read(ack.Sequence+1, true); code != 200 || !res.OK {
-		t.Fatalf("a signed-in read: %d %+v", code, res)
+	code, _, atAfter, _ := read(after.Sequence, true)
+	if code != 200 || !atAfter.OK || atAfter.Position != after.Sequence {
+		t.Fatalf("a signed-in read: %d %+v", code, atAfter)
 	}
-	// A position ahead of the projection: its answer can still change,
-	// so it is not kept. A blocking objection against the decision's
-	// closure arrives before it: the next read says so.
-	ahead := ack.Sequence + 100
+	// Positions ahead of the deliberation's have its answer there, named
+	// for the position asked: any number of them cost nothing more, even
+	// with the budget spent.
+	for i := range uint64(10) {
+		code, _, res, _ := read(after.Sequence+1+i, false)
+		if code != 200 || res.Position != after.Sequence+1+i || !equalResults(withPosition(res, after.Sequence), atAfter) {
+			t.Fatalf("a read ahead at %d: %d %+v, want %+v", after.Sequence+1+i, code, res, atAfter)
+		}
+	}
+	// Listings that may read every deliberation are paid from the same
+	// budget: refused, and served to a signed-in reader.
+	for _, path := range []string{"/api/v1/deliberations?status=open", "/api/v1/explorer/deliberations?q=cache"} {
+		for _, signed := range []bool{false, true} {
+			req, _ := http.NewRequest("GET", "http://"+s.HTTPAddr()+path, nil)
+			if signed {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			r := do(t, req)
+			want := http.StatusTooManyRequests
+			if signed {
+				want = 200
+			}
+			if r.status != want || (!signed && (r.json["code"] != service.CodeReadBudget || r.header.Get("Retry-After") == "")) {
+				t.Errorf("%s (signed in %v): %d %s", path, signed, r.status, r.body)
+			}
+		}
+	}
+	// What arrives in between changes the answer ahead: a blocking
+	// objection against the decision's closure.
+	ahead := after.Sequence + 100
 	if code, _, res, _ := read(ahead, true); code != 200 || len(res.Findings) != 0 {
 		t.Fatalf("a read ahead: %d %+v", code, res)
 	}
@@ -105,7 +138,10 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	if v := metric(t, s, `parley_reads_refused_total{read="closure"}`); v != 1 {
 		t.Errorf("parley_reads_refused_total{read=closure} %v", v)
 	}
-	if v := metric(t, s, "parley_closure_cache_hits_total"); v != 20 {
+	if v := metric(t, s, `parley_reads_refused_total{read="list"}`); v != 2 {
+		t.Errorf("parley_reads_refused_total{read=list} %v", v)
+	}
+	if v := metric(t, s, "parley_closure_cache_hits_total"); v != 31 { // 20 at the decision, 11 ahead
 		t.Errorf("parley_closure_cache_hits_total %v", v)
 	}
 	_, hl := health(t, s)
@@ -118,4 +154,9 @@ func equalResults(a, b closure.Result) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+func withPosition(r closure.Result, at uint64) closure.Result {
+	r.Position = at
+	return r
 }

@@ -266,6 +266,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.haltedErr
 	explorer.SignedIn = signedIn
+	explorer.Admit = func(r *http.Request) (func(), error) {
+		t, err := s.Queries.reads.admit(r, readList)
+		if err != nil {
+			return nil, err
+		}
+		return t.done, nil
+	}
 	explorer.Register(root)
 	s.explorer = explorer
 	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,12 @@ type Explorer struct {
 	// authentication, which the explorer is mounted behind); nil: none
 	// is.
 	SignedIn func(*http.Request) bool
-	feeds    feedCount
+	// Admit, when set, admits a list that may read every deliberation (a
+	// search, a status filter) or refuses it (the engine's read budget:
+	// an error with HTTPStatus, ErrorCode and RetryAfterSeconds); done
+	// ends it.
+	Admit func(r *http.Request) (done func(), err error)
+	feeds feedCount
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
 	// MaxLife how long one lasts before the browser reconnects with its
@@ -172,4 +178,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
+}
+
+// refusal is an error that says how to answer it.
+type refusal interface {
+	error
+	HTTPStatus() int
+	ErrorCode() string
+	RetryAfterSeconds() int
+}
+
+// refuse answers err: as it says, or 503 unavailable.
+func refuse(w http.ResponseWriter, err error) {
+	if r, ok := err.(refusal); ok {
+		if s := r.RetryAfterSeconds(); s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		writeError(w, r.HTTPStatus(), r.ErrorCode(), r.Error())
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 }
