@@ -46,6 +46,11 @@ type Config struct {
 	// one above MaxPayload is refused by the server and never reaches the
 	// record.
 	MaxPayload int32
+	// MaxConn, when positive, is the most clients the server takes at
+	// once (max_connections; a configuration file's own takes
+	// precedence): past it a client is refused, and the descriptors the
+	// rest of the process needs stay free.
+	MaxConn int
 	// Users, when set, is the server's authorization: only these users
 	// may connect, each with its permissions, and a client that presents
 	// no credentials is the user named NoAuthUser (none: it is refused).
@@ -110,6 +115,9 @@ func StartContext(ctx context.Context, cfg Config) (*server.Server, error) {
 		opts.ServerName = cfg.ServerName
 	} else if opts.ServerName == "" {
 		opts.ServerName = "parley"
+	}
+	if cfg.MaxConn > 0 && opts.MaxConn == 0 {
+		opts.MaxConn = cfg.MaxConn
 	}
 	if cfg.MaxFileStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxFileStore

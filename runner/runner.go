@@ -368,6 +368,34 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 	return true
 }
 
+// ReadDeliberationYielding is ReadDeliberation for a read that may take
+// long (a closure verification of a large DAG): fn may call yield as often
+// as it likes, and when the shard holds messages of the deliberation back
+// for the reader, yield lets go of the lock until they are applied, then
+// takes it again; yield(rest) with rest > 0 also lets go of it for rest (a
+// read that paces itself). The fold is held up for a moment between
+// yields, not for the whole read; what fn read before a yield may be older
+// than what it reads after.
+func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func(rest time.Duration))) bool {
+	s := r.shardOf(id)
+	s.mu.RLock()
+	d, l := s.proj.Deliberation(id), s.locks[id]
+	s.mu.RUnlock()
+	if d == nil || l == nil {
+		return false
+	}
+	l.rlock()
+	defer l.RUnlock()
+	fn(d, func(rest time.Duration) {
+		if rest > 0 || l.wanted.Load() {
+			l.RUnlock()
+			time.Sleep(rest)
+			l.rlock()
+		}
+	})
+	return true
+}
+
 // EachDeliberation runs fn with every deliberation, each under its own read
 // lock, in no particular order.
 func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {

@@ -129,6 +129,36 @@ func TestRunner_LongReadHoldsOnlyItsDeliberation(t *testing.T) {
 	}
 }
 
+// A long read that yields lets the fold apply its deliberation's messages
+// while it goes on: inside one read, the messages published after it began
+// become visible, each after a yield.
+func TestRunner_YieldingReadLetsTheFoldIn(t *testing.T) {
+	b := newBed(t)
+	r, cancel, done := b.runner(8)
+	defer func() { cancel(); <-done }()
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	b.open(delibA)
+	if err := r.WaitFor(ctx, b.claims(delibA, 1)); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan uint64, 1)
+	yields, seen := 0, 0
+	r.ReadDeliberationYielding(delibA, func(d *projector.Deliberation, yield func(time.Duration)) {
+		seen = d.Artifacts()
+		go func() { published <- b.claims(delibA, 5) }()
+		last := <-published
+		for d.Position < last && ctx.Err() == nil {
+			yield(0)
+			yields++
+		}
+		seen = d.Artifacts()
+	})
+	if ctx.Err() != nil || seen != 6 {
+		t.Fatalf("inside one read, %d artifacts after %d yields (%v): the fold waited for the reader", seen, yields, ctx.Err())
+	}
+}
+
 // Each shard is snapshotted on its own; a restart restores every shard
 // and reads the stream from the lowest position, and gives the states the
 // live engine had; snapshots of another number of shards are not used.

@@ -30,9 +30,11 @@ type Queries struct {
 	rv     *substrate.Reverifier
 	watch  *streamWatch // the stream watch (health.go); nil: none
 
-	waiting atomic.Int64  // reads waiting for their min_position
-	offLoop atomic.Int64  // micro reads served off their endpoint's goroutine
-	minWait time.Duration // how long they wait (0: DefaultMinPositionWait)
+	reads   *reads                      // the read budget and the closure cache (reads.go); nil: none
+	bounds  func(now time.Time) []Bound // the bounds for /healthz (bounds.go); nil: none
+	waiting atomic.Int64                // reads waiting for their min_position
+	offLoop atomic.Int64                // micro reads served off their endpoint's goroutine
+	minWait time.Duration               // how long they wait (0: DefaultMinPositionWait)
 }
 
 // apiError is an error with an HTTP status and a stable code.
@@ -44,6 +46,8 @@ type apiError struct {
 	// Projected is, in a projection.behind answer, the position the
 	// engine's projection had reached.
 	Projected uint64 `json:"projected,omitempty"`
+	// RetryAfter, when positive, is sent as Retry-After (seconds).
+	RetryAfter int `json:"-"`
 }
 
 // Read-your-writes. A read may carry min_position, the stream position
@@ -136,6 +140,10 @@ func (q *Queries) minPosition(next http.Handler) http.Handler {
 }
 
 func (e *apiError) Error() string { return e.Message }
+
+// ErrorCode and RetryAfterSeconds tell web's pages how to answer it.
+func (e *apiError) ErrorCode() string      { return e.Code }
+func (e *apiError) RetryAfterSeconds() int { return e.RetryAfter }
 
 // HTTPStatus is the status the error is answered with (web's binding
 // pages answer a refused resolution with it).
@@ -267,22 +275,76 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 }
 
 // Closure verifies a decision of a deliberation over the live projection
-// at position at (0: the decision's own), with the charter's limits.
+// at position at (0: the decision's own), with the charter's limits. A
+// final answer is kept (reads.go).
 func (q *Queries) Closure(id, decisionID string, at uint64) (closure.Result, error) {
+	return q.closure(id, decisionID, at, nil)
+}
+
+// closure is Closure; a verification not kept is first admitted by admit
+// (nil: always), which may refuse it.
+func (q *Queries) closure(id, decisionID string, at uint64, admit func() (*ticket, error)) (closure.Result, error) {
 	var r closure.Result
 	d, ok := canon.ParseDigest(decisionID)
 	if !ok {
 		return r, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "decision id is not sha256:<64 lowercase hex>"}
 	}
-	found := false
-	q.r.ReadDeliberation(id, func(dl *projector.Deliberation) {
-		found = true
-		r = dl.Verify(d, at, dl.ClosureLimits())
-	})
-	if !found {
+	// Past the deliberation's position the answer is its answer there
+	// (every artifact is at or before it), named for the position asked:
+	// positions ahead, however many, are one verification.
+	eff, final, size := at, false, 0
+	if !q.r.ReadDeliberation(id, func(dl *projector.Deliberation) {
+		if at > dl.Position {
+			eff = dl.Position
+		}
+		final, size = closureFinal(dl, d, eff, q.r.Position()), dl.Artifacts()
+	}) {
 		return r, notFound("deliberation " + id)
 	}
-	return r, nil
+	named := func(r closure.Result) closure.Result {
+		if eff != at && r.Position == eff {
+			r.Position = at
+		}
+		return r
+	}
+	key := closureKey{deliberation: id, decision: d, at: eff}
+	if q.reads != nil {
+		if r, ok := q.reads.closures.get(key); ok {
+			return named(r), nil
+		}
+	}
+	var t *ticket
+	if admit != nil {
+		var err error
+		if t, err = admit(); err != nil {
+			return r, err
+		}
+	}
+	if final && size >= yieldAbove {
+		// A long verification whose answer cannot change lets the
+		// deliberation's writers in as it goes, and, paid from the read
+		// budget, paces itself to the budget's rate.
+		g := &yieldingGraph{t: t}
+		q.r.ReadDeliberationYielding(id, func(dl *projector.Deliberation, yield func(time.Duration)) {
+			g.d, g.yield = dl, yield
+			g.start()
+			r = closure.Verify(g, d, eff, dl.ClosureLimits())
+		})
+		t.charge(g.stop())
+		t.release()
+	} else {
+		t0 := time.Now()
+		q.r.ReadDeliberation(id, func(dl *projector.Deliberation) { r = dl.Verify(d, eff, dl.ClosureLimits()) })
+		t.charge(time.Since(t0))
+		t.release()
+	}
+	if q.reads != nil {
+		q.reads.closures.misses.Add(1)
+		if final {
+			q.reads.closures.put(key, r)
+		}
+	}
+	return named(r), nil
 }
 
 // EvidenceJudgement is one EVIDENCE's provenance judgement.
@@ -390,7 +452,7 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 			}
 			at = n
 		}
-		v, err := q.Closure(r.PathValue("id"), r.PathValue("decision_id"), at)
+		v, err := q.closure(r.PathValue("id"), r.PathValue("decision_id"), at, func() (*ticket, error) { return q.reads.admit(r, readClosure) })
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/provenance", func(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +460,14 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/bindings", func(w http.ResponseWriter, r *http.Request) {
+		// Every artifact's body is read from the stream: budgeted.
+		t, err := q.reads.admit(r, readBindings)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
 		v, err := q.Bindings(r.Context(), r.PathValue("id"))
+		t.done()
 		reply(w, v, err)
 	})
 	mux.HandleFunc("POST /api/v1/deliberations/{id}/bindings/{envelope_digest}", func(w http.ResponseWriter, r *http.Request) {
@@ -438,6 +507,9 @@ func (q *Queries) Handler(m *Metrics) http.Handler {
 func reply(w http.ResponseWriter, v any, err error) {
 	if err != nil {
 		var ae *apiError
+		if errors.As(err, &ae) && ae.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+		}
 		if !errors.As(err, &ae) {
 			var ce *canon.Error
 			if errors.As(err, &ce) {

@@ -100,6 +100,11 @@ type Health struct {
 	Writes     WriteStats `json:"writes"`
 	// Storage is the tightest JetStream storage limit the engine can see.
 	Storage *StorageReport `json:"storage,omitempty"`
+	// Bounds are the engine's bounds on what clients may hold, and
+	// BoundsHit the names of those hit within BoundRecent (bounds.go):
+	// they do not make the engine unhealthy.
+	Bounds    []Bound  `json:"bounds,omitempty"`
+	BoundsHit []string `json:"bounds_hit,omitempty"`
 }
 
 // WriteStats counts the engine's own publishes by result.
@@ -139,6 +144,14 @@ func (q *Queries) Health(ctx context.Context) Health {
 		w.fill(&h)
 		for _, p := range h.Problems {
 			errs = append(errs, p.Message)
+		}
+	}
+	if q.bounds != nil {
+		h.Bounds = q.bounds(time.Now())
+		for _, b := range h.Bounds {
+			if b.Recent {
+				h.BoundsHit = append(h.BoundsHit, b.Name)
+			}
 		}
 	}
 	h.OK = len(errs) == 0
@@ -239,6 +252,25 @@ func (w *streamWatch) permissionDenied(err error) {
 	w.log.Warn("the engine may not subscribe to the stream's advisories: it watches the stream by its check alone", "every", w.every, "err", err)
 }
 
+// advisoryKinds are the stream advisories the server publishes: the
+// metric's label is one of them (or of the API.* audit kinds), or "other",
+// so that whoever may publish on $JS.EVENT.ADVISORY.STREAM.*.PARLEY (a
+// user of an external server's configuration) cannot add label values.
+var advisoryKinds = []string{"CREATED", "UPDATED", "DELETED", "SNAPSHOT_CREATE", "SNAPSHOT_COMPLETE", "RESTORE_CREATE",
+	"RESTORE_COMPLETE", "LEADER_ELECTED", "QUORUM_LOST", "BATCH_ABANDONED"}
+
+func advisoryLabel(kind string) string {
+	if slices.Contains(advisoryKinds, kind) {
+		return kind
+	}
+	for _, v := range adminVerbs {
+		if kind == "API."+v {
+			return kind
+		}
+	}
+	return "other"
+}
+
 // adminVerbs are the API requests on the stream the audit advisory is
 // watched for.
 var adminVerbs = []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE"}
@@ -273,7 +305,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 			return
 		}
 	}
-	w.m.advisories.WithLabelValues(kind).Inc()
+	w.m.advisories.WithLabelValues(advisoryLabel(kind)).Inc()
 	switch kind {
 	case "DELETED":
 		w.raise(ProblemStreamDeleted, "the stream "+ledger.StreamName+" was deleted", by)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/internal/jstest"
@@ -100,5 +102,33 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	w.check(ctx, "check")
 	if has() {
 		t.Fatal("the projection caught up and the stall is still reported")
+	}
+}
+
+// Advisories of kinds the server does not publish (anyone who may publish
+// on $JS.EVENT.ADVISORY.STREAM.*.PARLEY can send them) add no label value:
+// they are counted as "other"; the server's kinds keep theirs.
+func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
+	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
+	for i := range 500 {
+		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + ledger.StreamName})
+	}
+	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + ledger.StreamName})
+	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.API", Data: []byte(`{"subject":"$JS.API.STREAM.PURGE.PARLEY"}`)})
+	mfs, err := w.m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == "parley_stream_advisories_total" {
+			for _, m := range mf.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"other": 500, "LEADER_ELECTED": 1, "API.PURGE": 1}
+	if len(got) != len(want) || got["other"] != 500 || got["LEADER_ELECTED"] != 1 || got["API.PURGE"] != 1 {
+		t.Errorf("advisory series %v, want %v", got, want)
 	}
 }

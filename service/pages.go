@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
@@ -400,6 +401,15 @@ func (q *Queries) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
+	if p.Status != "" {
+		// A filter may read every deliberation to fill its page.
+		t, err := q.reads.admit(r, readList)
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		defer t.done()
+	}
 	// The page's memory is reused from one request to the next: a walk of
 	// a long list makes no garbage of its pages.
 	buf := summaryPages.Get().(*[]Summary)
@@ -490,6 +500,14 @@ func (q *Queries) serveRecording(w http.ResponseWriter, r *http.Request) {
 	if p.Limit > 0 {
 		chunk = p.Limit + 1
 	}
+	// Every body is read from the stream: a reader not signed in spends
+	// the read budget as it goes, and waits for it to refill.
+	t, err := q.reads.admit(r, readRecording)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	t.release()
 	list, asOf, found := q.artifactsAfter(id, after, chunk, -1)
 	if !found {
 		reply(w, nil, notFound("deliberation "+id))
@@ -502,11 +520,16 @@ func (q *Queries) serveRecording(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	for len(list) > 0 {
 		for _, a := range list {
+			if !t.pace(r.Context().Done()) {
+				return
+			}
+			t0 := time.Now()
 			msg, err := q.stream.GetMsg(r.Context(), a.Position)
 			if err != nil {
 				return // the status is sent; the truncated body shows the failure
 			}
 			b, err := canon.Canonicalize(canon.AMD, msg.Data)
+			t.charge(time.Since(t0))
 			if err != nil {
 				return
 			}

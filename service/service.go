@@ -26,6 +26,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -98,6 +99,17 @@ type Config struct {
 	// stream's configuration and state (0: DefaultStreamCheckEvery);
 	// advisories ask for one at once in between (health.go).
 	StreamCheckEvery time.Duration
+	// HTTPMaxConns is the HTTP connection budget: at most this many
+	// connections open at once (0: a quarter of the open-descriptor
+	// limit, at most 2,048; Descriptors).
+	HTTPMaxConns int
+	// HTTPEvictAfter is how long an HTTP connection may wait for a request
+	// before a full budget gives its place to a new one (0:
+	// httplimit.DefaultEvictAfter, 10 s).
+	HTTPEvictAfter time.Duration
+	// ReadBudget bounds the expensive reads of HTTP clients that are not
+	// signed in (the zero value: DefaultReadBudget; reads.go).
+	ReadBudget ReadBudget
 	// MinPositionWait is how long a read with a min_position waits for
 	// the projection to reach it before answering projection.behind (0:
 	// DefaultMinPositionWait).
@@ -121,6 +133,9 @@ type Service struct {
 	micro      micro.Service
 	http       *http.Server
 	httpLn     net.Listener
+	httpBudget *httplimit.Budget
+	explorer   *web.Explorer
+	fds        Descriptors
 	runDone    chan struct{}
 	runErr     error
 	superDone  chan struct{}
@@ -159,6 +174,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// One engine per data directory: a second would open the same store
 	// and write the same snapshots.
 	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	// The process's descriptors, shared so that no kind of client takes
+	// another's (descriptors.go).
+	if s.fds, err = planDescriptors(raiseFileLimit(), cfg.HTTPMaxConns, cfg.NATS == ""); err != nil {
 		return nil, err
 	}
 	tokens := cfg.HTTPTokens
@@ -229,7 +249,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	ejs := watchedJS{JetStream: s.js, w: w}
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w, minWait: cfg.MinPositionWait}
+	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w, minWait: cfg.MinPositionWait,
+		reads: newReads(cfg.ReadBudget)}
 	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
@@ -249,14 +270,35 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	root.Handle("/", s.Queries.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.haltedErr
+	explorer.SignedIn = signedIn
+	explorer.Admit = func(r *http.Request) (func(), error) {
+		t, err := s.Queries.reads.admit(r, readList)
+		if err != nil {
+			return nil, err
+		}
+		return t.done, nil
+	}
 	explorer.Register(root)
+	s.explorer = explorer
 	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
-	s.http = &http.Server{Handler: s.auth.wrap(w.guard(s.Queries.minPosition(root))), ReadHeaderTimeout: 10 * time.Second}
+	// At most fds.HTTP connections: past it the next waits for the one
+	// waiting longest for a request to have waited EvictAfter, which is
+	// then closed, or is answered 503 (internal/httplimit); the NATS
+	// server's clients and the files keep their descriptors.
+	s.httpBudget = httplimit.NewBudget(s.httpLn, s.fds.HTTP)
+	if cfg.HTTPEvictAfter > 0 {
+		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
+	}
+	s.http = httplimit.Server(s.auth.wrap(w.guard(s.Queries.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
+	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.reads}
+	s.Metrics.watchBounds(bounds, s.fds)
+	s.Queries.bounds = bounds.report
+	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	go func() {
-		if err := s.http.Serve(s.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.httpBudget); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)
 		}
 	}()
@@ -346,7 +388,7 @@ func (s *Service) connect(ctx context.Context, principals []string) error {
 		port = -1
 	}
 	ecfg := embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
-		ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats")}
+		ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats"), MaxConn: s.fds.NATS}
 	if cfg.NATSConfig == "" {
 		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
 			return errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
@@ -361,6 +403,9 @@ func (s *Service) connect(ctx context.Context, principals []string) error {
 		return err
 	}
 	s.natsURL = s.srv.ClientURL()
+	if v, err := s.srv.Varz(nil); err == nil {
+		s.fds.NATS = v.MaxConn // a configuration file's own, if it sets one
+	}
 	if cfg.NATSConfig == "" {
 		s.creds.NATSURL = s.natsURL
 	}
@@ -463,6 +508,15 @@ func (s *Service) HTTPURL() string {
 // uses them to publish what a participant may not (a recording's
 // _supervisor and principal messages).
 func (s *Service) Credentials() Credentials { return s.creds }
+
+// Descriptors is how the engine shares its open descriptors.
+func (s *Service) Descriptors() Descriptors { return s.fds }
+
+// Explorer is the explorer the engine serves.
+func (s *Service) Explorer() *web.Explorer { return s.explorer }
+
+// HTTPBudget returns the HTTP connection budget's counts.
+func (s *Service) HTTPBudget() httplimit.BudgetStats { return s.httpBudget.Stats() }
 
 // Conn is the engine's own NATS connection.
 func (s *Service) Conn() *nats.Conn { return s.nc }

@@ -132,10 +132,11 @@ func TestLiveFeedAbuse(t *testing.T) {
 		t.Errorf("?after= the largest position: %v", evs)
 	}
 
-	// More feeds from one client than it is served: the next is refused
-	// with 503 and Retry-After, while another client is served. More feeds
-	// than the engine serves, from clients at several loopback addresses:
-	// the next is refused likewise, and served once one has gone.
+	// Live feeds are shared fairly: at most MaxStreamsPerClient to one
+	// client network not signed in (an IPv4 /24: every address of
+	// 127.0.0.0/24 is one network), ReservedSignedIn of MaxStreams kept
+	// for signed-in readers; each refusal is 503 limit.live_feeds with
+	// Retry-After, and a feed gone gives its place back.
 	before := runtime.NumGoroutine()
 	var conns []*http.Response
 	var transports []*http.Transport
@@ -150,14 +151,25 @@ func TestLiveFeedAbuse(t *testing.T) {
 		transports = append(transports, tr)
 		return &http.Client{Transport: tr}
 	}
-	open := func(hc *http.Client) *http.Response {
+	token := s.Credentials().HTTPToken
+	open := func(hc *http.Client, signedIn bool) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, "GET", feed, nil)
+		if signedIn {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
+	}
+	served := func(resp *http.Response, what string) {
+		t.Helper()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s refused: %d", what, resp.StatusCode)
+		}
+		conns = append(conns, resp)
 	}
 	refused := func(resp *http.Response, what, want string) {
 		t.Helper()
@@ -165,36 +177,42 @@ func TestLiveFeedAbuse(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		msg, _ := body["error"].(string)
-		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body["code"] != "unavailable" || !strings.Contains(msg, want) {
-			t.Errorf("%s: %d %v Retry-After %q, want 503 unavailable (%s)", what, resp.StatusCode, body, resp.Header.Get("Retry-After"), want)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || body["code"] != web.CodeLiveFeeds || !strings.Contains(msg, want) {
+			t.Errorf("%s: %d %v Retry-After %q, want 503 %s (%s)", what, resp.StatusCode, body, resp.Header.Get("Retry-After"), web.CodeLiveFeeds, want)
 		}
 	}
-	clients := make([]*http.Client, web.MaxStreams/web.MaxStreamsPerClient)
-	for i := range clients {
-		clients[i] = from(fmt.Sprintf("127.0.0.%d", 2+i))
+	// Eight addresses of one /24 (as one client holds them) get
+	// MaxStreamsPerClient feeds between them, not eight times that.
+	var local []*http.Client
+	for i := range 8 {
+		local = append(local, from(fmt.Sprintf("127.0.0.%d", 2+i)))
 	}
-	for range web.MaxStreamsPerClient {
-		resp := open(clients[0])
-		if resp.StatusCode != 200 {
-			t.Fatalf("feed %d of one client refused: %d", len(conns)+1, resp.StatusCode)
+	for i := range web.MaxStreamsPerClient {
+		served(open(local[i%len(local)], false), fmt.Sprintf("feed %d of 127.0.0.0/24", i+1))
+	}
+	for _, hc := range local {
+		refused(open(hc, false), fmt.Sprintf("feed %d of 127.0.0.0/24", web.MaxStreamsPerClient+1), "from 127.0.0.0/24")
+	}
+	// Other networks fill what is not reserved, and then one more
+	// network is refused for it, while a signed-in reader is served.
+	anonymous := web.MaxStreams - web.ReservedSignedIn
+	for n := 1; len(conns) < anonymous; n++ {
+		hc := from(fmt.Sprintf("127.0.%d.1", n))
+		for range min(web.MaxStreamsPerClient, anonymous-len(conns)) {
+			served(open(hc, false), fmt.Sprintf("feed %d", len(conns)+1))
 		}
-		conns = append(conns, resp)
 	}
-	refused(open(clients[0]), fmt.Sprintf("feed %d of one client", web.MaxStreamsPerClient+1), "from 127.0.0.2")
-	for _, hc := range clients[1:] {
-		for range web.MaxStreamsPerClient {
-			resp := open(hc)
-			if resp.StatusCode != 200 {
-				t.Fatalf("feed %d refused: %d", len(conns)+1, resp.StatusCode)
-			}
-			conns = append(conns, resp)
-		}
+	other := from("127.0.200.1")
+	refused(open(other, false), "an anonymous feed past the anonymous room", "kept for signed-in readers")
+	// Signed-in readers take the reserved room, whatever their network,
+	// up to MaxStreams in all.
+	for len(conns) < web.MaxStreams {
+		served(open(local[0], true), fmt.Sprintf("signed-in feed %d", len(conns)+1-anonymous))
 	}
-	other := from("127.0.0.250")
-	refused(open(other), fmt.Sprintf("feed %d", web.MaxStreams+1), "too many live feeds open (")
+	refused(open(other, true), fmt.Sprintf("feed %d", web.MaxStreams+1), "too many live feeds open (")
 	conns[len(conns)-1].Body.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp := open(other)
+		resp := open(other, true)
 		if resp.StatusCode == 200 {
 			conns[len(conns)-1] = resp
 			break
@@ -203,6 +221,9 @@ func TestLiveFeedAbuse(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a feed gone does not free its place: %d", resp.StatusCode)
 		}
+	}
+	if st := s.Explorer().FeedStats(); st.Open != web.MaxStreams || st.SignedIn != web.ReservedSignedIn || st.Refused[web.FeedsNetwork] != 8 || st.Refused[web.FeedsAnonymous] != 1 || st.Refused[web.FeedsFull] < 1 {
+		t.Errorf("feed stats: %+v", st)
 	}
 	for _, r := range conns {
 		r.Body.Close()

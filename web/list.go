@@ -98,6 +98,15 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	words := strings.Fields(strings.ToLower(q))
+	if (len(words) > 0 || want != nil) && e.Admit != nil {
+		// A search may read every deliberation.
+		done, err := e.Admit(r)
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		defer done()
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	out := ListPage{Deliberations: []Row{}}

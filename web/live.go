@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -212,36 +211,13 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "deliberation "+id+" not found")
 		return
 	}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
-	e.feedsMu.Lock()
-	mine := e.perClient[client]
-	if mine < MaxStreamsPerClient {
-		e.perClient[client] = mine + 1
-	}
-	e.feedsMu.Unlock()
-	if mine >= MaxStreamsPerClient {
+	release, _, msg := e.admitFeed(r)
+	if release == nil {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "too many live feeds open from "+client+" ("+strconv.Itoa(MaxStreamsPerClient)+")")
+		writeError(w, http.StatusServiceUnavailable, CodeLiveFeeds, msg)
 		return
 	}
-	defer func() {
-		e.feedsMu.Lock()
-		if e.perClient[client]--; e.perClient[client] == 0 {
-			delete(e.perClient, client)
-		}
-		e.feedsMu.Unlock()
-	}()
-	select {
-	case e.streams <- struct{}{}:
-		defer func() { <-e.streams }()
-	default:
-		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "too many live feeds open ("+strconv.Itoa(MaxStreams)+")")
-		return
-	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), e.MaxLife)
 	defer cancel()
 	h := w.Header()

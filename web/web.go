@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,11 +39,23 @@ var assets embed.FS
 type Explorer struct {
 	r      *runner.Runner
 	stream jetstream.Stream
-	// streams bounds the live feeds open at once, perClient those of one
-	// client address (so that one client cannot take every place).
-	streams   chan struct{}
-	feedsMu   sync.Mutex
-	perClient map[string]int
+	// MaxFeeds bounds the live feeds open at once; MaxFeedsPerNetwork
+	// those of one client network that is not signed in (an IPv4 /24, an
+	// IPv6 /64: one client holds many addresses of its network, rarely
+	// many networks); ReservedSignedIn of MaxFeeds are kept for signed-in
+	// readers (SignedIn), whom the per-network bound does not count. New
+	// sets MaxStreams, MaxStreamsPerClient and ReservedSignedIn.
+	MaxFeeds, MaxFeedsPerNetwork, ReservedSignedIn int
+	// SignedIn says whether a request carries a valid token (the engine's
+	// authentication, which the explorer is mounted behind); nil: none
+	// is.
+	SignedIn func(*http.Request) bool
+	// Admit, when set, admits a list that may read every deliberation (a
+	// search, a status filter) or refuses it (the engine's read budget:
+	// an error with HTTPStatus, ErrorCode and RetryAfterSeconds); done
+	// ends it.
+	Admit func(r *http.Request) (done func(), err error)
+	feeds feedCount
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
 	// MaxLife how long one lasts before the browser reconnects with its
@@ -62,19 +75,22 @@ type Explorer struct {
 func (e *Explorer) Shutdown() { e.closeOnce.Do(func() { close(e.closing) }) }
 
 // MaxStreams is the number of live feeds an engine serves at once, and
-// MaxStreamsPerClient the number it serves to one client address (the
-// host of the connection's remote address: behind a reverse proxy, the
-// proxy's); the next is refused with 503 and Retry-After.
+// MaxStreamsPerClient the number it serves to one client network that is
+// not signed in (the IPv4 /24 or IPv6 /64 of the connection's remote
+// address: behind a reverse proxy, the proxy's); ReservedSignedIn of
+// MaxStreams are kept for signed-in readers. The next is refused with 503
+// limit.live_feeds and Retry-After.
 const (
 	MaxStreams          = 256
 	MaxStreamsPerClient = 32
+	ReservedSignedIn    = 64
 )
 
 // New returns the explorer over the engine's runner (the projection) and
 // stream (the artifacts' bodies).
 func New(r *runner.Runner, stream jetstream.Stream) *Explorer {
-	e := &Explorer{r: r, stream: stream, streams: make(chan struct{}, MaxStreams), perClient: map[string]int{},
-		Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
+	e := &Explorer{r: r, stream: stream, MaxFeeds: MaxStreams, MaxFeedsPerNetwork: MaxStreamsPerClient, ReservedSignedIn: ReservedSignedIn,
+		feeds: feedCount{perNet: map[string]int{}}, Poll: 200 * time.Millisecond, Heartbeat: 15 * time.Second, MaxLife: 30 * time.Minute, etags: map[string]string{},
 		closing: make(chan struct{})}
 	fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -162,4 +178,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
+}
+
+// refusal is an error that says how to answer it.
+type refusal interface {
+	error
+	HTTPStatus() int
+	ErrorCode() string
+	RetryAfterSeconds() int
+}
+
+// refuse answers err: as it says, or 503 unavailable.
+func refuse(w http.ResponseWriter, err error) {
+	if r, ok := err.(refusal); ok {
+		if s := r.RetryAfterSeconds(); s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		writeError(w, r.HTTPStatus(), r.ErrorCode(), r.Error())
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/mcpserver"
 )
 
@@ -102,7 +103,7 @@ address unless --allow-remote is given.`)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	hs := &http.Server{Handler: mux}
+	hs := httplimit.Server(mux, nil) // timeouts, header and body limits
 	go func() { <-ctx.Done(); hs.Close() }()
 	fmt.Fprintf(e.stdout, "parley mcp: http://%s/mcp, Authorization: Bearer <token>; %s\n", ln.Addr(), where)
 	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {

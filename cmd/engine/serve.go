@@ -55,6 +55,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.DurationVar(&cfg.ProvenanceCacheTTL, "provenance-cache-ttl", time.Minute, "how long a re-verification result is reused")
 	fs.Var(&tokens, "http-token", "SECRET[=PARTICIPANT]: a token of the HTTP API, standing for PARTICIPANT (default principal), whom a resolution sent with it is published as (repeatable; or PARLEY_HTTP_TOKEN, comma-separated; default: one drawn at start)")
 	fs.BoolVar(&cfg.HTTPPublicReads, "http-public-reads", false, "serve the API's reads without a token even when --http listens beyond loopback")
+	fs.IntVar(&cfg.HTTPMaxConns, "http-max-conns", 0, "most HTTP connections open at once (0: a quarter of the open-descriptor limit, at most 2048; docs/OPERATIONS.md)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", "text or json")
 	if code, ok := parse(fs, args); !ok {

@@ -189,7 +189,7 @@ function deliberationPage(id) {
   M.objectionState = objectionState;
 
   function add(a) {
-    if (M.arts.has(a.artifact_id)) return false; // a resend around a pending release
+    if (M.arts.has(a.artifact_id)) return false; // sent again after a reconnection
     a.type = a.artifact_type;
     a.canonical = a.canonical || "";
     try { a.body = a.canonical ? JSON.parse(a.canonical) : null; } catch { a.body = null; }
@@ -287,7 +287,6 @@ function deliberationPage(id) {
       h("div", { class: "facts" },
         h("span", {}, h("span", { id: "count" }, String(M.arts.size)), " artifacts"),
         h("span", {}, String(st.rejections || 0), " rejections"),
-        st.pending ? h("span", {}, st.pending + " pending") : null,
         h("span", { class: "mono" }, id),
         h("a", { href: "/api/v1/deliberations/" + encodeURIComponent(id) }, "JSON")),
       h("div", { class: "facts", id: "participants" }, "Participants: ", parts.map(([p, n]) => h("span", { class: "pill" }, p + " · " + n))),

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/service"
+)
+
+// engine is an `engine serve` process on a data directory of its own, so
+// that its RSS is the engine's alone.
+type engine struct {
+	cmd      *exec.Cmd
+	dir      string
+	natsURL  string
+	httpAddr string
+	token    string // the HTTP token it drew (credentials.json)
+	stderr   *os.File
+}
+
+// buildEngine builds cmd/engine into dir and returns the binary's path.
+func buildEngine(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "engine")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/engine")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/engine: %v\n%s", err, b)
+	}
+	return bin, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startEngine starts `engine serve` with a fresh data directory under dir,
+// its open-descriptor limit set to fds (soft and hard, through prlimit; 0:
+// the soak's own), and waits until /healthz answers 200.
+func startEngine(ctx context.Context, bin, dir string, fds int, extra ...string) (*engine, error) {
+	data, err := os.MkdirTemp(dir, "data-")
+	if err != nil {
+		return nil, err
+	}
+	natsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--data", data, "--listen", natsAddr, "--http", httpAddr, "--log-level", "warn"}, extra...)
+	name := bin
+	if fds > 0 {
+		p, err := exec.LookPath("prlimit")
+		if err != nil {
+			return nil, errors.New("-engine-fds needs prlimit (util-linux)")
+		}
+		name, args = p, append([]string{"--nofile=" + strconv.Itoa(fds) + ":" + strconv.Itoa(fds), "--", bin}, args...)
+	}
+	logf, err := os.Create(filepath.Join(data, "..", filepath.Base(data)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{dir: data, natsURL: "nats://" + natsAddr, httpAddr: httpAddr, stderr: logf}
+	// prlimit execs the engine: the process is the engine's.
+	e.cmd = exec.Command(name, args...)
+	e.cmd.Stdout, e.cmd.Stderr = logf, logf
+	if err := e.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(time.Minute)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := hc.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			e.stop()
+			return nil, fmt.Errorf("the engine did not become healthy (log: %s): %v", logf.Name(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var creds service.Credentials
+	b, err := os.ReadFile(filepath.Join(data, service.CredentialsFile))
+	if err == nil {
+		err = json.Unmarshal(b, &creds)
+	}
+	if err != nil {
+		e.stop()
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	e.token = creds.HTTPToken
+	return e, nil
+}
+
+func (e *engine) stop() {
+	e.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { e.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		e.cmd.Process.Kill()
+		<-done
+	}
+	e.stderr.Close()
+}
+
+// memory returns the engine's resident set and its peak, in bytes.
+func (e *engine) memory() (rss, peak int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(e.cmd.Process.Pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// descriptors returns how many descriptors the engine holds open.
+func (e *engine) descriptors() int {
+	ents, _ := os.ReadDir("/proc/" + strconv.Itoa(e.cmd.Process.Pid) + "/fd")
+	return len(ents)
+}
+
+// freshNATS says whether a new NATS client connects and reads the stream.
+func (e *engine) freshNATS() string {
+	nc, err := nats.Connect(e.natsURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		return "no: " + err.Error()
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.Stream(ctx, ledger.StreamName); err != nil {
+		return "no: stream info: " + err.Error()
+	}
+	return "yes"
+}
+
+// freshHTTP says what a new HTTP client gets for /healthz: "200", or the
+// refusal's status, code and Retry-After ("no: …" when it gets no answer).
+func (e *engine) freshHTTP() string {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + e.httpAddr + "/healthz")
+	if err != nil {
+		return "no: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		var ae struct{ Code string }
+		json.Unmarshal(b, &ae)
+		return fmt.Sprintf("%d %s, Retry-After %s", resp.StatusCode, ae.Code, resp.Header.Get("Retry-After"))
+	}
+	var h service.Health
+	json.Unmarshal(b, &h)
+	s := "200"
+	if len(h.BoundsHit) > 0 {
+		s += " (bounds hit: " + strings.Join(h.BoundsHit, ", ") + ")"
+	}
+	return s
+}

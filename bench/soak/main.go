@@ -1,0 +1,276 @@
+// Command soak runs honest relays beside one class of hostile client at a
+// time, against `engine serve` in a process of its own (built from this
+// repository), and reports for each class:
+//
+//   - the bytes the attacker sent;
+//   - the engine's RSS growth over the attack (VmRSS before and at its
+//     end, and the peak), against the goal of at most 1% of the bytes sent
+//     (at most 100 MB for 1 GB of hostile traffic);
+//   - whether every honest relay completed its deliberations with a
+//     verified closure;
+//   - the honest participants' ingest latency p99 (a publish until the
+//     engine's projection has applied it) during the attack, against the
+//     same engine's in the phase just before with no attacker (goal:
+//     within 2x);
+//   - whether a fresh NATS client and a fresh HTTP client could connect
+//     while the attack went on.
+//
+// The attacker runs in a process of its own (child.go), the honest relays
+// in the soak's. The classes (-classes, attacks.go): slow-bodies (sockets sending a
+// request's headers and one byte of its body), live-feeds (more live
+// feeds than the engine serves, from one network and several),
+// metric-labels (names a metric label could be made of), closure-reads
+// (closure verifications at positions never asked before). A class is a
+// file that registers an attack.
+//
+//	go run ./bench/soak
+//	go run ./bench/soak -short
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// options of a soak run.
+type options struct {
+	classes      []string
+	phase        time.Duration // each of the baseline and the attack
+	relays       int
+	fds          int // the engine's open-descriptor limit (0: the soak's own)
+	sz           sizes
+	engineBinary string // built into a temporary directory when empty
+	verbose      bool
+}
+
+// result is one class's figures.
+type result struct {
+	Class                     string        `json:"class"`
+	BytesSent                 int64         `json:"bytes_sent"`
+	RSSBefore, RSSAfter, Peak int64         `json:"-"`
+	RSSGrowth                 int64         `json:"rss_growth_bytes"`
+	GrowthShare               float64       `json:"rss_growth_per_byte_sent"`
+	Descriptors               int           `json:"engine_descriptors"`
+	Relays                    int           `json:"relays"`
+	Deliberations             int           `json:"deliberations"`
+	Completed                 int           `json:"completed"`
+	Verified                  int           `json:"verified"`
+	BaselineP99               time.Duration `json:"baseline_p99_ns"`
+	AttackP99                 time.Duration `json:"attack_p99_ns"`
+	Ratio                     float64       `json:"p99_ratio"`
+	FreshNATS                 string        `json:"fresh_nats"`
+	FreshHTTP                 string        `json:"fresh_http"`
+	Note                      string        `json:"note"`
+	Check                     string        `json:"check,omitempty"`
+	Errors                    []string      `json:"errors,omitempty"`
+}
+
+func main() {
+	if os.Getenv(attackerEnv) != "" {
+		runAttacker()
+		return
+	}
+	var o options
+	classes := flag.String("classes", "", "comma-separated classes to run (default: all: "+strings.Join(names(), ", ")+")")
+	flag.DurationVar(&o.phase, "phase", 20*time.Second, "length of the baseline and of the attack phase of each class")
+	flag.IntVar(&o.relays, "relays", 4, "honest relays")
+	flag.IntVar(&o.fds, "engine-fds", 20000, "the engine's open-descriptor limit, soft and hard (through prlimit; 0: the soak's own)")
+	flag.IntVar(&o.sz.Sockets, "sockets", 19900, "slow-bodies: sockets held at once")
+	flag.IntVar(&o.sz.Feeds, "feeds", 40, "live-feeds: feeds asked for per address (16 addresses)")
+	flag.IntVar(&o.sz.DAG, "dag", 90000, "closure-reads: artifacts of the deliberation read")
+	flag.IntVar(&o.sz.Readers, "readers", 8, "closure-reads: concurrent readers")
+	flag.IntVar(&o.sz.LabelRate, "label-rate", 2000, "metric-labels: hostile messages a second")
+	short := flag.Bool("short", false, "small sizes for a quick check (2 s phases, 2 relays, 1,024 descriptors, 900 sockets, a 5,000-artifact DAG); flags given with it still apply")
+	asJSON := flag.Bool("json", false, "print the results as JSON")
+	flag.BoolVar(&o.verbose, "v", false, "say what each phase does as it goes")
+	flag.Parse()
+	if *short {
+		// The small sizes, then whatever was given explicitly.
+		o = shortOptions(o)
+		flag.CommandLine.Parse(os.Args[1:])
+	}
+	if *classes != "" {
+		o.classes = strings.Split(*classes, ",")
+	}
+	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	res, err := run(context.Background(), o)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *asJSON {
+		json.NewEncoder(os.Stdout).Encode(res)
+		return
+	}
+	report(os.Stdout, res, o)
+}
+
+func shortOptions(o options) options {
+	o.phase, o.relays, o.fds = 2*time.Second, 2, 1024
+	o.sz = sizes{Sockets: 900, Feeds: 40, DAG: 5000, Readers: 8, LabelRate: 500}
+	return o
+}
+
+func names() []string {
+	var out []string
+	for _, a := range attacks {
+		out = append(out, a.name())
+	}
+	return out
+}
+
+func (o options) logf(format string, args ...any) {
+	if o.verbose {
+		log.Printf(format, args...)
+	}
+}
+
+// run runs every class of o.classes (all when empty), each on an engine
+// of its own.
+func run(ctx context.Context, o options) ([]result, error) {
+	dir, err := os.MkdirTemp("", "parley-soak-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin := o.engineBinary
+	if bin == "" {
+		if bin, err = buildEngine(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	var out []result
+	for _, a := range attacks {
+		if len(o.classes) > 0 && !slices.Contains(o.classes, a.name()) {
+			continue
+		}
+		r, err := runClass(ctx, o, bin, dir, a)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", a.name(), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// runClass starts an engine, prepares it for the class, runs the honest
+// relays alone for a phase (the baseline), then beside the attack for a
+// phase, and stops the engine.
+func runClass(ctx context.Context, o options, bin, dir string, a attack) (result, error) {
+	r := result{Class: a.name(), Relays: o.relays}
+	e, err := startEngine(ctx, bin, dir, o.fds)
+	if err != nil {
+		return r, err
+	}
+	defer e.stop()
+	o.logf("%s: engine pid %d, setting up", a.name(), e.cmd.Process.Pid)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	err = a.setup(sctx, e, o.sz)
+	cancel()
+	if err != nil {
+		return r, fmt.Errorf("setup: %w", err)
+	}
+	finish := 30 * time.Second
+	o.logf("%s: baseline", a.name())
+	bctx, cancel := context.WithTimeout(ctx, o.phase)
+	base := runHonest(bctx, e.natsURL, o.relays, finish)
+	cancel()
+	r.BaselineP99 = p99(base.latencies)
+
+	o.logf("%s: attack", a.name())
+	r.RSSBefore, _ = e.memory()
+	actx, cancel := context.WithTimeout(ctx, o.phase)
+	defer cancel()
+	var sent int64
+	var wg sync.WaitGroup
+	var note string
+	var attackErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sent, note, attackErr = runAttack(ctx, a, e, o.sz, o.phase)
+	}()
+	// The probes, the memory and the descriptors near the end of the
+	// attack, while it goes on.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-actx.Done():
+		case <-time.After(o.phase * 9 / 10):
+		}
+		r.RSSAfter, r.Peak = e.memory()
+		r.Descriptors = e.descriptors()
+		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
+	}()
+	hon := runHonest(actx, e.natsURL, o.relays, finish)
+	wg.Wait()
+	if attackErr != nil {
+		return r, attackErr
+	}
+	r.Note = note
+	if c, ok := a.(checked); ok {
+		r.Check = c.check()
+	}
+	r.BytesSent = sent
+	r.RSSGrowth = r.RSSAfter - r.RSSBefore
+	if r.BytesSent > 0 {
+		r.GrowthShare = float64(r.RSSGrowth) / float64(r.BytesSent)
+	}
+	r.AttackP99 = p99(hon.latencies)
+	if r.BaselineP99 > 0 {
+		r.Ratio = float64(r.AttackP99) / float64(r.BaselineP99)
+	}
+	r.Deliberations, r.Completed, r.Verified = hon.deliberations, hon.completed, hon.verified
+	r.Errors = append(base.errs, hon.errs...)
+	return r, nil
+}
+
+func p99(ls []time.Duration) time.Duration {
+	if len(ls) == 0 {
+		return 0
+	}
+	s := slices.Clone(ls)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*99/100)]
+}
+
+func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+
+func report(w *os.File, res []result, o options) {
+	fmt.Fprintf(w, "engine: its own process, %d open descriptors; %d honest relays; phases of %s (baseline, then attack)\n\n", o.fds, o.relays, o.phase)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "class\tsent\tRSS growth (of sent)\tpeak RSS\tfds\tcompleted/verified\tp99 baseline -> attack\tfresh NATS\tfresh HTTP")
+	for _, r := range res {
+		share := "-"
+		if r.BytesSent > 0 {
+			share = fmt.Sprintf("%.2f%%", 100*r.GrowthShare)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%d\t%d/%d of %d\t%s -> %s (%.2fx)\t%s\t%s\n", r.Class, mb(r.BytesSent), mb(r.RSSGrowth), share, mb(r.Peak), r.Descriptors,
+			r.Completed, r.Verified, r.Deliberations, r.BaselineP99.Round(10*time.Microsecond), r.AttackP99.Round(10*time.Microsecond), r.Ratio, r.FreshNATS, r.FreshHTTP)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%s: %s\n", r.Class, r.Note)
+		if r.Check != "" {
+			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
+		}
+		for i, e := range r.Errors {
+			if i == 5 {
+				fmt.Fprintf(w, "  … %d more\n", len(r.Errors)-5)
+				break
+			}
+			fmt.Fprintf(w, "  error: %s\n", e)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain is also the attacker process (child.go) when started as one.
+func TestMain(m *testing.M) {
+	if os.Getenv(attackerEnv) != "" {
+		runAttacker()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// The soak's short mode, as a test: every class against an engine process
+// of its own with 1,024 descriptors. For each, the honest relays completed
+// their deliberations with a verified closure, a fresh NATS client and a
+// fresh HTTP client connected while the attack went on, the engine held
+// fewer descriptors than its limit, and the class's own check held (the
+// live feeds' fair share, no metric series from hostile names). Latency
+// and memory are measured, not asserted: docs/PERFORMANCE.md has them.
+func TestSoak_Short(t *testing.T) {
+	o := shortOptions(options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	res, err := run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(attacks) {
+		t.Fatalf("%d classes run of %d", len(res), len(attacks))
+	}
+	for _, r := range res {
+		t.Logf("%s: sent %d B, RSS %+d B, p99 %v -> %v, fresh NATS %s, fresh HTTP %s; %s", r.Class, r.BytesSent, r.RSSGrowth, r.BaselineP99, r.AttackP99, r.FreshNATS, r.FreshHTTP, r.Note)
+		if r.Completed < r.Relays || r.Verified != r.Completed || r.Completed != r.Deliberations || len(r.Errors) > 0 {
+			t.Errorf("%s: %d of %d deliberations completed, %d verified (relays %d): %v", r.Class, r.Completed, r.Deliberations, r.Verified, r.Relays, r.Errors)
+		}
+		// An HTTP client is answered: served, or refused for the
+		// connection budget with Retry-After (connections that have
+		// waited less than EvictAfter are not given up).
+		if r.FreshNATS != "yes" || !(strings.HasPrefix(r.FreshHTTP, "200") || strings.HasPrefix(r.FreshHTTP, "503 limit.http_connections, Retry-After 1")) {
+			t.Errorf("%s: a fresh NATS client: %s; a fresh HTTP client: %s", r.Class, r.FreshNATS, r.FreshHTTP)
+		}
+		if r.Descriptors == 0 || r.Descriptors >= o.fds {
+			t.Errorf("%s: the engine held %d descriptors (limit %d)", r.Class, r.Descriptors, o.fds)
+		}
+		if r.Check != "" {
+			t.Errorf("%s: %s", r.Class, r.Check)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package service
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/parley-engine/parley/internal/httplimit"
+	"github.com/parley-engine/parley/web"
+)
+
+// Bound is one of the engine's bounds on what clients may hold, as
+// /healthz reports it. Hitting one is no fault of the engine's: /healthz
+// stays ok (a client that fills a bound must not take the engine out of a
+// load balancer), and says which were hit recently.
+type Bound struct {
+	// Name is the code its refusals carry (docs/ERRORS.md).
+	Name  string `json:"name"`
+	Limit int    `json:"limit"`
+	InUse int    `json:"in_use"`
+	// Hits counts the refusals since the start (and, for HTTP
+	// connections, the connections closed to make room).
+	Hits    uint64    `json:"hits"`
+	LastHit time.Time `json:"last_hit,omitzero"`
+	// Recent: hit within BoundRecent.
+	Recent bool `json:"recent"`
+}
+
+// BoundRecent is how long a bound hit counts as recent in /healthz.
+const BoundRecent = time.Minute
+
+// boundSources are what the bounds are read from.
+type boundSources struct {
+	budget   *httplimit.Budget
+	explorer *web.Explorer
+	reads    *reads
+}
+
+func (b boundSources) report(now time.Time) []Bound {
+	var out []Bound
+	add := func(name string, limit, inUse int, hits uint64, last time.Time) {
+		out = append(out, Bound{Name: name, Limit: limit, InUse: inUse, Hits: hits, LastHit: last.UTC(),
+			Recent: !last.IsZero() && now.Sub(last) < BoundRecent})
+	}
+	if b.budget != nil {
+		st := b.budget.Stats()
+		add(httpConnectionsCode, st.Max, st.Open, st.Evicted+st.Shed, st.LastHit)
+	}
+	if b.explorer != nil {
+		st := b.explorer.FeedStats()
+		var hits uint64
+		for _, n := range st.Refused {
+			hits += n
+		}
+		add(web.CodeLiveFeeds, st.Max, st.Open, hits, st.LastRefused)
+	}
+	if b.reads != nil {
+		st := b.reads.stats()
+		var hits uint64
+		for _, n := range st.Refused {
+			hits += n
+		}
+		add(CodeReadBudget, b.reads.cfg.Concurrent, st.Running, hits, st.LastHit)
+	}
+	return out
+}
+
+// httpConnectionsCode is the code of the connection budget's 503.
+const httpConnectionsCode = httplimit.CodeConnections
+
+// watchBounds exports the bounds' counts.
+func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
+	gauge := func(name, help string, f func() float64) {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	counter := func(name, help string, labels prometheus.Labels, f func() float64) {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+	}
+	for share, n := range map[string]int{"limit": fds.Limit, "http": fds.HTTP, "nats": fds.NATS, "files": fds.Files} {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "parley_descriptors",
+			Help:        "The engine's plan of its open descriptors: the limit, and the shares of HTTP connections, NATS clients and files.",
+			ConstLabels: prometheus.Labels{"share": share}}, func() float64 { return float64(n) }))
+	}
+	budget := b.budget
+	gauge("parley_http_connections", "HTTP connections open.", func() float64 { return float64(budget.Stats().Open) })
+	gauge("parley_http_connections_limit", "The HTTP connection budget.", func() float64 { return float64(budget.Stats().Max) })
+	counter("parley_http_connections_evicted_total", "HTTP connections closed, while waiting for a request, to make room for a new one.", nil,
+		func() float64 { return float64(budget.Stats().Evicted) })
+	counter("parley_http_connections_shed_total", "HTTP connections answered 503 limit.http_connections: every connection was busy.", nil,
+		func() float64 { return float64(budget.Stats().Shed) })
+	ex := b.explorer
+	gauge("parley_live_feeds", "Live feeds open.", func() float64 { return float64(ex.FeedStats().Open) })
+	for _, reason := range []string{web.FeedsFull, web.FeedsAnonymous, web.FeedsNetwork} {
+		counter("parley_live_feeds_refused_total", "Live feeds refused with 503 limit.live_feeds, by reason: total (every place taken), anonymous (the room of readers not signed in), network (the client network's share).",
+			prometheus.Labels{"reason": reason}, func() float64 { return float64(ex.FeedStats().Refused[reason]) })
+	}
+	rs := b.reads
+	for _, read := range budgetedReads {
+		counter("parley_reads_refused_total", "Expensive reads of clients not signed in refused with 429 limit.read_budget, by read: closure, recording, bindings, list (a search or status filter).",
+			prometheus.Labels{"read": read}, func() float64 { return float64(rs.stats().Refused[read]) })
+	}
+	counter("parley_read_budget_spent_seconds_total", "Compute time spent by expensive reads of clients not signed in.", nil,
+		func() float64 { return rs.stats().Spent.Seconds() })
+	counter("parley_closure_cache_hits_total", "Closure verifications answered from the cache of final answers.", nil,
+		func() float64 { return float64(rs.closures.hits.Load()) })
+	counter("parley_closure_cache_misses_total", "Closure verifications computed (the API's; the supervisor's are its own).", nil,
+		func() float64 { return float64(rs.closures.misses.Load()) })
+	gauge("parley_closure_cache_bytes", "Size of the cache of final closure answers.", func() float64 { return float64(rs.closures.size()) })
+}
