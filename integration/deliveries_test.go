@@ -54,9 +54,8 @@ func eventually(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// pullOnto asks the consumer of alice's for batch messages, with the
-// request's reply subject, which is where the server delivers them, set
-// to onto.
+// pullOnto asks the consumer for batch messages, with the request's reply
+// subject, which is where the server delivers them, set to onto.
 func pullOnto(t *testing.T, nc *nats.Conn, consumer, onto string, batch int) {
 	t.Helper()
 	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + consumer)
@@ -75,13 +74,16 @@ func pullOnto(t *testing.T, nc *nats.Conn, consumer, onto string, batch int) {
 // publishes on or serves. She stores a forged binding announcement (a
 // well-formed one, with a real envelope and its digest) and a query-shaped
 // body as her own artifacts (the projector rejects both), then has them
-// delivered onto parley.<id>.binding and parley.api.deliberation: by a
-// pull request whose reply subject is there, and by push consumers whose
-// deliver subject is there; and asks the query API with reply subjects on
-// the binding subject and the principal's artifact subject. The server
-// delivers (a raw subscriber sees it); the engine's query service never
-// answers a delivery (it would acknowledge it: the consumer's pending
-// count stays) nor a request with such a reply subject, and counts both;
+// delivered onto parley.<id>.binding and parley.api.deliberation by push
+// consumers whose deliver subject is there (she may not pull:
+// TestAttacks_PullOntoStreamSubjects); and asks the query API with reply
+// subjects on the binding subject and the principal's artifact subject.
+// Her push consumers deliver until the engine deletes them, milliseconds
+// later; the same deliveries are made here, without that race, by the
+// admin's pull requests whose reply subject is there. The server delivers
+// (a raw subscriber sees it); the engine's query service never answers a
+// delivery (it would acknowledge it: the consumer's pending count stays)
+// nor a request with such a reply subject, and counts both;
 // client.SubscribeBindings never hands on a delivery; the engine deletes
 // both push consumers; nothing is stored as the principal. A real binding
 // moment still reaches the subscriber.
@@ -142,13 +144,12 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	raw, _ := adminNC.SubscribeSync(service.BindingSubject(id))
 	adminNC.Flush()
 
-	// 1. A pull request delivers the forged announcement onto the binding
-	// subject.
+	// 1. A delivery of the forged announcement onto the binding subject.
 	if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: forgedAck.Sequence}); err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, aliceNC, "onto-binding", service.BindingSubject(id), 1)
+	pullOnto(t, adminNC, "onto-binding", service.BindingSubject(id), 1)
 	m, err := raw.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("the server did not deliver: %v", err)
@@ -161,22 +162,23 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 		t.Fatalf("the subscriber took %d deliveries for announcements", n)
 	}
 
-	// 2. A pull request delivers the query-shaped body onto the query API:
-	// the engine does not answer (an answer would acknowledge it).
+	// 2. A delivery of the query-shaped body onto the query API: the
+	// engine does not answer (an answer would acknowledge it).
 	before := h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`)
 	api, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: query.Sequence})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, aliceNC, "onto-api", service.MicroPrefix+".deliberation", 1)
+	pullOnto(t, adminNC, "onto-api", service.MicroPrefix+".deliberation", 1)
 	eventually(t, "the engine counts the delivery", func() bool {
 		return h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`) > before
 	})
-	info, err := api.Info(ctx)
+	api, err = h.s.Stream.Consumer(ctx, api.CachedInfo().Name) // participants may not read a consumer's info
 	if err != nil {
 		t.Fatal(err)
 	}
+	info := api.CachedInfo()
 	if info.Delivered.Stream != query.Sequence || info.NumAckPending != 1 || info.AckFloor.Stream >= query.Sequence {
 		t.Fatalf("the engine answered the delivery: delivered %d, ack pending %d, ack floor %d", info.Delivered.Stream, info.NumAckPending, info.AckFloor.Stream)
 	}
@@ -411,8 +413,8 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	}
 
 	// alice still reads the stream: an ordered push consumer.
-	got := readStream(t, aliceJS, last)
-	if m := got[last]; m == nil || string(m.Data()) != string(termination.Canonical) || m.Subject() != aliceSubject {
+	got := readStream(t, aliceNC, last)
+	if m := got[last]; m == nil || string(m.Data) != string(termination.Canonical) || m.Subject != aliceSubject {
 		t.Errorf("alice read %v", m)
 	}
 }

@@ -196,23 +196,24 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	}
 
 	// The participant reads: the micro API, and the stream with an ordered
-	// consumer.
+	// push consumer (no pulls: TestEmbeddedDefault_NoPullOntoStreamSubjects).
 	v, err := alice.State(ctx, id)
 	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
-	cons, err := o.js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	rd, err := ledger.Read(ctx, o.nc, projector.DeliberationFilter(id), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var subjects []string
-	for m := range batch.Messages() {
-		subjects = append(subjects, m.Subject())
+	for range 3 {
+		m, err := rd.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, m.Subject)
 	}
+	rd.Stop()
 	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
 	}
