@@ -20,6 +20,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
@@ -93,17 +94,15 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	imported := info.State.Subjects[wire.ImportSubject(id)] > 0
 	begun := false                  // an importer's message was read
 	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
-	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
+	// An ordered push consumer: whoever exports may be a participant, and
+	// participants may not pull (ledger.Reader).
+	rd, err := ledger.Read(ctx, js.Conn(), projector.DeliberationFilter(id), 0)
 	if err != nil {
 		return 0, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return 0, err
-	}
-	defer it.Stop()
+	defer rd.Stop()
 	for n := 0; n < total; n++ {
-		m, err := it.Next()
+		m, err := rd.Next(ctx)
 		if err != nil {
 			return n, err
 		}
@@ -112,13 +111,13 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 			return n, err
 		}
 		seq := meta.Sequence.Stream
-		msg := streamMsg{Message: recording.Message{Position: seq, Subject: m.Subject(), Time: meta.Timestamp, Data: m.Data()},
-			msg: projector.Msg{Seq: seq, Subject: m.Subject(), Data: m.Data(), Time: meta.Timestamp}}
+		msg := streamMsg{Message: recording.Message{Position: seq, Subject: m.Subject, Time: meta.Timestamp, Data: m.Data},
+			msg: projector.Msg{Seq: seq, Subject: m.Subject, Data: m.Data, Time: meta.Timestamp}}
 		// Only the importer's headers mean anything (projector.ImportOf);
 		// its message is recorded as the one it restores. The time it
 		// carries is the fold's to judge: Export writes the time the fold
 		// gave it.
-		if h := m.Headers(); h != nil {
+		if h := m.Header; h != nil {
 			if im := projector.ImportOf(msg.msg.Subject, h.Get); im != nil {
 				msg.msg.Import = im
 				begun = true

@@ -24,6 +24,7 @@ import (
 
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
@@ -477,22 +478,15 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 // Watch calls fn with the state of deliberation id each time the engine
 // has projected new messages of it, until ctx ends or fn returns false.
 func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) bool) error {
-	cons, err := c.js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{projector.DeliberationFilter(id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	// An ordered push consumer (participants may not pull:
+	// ledger.Reader), stopped no later than Watch's return.
+	rd, err := ledger.Read(ctx, c.nc, projector.DeliberationFilter(id), 0)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	// Stop the iterator when ctx ends, and no later than Watch's return:
-	// nothing is left behind a call, whichever ends it.
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
+	defer rd.Stop()
 	for {
-		msg, err := it.Next()
+		msg, err := rd.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,42 @@ func TestClusterConfig_AccountsMatch(t *testing.T) {
 		if o.Cluster.Name != "parley" || len(o.Routes) != 3 || !o.JetStream || o.SystemAccount != "SYS" || o.MaxPayload != single.MaxPayload {
 			t.Errorf("%s: cluster %q, %d routes, jetstream %v, system account %q, max_payload %d", f, o.Cluster.Name, len(o.Routes), o.JetStream, o.SystemAccount, o.MaxPayload)
 		}
+	}
+}
+
+// Every user of deploy/nats.conf but the admin and the engine (the
+// orchestrator, the participants) reads the stream as a ledger.Reader
+// does, and may not pull nor make a direct get: the server would deliver
+// onto any reply subject they named, a stream subject included.
+func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
+	o, err := server.ProcessConfigFile("nats.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + ".c", "$JS.API.DIRECT.GET." + ledger.StreamName,
+		"$JS.API.DIRECT.GET." + ledger.StreamName + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + ledger.StreamName}
+	readers := 0
+	for _, u := range o.Users {
+		if u.Username == "admin" || u.Username == "engine" {
+			continue
+		}
+		readers++
+		allow := u.Permissions.Publish.Allow
+		for _, s := range ledger.ReaderSubjects {
+			if !slices.Contains(allow, s) {
+				t.Errorf("%s may not publish %s (a ledger.Reader does)", u.Username, s)
+			}
+		}
+		for _, s := range refused {
+			for _, a := range allow {
+				if server.SubjectMatchesFilter(s, a) {
+					t.Errorf("%s may publish %s (%s)", u.Username, s, a)
+				}
+			}
+		}
+	}
+	if readers < 3 {
+		t.Fatalf("%d users besides admin and engine", readers)
 	}
 }
 

@@ -97,7 +97,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	orch, _, _ := h.login("orchestrator", "relay")
-	alice, _, aliceJS := h.login("alice", "alice")
+	alice, aliceNC, aliceJS := h.login("alice", "alice")
 	bob, _, _ := h.login("bob", "bob")
 	id, err := orch.Open(ctx, client.Charter{Title: "Adopt the cache?", Participants: []string{"alice", "bob"}})
 	if err != nil {
@@ -150,8 +150,8 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	// under every id she can think of for bob's next artifact, the
 	// orchestrator's next round and the supervisor's completion.
 	var seen []string
-	for _, m := range readStream(t, aliceJS, ack.Sequence) {
-		if id := m.Headers().Get(jetstream.MsgIDHeader); id != "" {
+	for _, m := range readStream(t, aliceNC, ack.Sequence) {
+		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
 			seen = append(seen, id)
 		}
 	}

@@ -185,7 +185,7 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	// ctx would miss the leader elected a moment later.
 	var (
 		info *jetstream.StreamInfo
-		cons jetstream.Consumer
+		rd   *ledger.Reader
 	)
 	err := retryEach(ctx, func(actx context.Context) error {
 		s, err := js.Stream(actx, ledger.StreamName)
@@ -201,42 +201,40 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 	if info.State.LastSeq == 0 {
 		return p
 	}
+	// As a participant reads: an ordered push consumer (no pulls).
 	if err := retryEach(ctx, func(actx context.Context) (err error) {
-		cons, err = js.OrderedConsumer(actx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+		rd, err = ledger.Read(actx, nc, "", 0)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Stop()
+	defer rd.Stop()
 	for p.Position() < info.State.LastSeq {
-		m, err := it.Next()
+		m, err := rd.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		meta, _ := m.Metadata()
-		p.Apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject(), Data: m.Data()})
+		p.Apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject, Data: m.Data})
 	}
 	return p
 }
 
-// readStream reads the stream's messages up to position last with an
-// ordered consumer, as a participant reads it (participants make no
-// direct gets: docs/SECURITY.md).
-func readStream(t testing.TB, js jetstream.JetStream, last uint64) map[uint64]jetstream.Msg {
+// readStream reads the stream's messages up to position last as a
+// participant reads it: an ordered push consumer (participants neither
+// pull nor make direct gets: docs/SECURITY.md).
+func readStream(t testing.TB, nc *nats.Conn, last uint64) map[uint64]*nats.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	rd, err := ledger.Read(ctx, nc, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[uint64]jetstream.Msg{}
+	defer rd.Stop()
+	out := map[uint64]*nats.Msg{}
 	for hi := uint64(0); hi < last; {
-		m, err := cons.Next(jetstream.FetchContext(ctx))
+		m, err := rd.Next(ctx)
 		if err != nil {
 			t.Fatalf("read the stream: %v", err)
 		}

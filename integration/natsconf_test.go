@@ -95,8 +95,9 @@ func TestNATSConf_Permissions(t *testing.T) {
 	if !denied(bob, projector.ArtifactSubject(delib, "alice")) {
 		t.Error("bob published as alice")
 	}
-	// ...and reads the stream with a consumer, but not by direct get (its
-	// answer goes to whatever reply subject the requester names).
+	// ...and reads the stream with an ordered push consumer, but neither
+	// by direct get nor by pull (the answer goes to whatever reply subject
+	// the requester names).
 	if as, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
 		t.Errorf("alice stream info: %v", err)
 	} else {
@@ -106,12 +107,20 @@ func TestNATSConf_Permissions(t *testing.T) {
 		if err == nil {
 			t.Error("alice read by direct get")
 		}
+		rd, err := ledger.Read(ctx, alice.nc, projector.ArtifactSubject(delib, "alice"), 0)
+		if err != nil {
+			t.Fatalf("alice ordered push consumer: %v", err)
+		}
+		if m, err := rd.Next(ctx); err != nil || m.Subject != projector.ArtifactSubject(delib, "alice") {
+			t.Errorf("alice ordered push consumer: %v", err)
+		}
+		rd.Stop()
 		cons, err := as.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.ArtifactSubject(delib, "alice")}})
 		if err != nil {
-			t.Fatalf("alice ordered consumer: %v", err)
+			t.Fatalf("alice pull consumer: %v", err)
 		}
-		if m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil || m.Subject() != projector.ArtifactSubject(delib, "alice") {
-			t.Errorf("alice ordered consumer: %v", err)
+		if m, err := cons.Next(jetstream.FetchMaxWait(time.Second)); err == nil {
+			t.Errorf("alice pulled %s", m.Subject())
 		}
 	}
 	if v := violations(alice); !strings.Contains(v, "Permissions Violation") {

@@ -869,31 +869,23 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	wait, _ := time.ParseDuration(r.cfg.PrincipalTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	js, err := jetstream.New(nc)
+	// The principal's artifacts, with an ordered push consumer (a
+	// participant may not pull: ledger.Reader).
+	rd, err := ledger.Read(wctx, nc, projector.ArtifactSubject(r.id, r.cfg.Principal), 0)
 	if err != nil {
 		return "", err
 	}
-	cons, err := js.OrderedConsumer(wctx, ledger.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{projector.ArtifactSubject(r.id, r.cfg.Principal)}})
-	if err != nil {
-		return "", err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return "", err
-	}
-	defer it.Stop()
-	go func() { <-wctx.Done(); it.Stop() }()
+	defer rd.Stop()
 	c := r.clients[r.cfg.Decider]
 	for {
-		msg, err := it.Next()
+		msg, err := rd.Next(wctx)
 		if err != nil {
 			if wctx.Err() != nil {
 				return "", fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
 			}
 			return "", err
 		}
-		a, err := events.Validate(msg.Data())
+		a, err := events.Validate(msg.Data)
 		if err != nil {
 			continue
 		}

@@ -41,28 +41,27 @@ var streamAdmin = []string{
 }
 
 // participantReads are the subjects a participant publishes on to read:
-// the query service, micro discovery, stream info, consumers of the
-// stream (created by name, pulled from, looked up and deleted: what
-// nats.go's ordered consumers do), flow control (the participant blocks
-// of deploy/nats.conf). Not direct gets: a direct get answers with a
-// stored message's bytes on the reply subject its requester names, which
-// the server does not check against the requester's permissions, so a
-// participant could have the server publish any bytes a participant ever
-// stored onto a stream subject of a reserved token (where the stream
-// would store them) or a binding announcement's; participants read single
-// messages through the query API (parley.api.artifact, parley.api.outcome).
-var participantReads = []string{
+// the query service, micro discovery, stream info, and what a
+// ledger.Reader publishes (consumers of the stream created by name and
+// deleted, flow control: the participant blocks of deploy/nats.conf).
+//
+// Not pulls, nor direct gets: each answers on the reply subject its
+// requester names, which the server does not check against the
+// requester's permissions. A participant who may pull has the server
+// publish, and the stream store, onto any stream subject (the
+// principal's, the supervisor's, the importer's, the control subject):
+// the status of an empty pull as an empty message, a copy of any stored
+// message under its own subject (an orchestrator's old suspend, again). A
+// direct get would publish any bytes a participant stored. Participants
+// read the stream with ordered push consumers, which the server never
+// lets deliver onto a subject of the stream, and single messages through
+// the query API (parley.api.artifact, parley.api.outcome).
+var participantReads = append([]string{
 	MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO." + ledger.StreamName,
-	"$JS.API.CONSUMER.CREATE." + ledger.StreamName,
-	"$JS.API.CONSUMER.CREATE." + ledger.StreamName + ".>",
-	"$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + ".*",
-	"$JS.API.CONSUMER.INFO." + ledger.StreamName + ".*",
-	"$JS.API.CONSUMER.DELETE." + ledger.StreamName + ".*",
-	"$JS.FC.>",
-}
+}, ledger.ReaderSubjects...)
 
 // ReservedTokens are the participant tokens the embedded default refuses
 // to clients without credentials: the supervisor's and those the engine

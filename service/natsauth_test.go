@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // outsider is a client of the embedded default over a real TCP connection,
@@ -195,23 +196,24 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	}
 
 	// The participant reads: the micro API, and the stream with an ordered
-	// consumer.
+	// push consumer (no pulls: TestEmbeddedDefault_NoPullOntoStreamSubjects).
 	v, err := alice.State(ctx, id)
 	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
-	cons, err := o.js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.DeliberationFilter(id)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := cons.Fetch(3, jetstream.FetchMaxWait(5*time.Second))
+	rd, err := ledger.Read(ctx, o.nc, projector.DeliberationFilter(id), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var subjects []string
-	for m := range batch.Messages() {
-		subjects = append(subjects, m.Subject())
+	for range 3 {
+		m, err := rd.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, m.Subject)
 	}
+	rd.Stop()
 	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
 	}
@@ -404,5 +406,72 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 	}
 	if _, err := s.Stream.GetLastMsgForSubject(ctx, principal); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("a message as the principal: %v", err)
+	}
+}
+
+// Attack: a pull request's messages, and the status the server answers it
+// with, go to the reply subject its requester names, which the server
+// does not check against the requester's permissions. A client without
+// credentials stores a final DECISION as alice (without a dedupe id),
+// makes a pull consumer on it and pulls it onto the principal's artifact
+// subject and the control subject, and pulls an empty consumer onto the
+// supervisor's and the importer's subjects (the server stores its "404 No
+// Messages" status there, as an empty message). Participants may not
+// pull: each request is a permissions violation and the stream holds
+// nothing but alice's message; they read the stream with ordered push
+// consumers, which the server never lets deliver onto a stream subject.
+func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := start(t, t.TempDir())
+	defer s.Close()
+	o := connectOutsider(t, s.NATSURL())
+	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	aliceSubject := projector.ArtifactSubject(id, "alice")
+	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
+	decision := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Book the 9:40.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
+	ack, err := o.js.Publish(ctx, aliceSubject, decision.Canonical)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulls := []struct {
+		onto string
+		from uint64
+	}{
+		{projector.ArtifactSubject(id, service.DefaultPrincipal), ack.Sequence},
+		{projector.ControlSubject(id), ack.Sequence},
+		{projector.ArtifactSubject(id, projector.SupervisorToken), ack.Sequence + 1000},
+		{wire.ImportSubject(id), ack.Sequence + 1000},
+	}
+	for i, p := range pulls {
+		name := "pull-" + strconv.Itoa(i)
+		if _, err := o.js.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
+			FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: p.from}); err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + name)
+		m.Reply, m.Data = p.onto, []byte(`{"batch":1,"no_wait":true}`)
+		if err := o.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		if !o.violated(m.Subject) {
+			t.Errorf("pulled onto %s", p.onto)
+		}
+	}
+	info, err := s.Stream.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 1 || info.State.Subjects[aliceSubject] != 1 {
+		t.Errorf("the stream holds %v, want alice's message only", info.State.Subjects)
+	}
+	// A push consumer may not deliver onto a stream subject.
+	_, err = o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
+		DeliverSubject: pulls[0].onto, AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject})
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr
+		t.Errorf("a push consumer onto the principal's subject: %v", err)
 	}
 }

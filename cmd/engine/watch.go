@@ -13,12 +13,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/textsafe"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
@@ -181,36 +181,27 @@ func (w *watcher) requestFailed(err error, url string) int {
 // follow reads the deliberation's messages from the stream in order, and
 // prints each with the engine's verdict on it, until the deliberation ends.
 func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url string) int {
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		fmt.Fprintf(w.e.stderr, "engine watch: %v\n", err)
-		return exitUsage
-	}
 	cctx, cancel := context.WithTimeout(ctx, w.timeout)
-	cons, err := js.OrderedConsumer(cctx, wire.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{projector.DeliberationFilter(w.id)}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	rd, err := ledger.Read(cctx, w.nc, projector.DeliberationFilter(w.id), 0)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "engine watch: read the stream %s at %s: %v\n", wire.StreamName, url, err)
 		return exitUsage
 	}
+	defer rd.Stop()
 	type next struct {
-		msg jetstream.Msg
+		msg *nats.Msg
 		err error
 	}
 	msgs := make(chan next)
-	it, err := cons.Messages()
-	if err != nil {
-		fmt.Fprintf(w.e.stderr, "engine watch: read the stream %s at %s: %v\n", wire.StreamName, url, err)
-		return exitUsage
-	}
-	defer it.Stop()
 	var stop sync.Once
 	done := make(chan struct{})
 	defer stop.Do(func() { close(done) })
 	go func() {
 		for {
-			m, err := it.Next()
+			// Through a lost connection, or an engine that restarts, the
+			// reader waits and reads on from where it was.
+			m, err := rd.Next(ctx)
 			select {
 			case msgs <- next{m, err}:
 			case <-done:
@@ -257,7 +248,7 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 				fmt.Fprintf(w.e.stderr, "engine watch: %v\n", err)
 				return exitUsage
 			}
-			term, check, code := w.message(ctx, meta.Sequence.Stream, n.msg.Subject(), n.msg.Data())
+			term, check, code := w.message(ctx, meta.Sequence.Stream, n.msg.Subject, n.msg.Data)
 			if code >= 0 {
 				return code
 			}

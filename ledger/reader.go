@@ -1,0 +1,246 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// ReaderHeartbeat is how often the server tells an idle Reader that its
+// consumer is alive. A Reader that hears nothing for two of them (its
+// consumer gone with a restarted server, its messages lost with a
+// connection) makes a new consumer from the position it reached.
+const ReaderHeartbeat = time.Second
+
+// ReaderSubjects are the subjects a Reader publishes on: the creation of
+// its consumer (by name, with or without a filter subject) and its
+// deletion, and the replies to the server's flow control. Nothing else: a
+// Reader never pulls.
+var ReaderSubjects = []string{
+	"$JS.API.CONSUMER.CREATE." + StreamName + ".>",
+	"$JS.API.CONSUMER.DELETE." + StreamName + ".*",
+	"$JS.FC.>",
+}
+
+// Reader reads the stream's messages on one subject filter, in order,
+// each once, with an ordered push consumer: the server delivers to the
+// Reader's own _INBOX. subject, with flow control (at most 32 MiB in
+// flight, whatever the Reader's pace) and idle heartbeats. When messages
+// go missing (a lost connection, a restarted server, a consumer deleted)
+// the Reader makes a new consumer from the position it reached.
+//
+// This is how participants read the stream: they may not pull. The reply
+// subject of a pull request is where the server delivers the messages and
+// the status it answers with, and the server checks that subject against
+// nobody's permissions: a participant that may pull has the server
+// publish, and the stream store, onto subjects it may not publish on (the
+// principal's, the supervisor's, the importer's, the control subject). The
+// server refuses a push consumer whose deliver subject the stream holds.
+// docs/SECURITY.md, "Deliveries the server makes".
+//
+// A Reader is used by one goroutine; Stop may be called from another.
+type Reader struct {
+	js     nats.JetStreamContext
+	filter string
+
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	next    uint64 // the first stream position not read yet (0: from the first)
+	stopped bool
+}
+
+// ErrReaderStopped is returned by Next after Stop.
+var ErrReaderStopped = errors.New("ledger: the reader is stopped")
+
+// Read returns a Reader of the stream's messages on filter ("" for every
+// message) from stream position from (0 or 1: the first), with its
+// consumer created: an error creating it (no stream, no permission, no
+// answer within ctx or 5 s) is returned.
+func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Reader, error) {
+	js, err := nc.JetStream()
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{js: js, filter: filter, next: from}
+	if err := r.subscribe(ctx); err != nil {
+		return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
+	}
+	return r, nil
+}
+
+func (r *Reader) what() string {
+	if r.filter == "" {
+		return "the stream " + StreamName
+	}
+	return StreamName + " " + r.filter
+}
+
+// subscribe creates the Reader's consumer from r.next, within ctx.
+func (r *Reader) subscribe(ctx context.Context) error {
+	r.mu.Lock()
+	from := r.next
+	r.mu.Unlock()
+	start := nats.DeliverAll()
+	if from > 1 {
+		start = nats.StartSequence(from)
+	}
+	type created struct {
+		sub *nats.Subscription
+		err error
+	}
+	// SubscribeSync waits up to the JetStream context's 5 s for the
+	// consumer; its own context option would also end the subscription
+	// with ctx, so ctx is raced here instead.
+	done := make(chan created, 1)
+	go func() {
+		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(StreamName), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
+		done <- created{sub, err}
+	}()
+	select {
+	case c := <-done:
+		if c.err != nil {
+			return c.err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.stopped {
+			go c.sub.Unsubscribe()
+			return ErrReaderStopped
+		}
+		r.sub = c.sub
+		return nil
+	case <-ctx.Done():
+		go func() {
+			if c := <-done; c.sub != nil {
+				c.sub.Unsubscribe()
+			}
+		}()
+		return ctx.Err()
+	}
+}
+
+// Next returns the next message, waiting for it until ctx ends. Through a
+// lost connection or a restarted server it waits for the messages to come
+// again, from where it was. It fails when the connection is closed, after
+// Stop, or when a new consumer is refused for good (the stream is gone).
+func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
+	wait := 50 * time.Millisecond
+	var last error // why the last consumer could not be made
+	for {
+		r.mu.Lock()
+		sub, stopped, next := r.sub, r.stopped, r.next
+		r.mu.Unlock()
+		if stopped {
+			return nil, ErrReaderStopped
+		}
+		if sub == nil {
+			err := r.subscribe(ctx)
+			switch {
+			case err == nil:
+				wait = 50 * time.Millisecond
+				continue
+			case ctx.Err() != nil:
+				return nil, fmt.Errorf("ledger: read %s: %w", r.what(), errors.Join(ctx.Err(), last))
+			case !retryable(err):
+				return nil, fmt.Errorf("ledger: read %s from %d: %w", r.what(), next, err)
+			}
+			last = err
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("ledger: read %s: %w", r.what(), errors.Join(ctx.Err(), last))
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 2*time.Second)
+			continue
+		}
+		m, err := sub.NextMsgWithContext(ctx)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, nats.ErrSlowConsumer):
+			// Messages were dropped for want of room: the ordered
+			// consumer sees the gap and starts again after the last one
+			// delivered.
+			continue
+		case errors.Is(err, nats.ErrBadSubscription):
+			// The library gave up on its consumer (it was refused a new
+			// one after a gap): make one from here.
+			r.mu.Lock()
+			if r.sub == sub {
+				r.sub = nil
+			}
+			r.mu.Unlock()
+			continue
+		default:
+			return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
+		}
+		meta, err := m.Metadata()
+		if err != nil || meta.Stream != StreamName || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
+			// Not a message of this Reader's: anything published onto its
+			// inbox (another's push consumer may deliver there), a message
+			// already read, or one outside its filter.
+			continue
+		}
+		r.mu.Lock()
+		r.next = meta.Sequence.Stream + 1
+		r.mu.Unlock()
+		return m, nil
+	}
+}
+
+// Stop ends the Reader and deletes its consumer (without waiting for the
+// server: a consumer nobody listens to goes by itself within seconds). A
+// Next waiting in another goroutine returns ErrReaderStopped.
+func (r *Reader) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	if r.sub != nil {
+		sub := r.sub
+		go sub.Unsubscribe()
+	}
+}
+
+// retryable reports whether making a consumer failed for a reason that
+// passes: no answer (no server, no JetStream yet, a lost connection), or a
+// cluster that is electing or restarting a peer.
+func retryable(err error) bool {
+	var apiErr *nats.APIError
+	switch {
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrConnectionReconnecting):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.ErrorCode == nats.JSErrCodeInsufficientResourcesErr || apiErr.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
+	}
+	return false
+}
+
+// matches reports whether subject is one of filter's ("" matches every
+// subject), with NATS wildcards: * one token, > the rest.
+func matches(filter, subject string) bool {
+	if filter == "" || filter == ">" {
+		return true
+	}
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, t := range f {
+		switch {
+		case t == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case t != "*" && t != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
+}
