@@ -78,6 +78,19 @@ func TestImport_OperatorCredentials(t *testing.T) {
 			t.Errorf("%s holds %d messages, the recording %d", d, n, messagesOf(t, s, id))
 		}
 	}
+	// engine watch reads an imported deliberation as the original: its
+	// messages by the ones they restore, with the same ordinals.
+	watch := func(d string) string {
+		t.Helper()
+		code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), d)
+		if code != 0 {
+			t.Fatalf("watch %s: %d %s", d, code, errs)
+		}
+		return strings.ReplaceAll(out, d, "ID")
+	}
+	if orig, imp := watch(id), watch(other); orig != imp || !strings.Contains(imp, "#1 ") || strings.Contains(imp, "_import") {
+		t.Errorf("watch of the import:\n%s\nof the original:\n%s", imp, orig)
+	}
 	// A --user given wins over the file, and a wrong one says whose it was.
 	if code, _, errs := run(t, "", "import", "--nats", s.NATSURL(), "--user", "operator", "--password", "wrong", "--as", third, rec); code != exitUsage ||
 		!strings.Contains(errs, "--user operator") {

@@ -248,7 +248,16 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 				fmt.Fprintf(w.e.stderr, "engine watch: %v\n", err)
 				return exitUsage
 			}
-			term, check, code := w.message(ctx, meta.Sequence.Stream, n.msg.Subject, n.msg.Data)
+			subject := n.msg.Subject
+			if im := projector.ImportOf(subject, n.msg.Header.Get); im != nil {
+				// An importer's message stands for the one it restores;
+				// its end marker is no message of the deliberation.
+				if im.End || projector.DeliberationOf(im.Subject) != w.id {
+					continue
+				}
+				subject = im.Subject
+			}
+			term, check, code := w.message(ctx, meta.Sequence.Stream, subject, n.msg.Data)
 			if code >= 0 {
 				return code
 			}
@@ -315,6 +324,9 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", position, err)
 		return false, false, exitUsage
+	}
+	if o.Code == projector.CodeImporting || o.Code == projector.CodeImportInvalid {
+		return false, false, -1 // outside the deliberation's record (and its ordinals)
 	}
 	if !w.opened {
 		if kind != "ctl" || o.Outcome != projector.VerdictApplied || o.Op != "open" {
