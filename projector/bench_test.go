@@ -207,3 +207,59 @@ func BenchmarkRejectionPastKept(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHeldPerHostileMessage: the heap the projection keeps, after a
+// collection, for hostile messages of about 900 KB (a control message with
+// an op that size on a deliberation never opened, an artifact referencing
+// one never published, an open with a title that size) and for small junk
+// claims from a token the charter does not name.
+func BenchmarkHeldPerHostileMessage(b *testing.B) {
+	pad := strings.Repeat("x", 900<<10)
+	kinds := map[string]func(i int) projector.Msg{
+		"control_900KB": func(i int) projector.Msg {
+			return projector.Msg{Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"` + pad + `"}`)}
+		},
+		"artifact_900KB_unknown_reference": func(i int) projector.Msg {
+			a := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: pad, Blocking: true},
+				References: []events.Reference{{Target: claim(fmt.Sprint("never ", i)).ID, Relation: events.ObjectsTo}}})
+			return projector.Msg{Subject: projector.ArtifactSubject(delib, "mallory"), Data: a.Canonical}
+		},
+		"open_900KB_title": func(i int) projector.Msg {
+			return projector.Msg{Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"open","charter":{"title":"` + pad + `"}}`)}
+		},
+		"junk_claim": func(i int) projector.Msg {
+			return projector.Msg{Subject: projector.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
+		},
+	}
+	for _, name := range []string{"control_900KB", "artifact_900KB_unknown_reference", "open_900KB_title", "junk_claim"} {
+		b.Run(name, func(b *testing.B) {
+			n := 300
+			if name == "junk_claim" {
+				n = 20000
+			}
+			var held, size float64
+			for b.Loop() {
+				p := projector.New(projector.Options{})
+				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				sent := 0
+				for i := range n {
+					m := kinds[name](i)
+					m.Seq = uint64(i + 2)
+					sent += len(m.Data)
+					if o := p.Apply(m); o.Rejection == nil {
+						b.Fatalf("not refused: %+v", o)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				held, size = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), float64(sent)/float64(n)
+				runtime.KeepAlive(p)
+			}
+			b.ReportMetric(held, "B-held/msg")
+			b.ReportMetric(size, "B-sent/msg")
+		})
+	}
+}
