@@ -180,10 +180,11 @@ func TestClosureFinal(t *testing.T) {
 	check("ahead of the projection", dec.ID, 10, 3, false)
 	check("ahead of the deliberation, reached by the projection", dec.ID, 10, 10, true)
 	check("an unknown decision", unknown.ID, 0, 3, false)
-	// An artifact waiting for a reference: anything may still enter the
-	// DAG at an earlier position.
+	// An artifact referencing one not published is refused, not held:
+	// nothing can enter the DAG at an earlier position, so the answer at
+	// the decision's position stays final.
 	waiting := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "o", Blocking: true},
 		References: []events.Reference{{Target: unknown.ID, Relation: events.ObjectsTo}}})
 	r.ApplyInMemory(projector.Msg{Seq: 4, Subject: wire.ArtifactSubject(id, "bob"), Data: waiting.Canonical})
-	check("with an artifact pending", dec.ID, 3, 4, false)
+	check("after an artifact referencing one not published", dec.ID, 3, 4, true)
 }
