@@ -13,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
@@ -202,5 +204,104 @@ func TestHostile_RestoreWhateverWasPublished(t *testing.T) {
 	s3.Runner.WaitFor(ctx, info.State.LastSeq)
 	if got, _ := s3.Queries.Get(other); got.StateDigest != live.StateDigest {
 		t.Errorf("restored as %s: %+v", other, got)
+	}
+}
+
+// mallory computes the supervisor's TERMINATION for alice's coming
+// decision (its emissions are deterministic) and publishes, in advance, a
+// blocking objection that considers it; and nine objections to artifacts
+// never published against a max_artifacts of 10. Each is refused at its
+// own position: the deliberation completes on the decision, the decision
+// verifies, nothing enters after the end, and the export audits OK.
+func TestHostile_NothingEntersTheRecordLate(t *testing.T) {
+	ctx := context.Background()
+	s, nc := engineWith(t, false)
+	js, _ := jetstream.New(nc)
+	alice, _ := client.New(nc, "alice")
+	mallory, _ := client.New(nc, "mallory")
+	id, err := alice.Open(ctx, client.Charter{Title: "retroactive", Limits: map[string]any{"max_artifacts": 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		o := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "held?", Blocking: true},
+			References: []events.Reference{{Target: events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: strconv.Itoa(i)}}).ID, Relation: events.ObjectsTo}}})
+		ack, err := mallory.PublishArtifact(ctx, id, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := mallory.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || o.Code != projector.CodeUnknownTarget {
+			t.Fatalf("an objection to what was never published: %+v %v", o, err)
+		}
+	}
+	c, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "ship it"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "ship", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: c.ID, Relation: events.Decides}}})
+	// mallory's copy of the record, with her objection where it will land
+	// and alice's decision after it: the supervisor's coming TERMINATION.
+	rec := exportStream(t, js, id)
+	shadow := projector.New(projector.Options{Rules: termination.Rules{}})
+	r, _ := recording.NewReader(bytes.NewReader(rec))
+	var last uint64
+	for {
+		m, err := r.Next()
+		if err != nil {
+			break
+		}
+		shadow.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		last = m.Position
+	}
+	shadow.Apply(projector.Msg{Seq: last + 1, Subject: wire.ArtifactSubject(id, "mallory"), Data: []byte("{}"), Time: time.Now()})
+	shadow.Apply(projector.Msg{Seq: last + 2, Subject: wire.ArtifactSubject(id, "alice"), Data: dec.Canonical, Time: time.Now()})
+	coming := termination.Decide(shadow.Deliberation(id), time.Now())
+	if len(coming) != 1 || coming[0].Artifact.Type != events.TypeTermination {
+		t.Fatalf("the supervisor would emit %+v", coming)
+	}
+	veto := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "no", Blocking: true},
+		References: []events.Reference{{Target: c.ID, Relation: events.ObjectsTo}, {Target: coming[0].Artifact.ID, Relation: events.Considers}}})
+	ack, err := mallory.PublishArtifact(ctx, id, veto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := mallory.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || o.Code != projector.CodeUnknownTarget {
+		t.Fatalf("the objection to the coming TERMINATION: %+v %v", o, err)
+	}
+	if _, err := alice.PublishArtifact(ctx, id, dec); err != nil {
+		t.Fatal(err)
+	}
+	v := waitState(t, alice, id, func(v projector.View) bool { return v.Status.Terminal() })
+	var term canon.Digest
+	if len(v.Terminations) == 1 {
+		term = v.Terminations[0]
+	}
+	if v.Status != projector.StatusCompleted || term != coming[0].Artifact.ID || v.Artifacts != 3 {
+		t.Fatalf("status %s, terminations %v (mallory computed %s), %d artifacts", v.Status, v.Terminations, coming[0].Artifact.ID, v.Artifacts)
+	}
+	// Published again now that its reference exists, it is late.
+	again, _ := client.New(nc, "mallory")
+	ack, err = again.PublishArtifact(ctx, id, veto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := again.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || o.Outcome != projector.VerdictLate {
+		t.Fatalf("after the end: %+v %v", o, err)
+	}
+	after, _ := s.Queries.Get(id)
+	if after.Status != projector.StatusCompleted || after.Artifacts != 3 || len(after.OpenBlockingObjections) != 0 {
+		t.Fatalf("after the late objection: %+v", after)
+	}
+	var ok bool
+	s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) {
+		ok = d.Verify(dec.ID, d.PositionOf(dec.ID), closure.Limits{}).OK
+	})
+	if !ok {
+		t.Error("the completing decision no longer verifies")
+	}
+	if rep := auditOf(t, exportStream(t, js, id)); !rep.OK || rep.StateDigest != after.StateDigest.String() {
+		t.Errorf("audit of the export: %s", rep.Text())
 	}
 }
