@@ -27,12 +27,20 @@ var ReaderSubjects = []string{
 	"$JS.FC.>",
 }
 
+// readerPending bounds what a Reader holds that Next has not returned:
+// past either limit the library drops what arrives and, once Next has
+// made room, starts a new consumer after the last message it kept. The
+// bytes are four of the largest messages the server takes (4 MiB).
+var readerPending = struct{ msgs, bytes int }{65536, 16 << 20}
+
 // Reader reads the stream's messages on one subject filter, in order,
 // each once, with an ordered push consumer: the server delivers to the
-// Reader's own _INBOX. subject, with flow control (at most 32 MiB in
-// flight, whatever the Reader's pace) and idle heartbeats. When messages
-// go missing (a lost connection, a restarted server, a consumer deleted)
-// the Reader makes a new consumer from the position it reached.
+// Reader's own _INBOX. subject, with flow control and idle heartbeats.
+// What it holds unread is bounded (65,536 messages, 16 MiB: a slow reader
+// costs the server resending, not memory). When messages go missing (a
+// lost connection, a restarted server, a consumer deleted, messages
+// dropped past the bound) the Reader makes a new consumer from the
+// position it reached.
 //
 // This is how participants read the stream: they may not pull. The reply
 // subject of a pull request is where the server delivers the messages and
@@ -106,6 +114,9 @@ func (r *Reader) subscribe(ctx context.Context) error {
 		if c.err != nil {
 			return c.err
 		}
+		// The server's flow control does not bound the pending messages:
+		// the library answers a stalled consumer's heartbeat at once.
+		c.sub.SetPendingLimits(readerPending.msgs, readerPending.bytes)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.stopped {

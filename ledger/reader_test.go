@@ -284,3 +284,64 @@ func TestMatches(t *testing.T) {
 		}
 	}
 }
+
+// A Reader whose caller does not keep up holds no more than its bound
+// (lowered here to 1 MiB, ten messages): the library drops the excess and
+// the Reader reads on after the last message it kept, with no message
+// twice and none missing.
+func TestReader_BoundedWhenSlow(t *testing.T) {
+	saved := readerPending
+	readerPending.bytes = 1 << 20
+	t.Cleanup(func() { readerPending = saved })
+	_, nc, js := readerServer(t, embedded.Config{})
+	subject := "parley.0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.art.alice"
+	body := make([]byte, 100<<10)
+	const n = 100 // 10 MiB
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var seqs []uint64
+	for i := range n {
+		copy(body, fmt.Sprintf("%04d", i))
+		ack, err := js.Publish(ctx, subject, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	r, err := Read(ctx, nc, subject, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	// Wait, reading nothing, until the bound is reached and the library
+	// drops what comes (it counts the drops).
+	r.mu.Lock()
+	sub := r.sub
+	r.mu.Unlock()
+	for {
+		if d, _ := sub.Dropped(); d > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("nothing dropped: the bound is not reached")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, b, _ := sub.MaxPending(); b > readerPending.bytes+len(body)+1024 {
+		t.Errorf("held %d bytes, bound %d", b, readerPending.bytes)
+	}
+	for i := range n {
+		m, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		meta, _ := m.Metadata()
+		if meta.Sequence.Stream != seqs[i] || string(m.Data[:4]) != fmt.Sprintf("%04d", i) {
+			t.Fatalf("message %d: %q at %d, want %d", i, m.Data[:4], meta.Sequence.Stream, seqs[i])
+		}
+	}
+	if _, b, _ := sub.MaxPending(); b > readerPending.bytes+len(body)+1024 {
+		t.Errorf("held %d bytes, bound %d", b, readerPending.bytes)
+	}
+}
