@@ -22,7 +22,7 @@ import (
 // for out of a budget:
 //
 //   - A closure verification whose answer can no longer change (its
-//     position reached, nothing of the deliberation pending: closureFinal)
+//     position reached: closureFinal)
 //     is kept, keyed by deliberation, decision and position, within
 //     closureCacheBytes: any number of readers of it cost one verification.
 //   - Every other expensive read of an HTTP client that is not signed in

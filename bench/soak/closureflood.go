@@ -21,13 +21,13 @@ import (
 )
 
 // closureReads reads, with sz.Readers readers not signed in, the closure
-// of the final decision of a deliberation of sz.DAG artifacts, each read
-// at a position not asked before (from the decision's to the stream's
-// last), back to back.
+// of a decision over a deliberation of sz.DAG artifacts, each read at a
+// position not asked before (between the decision's and the
+// deliberation's last, a tenth of the DAG later), back to back.
 type closureReads struct {
 	ID       string
 	Decision canon.Digest
-	At       uint64 // the decision's position
+	At, Last uint64 // the decision's position, the deliberation's last
 }
 
 func init() { register(&closureReads{}) }
@@ -36,9 +36,9 @@ func (*closureReads) name() string { return "closure-reads" }
 
 // setup publishes the deliberation: layers of claims, each supporting two
 // of the layer below, one in a hundred a blocking objection to one below,
-// and a final decision over the top layer disposing of every objection, so
-// that its verification walks the whole DAG; it waits for the supervisor
-// to complete it.
+// a provisional decision over the top layer disposing of every objection
+// (so that its verification walks the whole DAG, and the deliberation
+// goes on), then a tenth as many claims again, each a position to ask at.
 func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 	nc, err := nats.Connect(e.natsURL)
 	if err != nil {
@@ -51,6 +51,11 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 	}
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	subject := projector.ArtifactSubject(c.ID, "builder")
+	publish := func(d events.Draft) (*events.Artifact, error) {
+		a := events.MustSeal(d)
+		_, err := js.PublishAsync(subject, a.Canonical, jetstream.WithStallWait(time.Minute))
+		return a, err
+	}
 	width := min(1000, max(10, sz.DAG/90))
 	below := make([]canon.Digest, width)
 	var disp []events.Disposition
@@ -68,8 +73,8 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 			d = events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d", i)},
 				References: []events.Reference{{Target: below[j], Relation: events.Supports}, {Target: below[(j+1)%width], Relation: events.Supports}}}
 		}
-		a := events.MustSeal(d)
-		if _, err := js.PublishAsync(subject, a.Canonical, jetstream.WithStallWait(time.Minute)); err != nil {
+		a, err := publish(d)
+		if err != nil {
 			return err
 		}
 		if a.Type == events.TypeObjection {
@@ -83,35 +88,40 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 	}
 	<-js.PublishAsyncComplete()
 	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, References: top, Payload: events.Decision{
-		Outcome: "adopt", Status: events.Final, ObjectionDispositions: disp, UnresolvedIssues: []events.Issue{}}})
+		Outcome: "adopt", Status: events.Provisional, ObjectionDispositions: disp, UnresolvedIssues: []events.Issue{}}})
 	ack, err := cl.PublishArtifact(ctx, c.ID, dec)
 	if err != nil {
 		return err
 	}
 	c.Decision, c.At = dec.ID, ack.Sequence
-	for {
-		v, err := cl.WaitPosition(ctx, c.ID, ack.Sequence)
-		if err != nil {
+	for i := range max(1, sz.DAG/10) {
+		if _, err := publish(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("later %d", i)},
+			References: []events.Reference{{Target: top[i%len(top)].Target, Relation: events.Supports}}}); err != nil {
 			return err
 		}
-		if v.Status == projector.StatusCompleted {
-			return nil
-		}
-		if v.Status.Terminal() || v.Rejections > 0 {
-			return fmt.Errorf("the large deliberation: %s, %d artifacts, %d rejections", v.Status, v.Artifacts, v.Rejections)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
+	<-js.PublishAsyncComplete()
+	_, ack, err = cl.Publish(ctx, c.ID, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "the last"}})
+	if err != nil {
+		return err
+	}
+	last := ack.Sequence
+	v, err := cl.WaitPosition(ctx, c.ID, last)
+	if err != nil {
+		return err
+	}
+	if v.Artifacts < sz.DAG+sz.DAG/10 || v.Rejections > 0 {
+		return fmt.Errorf("the large deliberation: %s, %d artifacts, %d rejections", v.Status, v.Artifacts, v.Rejections)
+	}
+	c.Last = last
+	return nil
 }
 
 func (c *closureReads) run(ctx context.Context, e *engine, sz sizes, sent *atomic.Int64) (string, error) {
 	var ok, refused, other atomic.Int64
 	var next atomic.Uint64
 	next.Store(c.At)
+	span := c.Last - c.At
 	base := "http://" + e.httpAddr + "/api/v1/deliberations/" + c.ID + "/closure/" + c.Decision.String() + "?at="
 	var wg sync.WaitGroup
 	for r := range sz.Readers {
@@ -121,9 +131,11 @@ func (c *closureReads) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 			hc := from("127.0.0.2", sent)
 			rng := rand.New(rand.NewPCG(uint64(r), 3))
 			for ctx.Err() == nil {
-				// A position not asked before, most of them at or before
-				// the stream's end, which the honest relays move on.
-				at := next.Add(1 + uint64(rng.IntN(3)))
+				// A position not asked before, between the decision's and
+				// the deliberation's last (then round again, each a little
+				// off the last round's).
+				n := next.Add(1+uint64(rng.IntN(3))) - c.At
+				at := c.At + n%span
 				req, _ := http.NewRequestWithContext(ctx, "GET", base+strconv.FormatUint(at, 10), nil)
 				resp, err := hc.Do(req)
 				if err != nil {
@@ -143,5 +155,5 @@ func (c *closureReads) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 		}()
 	}
 	wg.Wait()
-	return fmt.Sprintf("a decision over %d artifacts; %d readers: %d verified, %d refused 429, %d other", sz.DAG, sz.Readers, ok.Load(), refused.Load(), other.Load()), nil
+	return fmt.Sprintf("a decision over %d artifacts, read at positions over the %d after it; %d readers: %d answered, %d refused 429, %d other", sz.DAG, span, sz.Readers, ok.Load(), refused.Load(), other.Load()), nil
 }

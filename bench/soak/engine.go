@@ -206,3 +206,22 @@ func (e *engine) freshHTTP() string {
 	}
 	return s
 }
+
+// heap returns the engine's Go heap in use (go_memstats_heap_inuse_bytes
+// of its /metrics), in bytes; 0 when it cannot say.
+func (e *engine) heap() int64 {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + e.httpAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int64(f)
+		}
+	}
+	return 0
+}

@@ -59,6 +59,7 @@ type result struct {
 	BytesSent                 int64         `json:"bytes_sent"`
 	RSSBefore, RSSAfter, Peak int64         `json:"-"`
 	RSSGrowth                 int64         `json:"rss_growth_bytes"`
+	HeapBefore, HeapAfter     int64         `json:"-"`
 	GrowthShare               float64       `json:"rss_growth_per_byte_sent"`
 	Descriptors               int           `json:"engine_descriptors"`
 	Relays                    int           `json:"relays"`
@@ -93,6 +94,7 @@ func main() {
 	short := flag.Bool("short", false, "small sizes for a quick check (2 s phases, 2 relays, 1,024 descriptors, 900 sockets, a 5,000-artifact DAG); flags given with it still apply")
 	asJSON := flag.Bool("json", false, "print the results as JSON")
 	flag.BoolVar(&o.verbose, "v", false, "say what each phase does as it goes")
+	flag.StringVar(&o.engineBinary, "engine", "", "an engine binary to run instead of building ./cmd/engine (an earlier build, to compare)")
 	flag.Parse()
 	if *short {
 		// The small sizes, then whatever was given explicitly.
@@ -188,6 +190,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 
 	o.logf("%s: attack", a.name())
 	r.RSSBefore, _ = e.memory()
+	r.HeapBefore = e.heap()
 	actx, cancel := context.WithTimeout(ctx, o.phase)
 	defer cancel()
 	var sent int64
@@ -210,6 +213,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 		}
 		r.RSSAfter, r.Peak = e.memory()
 		r.Descriptors = e.descriptors()
+		r.HeapAfter = e.heap()
 		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
 	}()
 	hon := runHonest(actx, e.natsURL, o.relays, finish)
@@ -261,7 +265,7 @@ func report(w *os.File, res []result, o options) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s\n", r.Class, r.Note)
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter))
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}
