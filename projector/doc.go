@@ -28,9 +28,15 @@
 // justifies it; an artifact from _supervisor only when the supervisor's
 // rules (Options.Rules, termination.Rules) call for it there. Anything else
 // is a rejection with its own code (termination.unauthorized,
-// termination.unjustified, supervisor.unjustified) and changes nothing. A
-// message's time is its stream time, or the earlier time it claims, never
-// earlier than its deliberation's previous message (EffectiveTime). A
+// termination.unjustified, supervisor.unjustified) and changes nothing.
+// An artifact takes effect at its own position or not at all: one whose
+// references are not all in the DAG is refused (reference.unavailable),
+// never held pending, so nothing enters a record after it was judged. A
+// message's time is its stream time, or, for an importer's message
+// (parley.<deliberation>.art._import, Msg.Import), the earlier original
+// time it carries, never earlier than its deliberation's previous message
+// (EffectiveTime); until the importer ends an import, nobody else's
+// message counts in the deliberation (deliberation.importing). A
 // binding moment is resolved only by the principal the charter names
 // (Deliberation.Principal): a resolution from anyone else, or a decision
 // of a provisional DECISION that asks the principal other than the
