@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/projector"
+
 	"golang.org/x/term"
 
 	"github.com/parley-engine/parley/binding"
@@ -53,6 +55,10 @@ credentials file of the engine's data directory (--data; by default
 		return exitUsage
 	}
 	id, base := fs.Arg(0), hf.base
+	if !projector.ValidDeliberation(id) {
+		fmt.Fprintf(e.stderr, "engine bind: %q is not a deliberation id (a UUID in canonical lowercase form)\n", id)
+		return exitUsage
+	}
 	hc := &http.Client{Timeout: 30 * time.Second}
 	get, _ := http.NewRequest(http.MethodGet, base+"/api/v1/deliberations/"+id+"/bindings", nil)
 	get.Header.Set("Authorization", "Bearer "+hf.token)

@@ -147,3 +147,22 @@ func TestBind_Terminal(t *testing.T) {
 	screen("Enter")
 	waitFor(screen, "recorded: the principal's CLAIM")
 }
+
+// A malformed --http or deliberation id is a usage error with its reason,
+// at once, never a panic.
+func TestBind_BadArguments(t *testing.T) {
+	const id = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	for _, c := range []struct{ http, id, want string }{
+		{"::bad", id, "is not an http:// or https:// address"},
+		{"http://[::1", id, "is not an http:// or https:// address"},
+		{"%zz", id, "is not an http:// or https:// address"},
+		{"ftp://x", id, "is not an http:// or https:// address"},
+		{"", id, "is not an http:// or https:// address"},
+		{"http://127.0.0.1:1", "nope", "is not a deliberation id"},
+	} {
+		code, out, errs := run(t, "", "bind", "--http", c.http, "--http-token", "t", c.id)
+		if code != exitUsage || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("--http %q %s: exit %d %q %q", c.http, c.id, code, out, errs)
+		}
+	}
+}

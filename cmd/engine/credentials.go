@@ -64,6 +64,9 @@ func (h *httpTokenFlags) register(fs interface {
 // ./parley-data) is used only for the engine that wrote it.
 func (h *httpTokenFlags) resolve() error {
 	h.base = strings.TrimRight(h.base, "/")
+	if u, err := url.Parse(h.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--http %q is not an http:// or https:// address (for example %s)", h.base, defaultHTTP)
+	}
 	if h.token == "" {
 		h.token = os.Getenv("PARLEY_HTTP_TOKEN")
 		// The variable engine serve reads may carry SECRET=PARTICIPANT
