@@ -62,7 +62,7 @@ func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) (re
 	if !out.Time.IsZero() {
 		r.Time = out.Time
 	}
-	if out.Control == projector.ImportEnd || out.Rejection != nil && (out.Rejection.Code == projector.CodeImporting || out.Rejection.Code == projector.CodeImportInvalid) {
+	if out.Control == projector.ImportEnd || out.Rejection != nil && projector.OutsideRecord(out.Rejection.Code) {
 		return r, false
 	}
 	return r, true

@@ -367,6 +367,11 @@ func (p *Projection) endImport(d *Deliberation, m Msg) Outcome {
 	return Outcome{Deliberation: d.ID, Control: ImportEnd}
 }
 
+// OutsideRecord reports whether a rejection's code says the message is no
+// part of its deliberation's record (nor of its ordinals): another's
+// message during an import, or an importer's message the fold refused.
+func OutsideRecord(code string) bool { return code == CodeImporting || code == CodeImportInvalid }
+
 // foreign records a message that names deliberation d (nil: one not
 // opened) but is not part of its record: among d's foreign messages (the
 // most recent MaxKept; or, without d, among the messages of no

@@ -325,7 +325,7 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", position, err)
 		return false, false, exitUsage
 	}
-	if o.Code == projector.CodeImporting || o.Code == projector.CodeImportInvalid {
+	if projector.OutsideRecord(o.Code) {
 		return false, false, -1 // outside the deliberation's record (and its ordinals)
 	}
 	if !w.opened {
