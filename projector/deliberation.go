@@ -166,6 +166,12 @@ type Deliberation struct {
 	rejTotal int
 	late     kept[Late]
 	lateN    int
+	// rejChain and lateChain hash every rejection and late artifact, in
+	// order (chain): the state digest covers them all, whatever the
+	// kept lists still hold.
+	rejChain, lateChain canon.Digest
+	// kl is the projection's bound on the bytes of kept lists.
+	kl *keptLedger
 	// The EVIDENCE the provenance policy judged (nodes, in stream
 	// order), and the inadmissible ones by the targets of their supports
 	// references.
@@ -189,7 +195,8 @@ func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg stri
 	d.Position = seq
 	d.rejTotal++
 	d.rejCodes[code]++
-	d.rejects.add(r, d.opts.MaxKept)
+	d.rejects.add(r, d.opts.MaxKept, d.kl)
+	d.rejChain = chain(d.rejChain, "rejection", d.newOrdinal(seq), r.Code, r.ArtifactID, r.Participant)
 	if slices.Contains(LimitCodes, code) {
 		d.breaches = append(d.breaches, r)
 	}
@@ -271,7 +278,9 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 	case d.Status.Terminal():
 		d.Position = m.Seq
 		d.lateN++
-		d.late.add(Late{Position: m.Seq, Participant: participant, ArtifactID: id()}, d.opts.MaxKept)
+		l := Late{Position: m.Seq, Participant: participant, ArtifactID: id()}
+		d.late.add(l, d.opts.MaxKept, d.kl)
+		d.lateChain = chain(d.lateChain, "late", d.newOrdinal(m.Seq), l.ArtifactID, l.Participant)
 		return Outcome{Deliberation: d.ID, Late: true}
 	case d.Status == StatusSuspended && !super && !term:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
@@ -666,6 +675,15 @@ func (d *Deliberation) Ordinal(seq uint64) uint64 {
 		return 0
 	}
 	return uint64(i + 1)
+}
+
+// newOrdinal is the ordinal of the message at seq as it is applied: the
+// next one, until the fold counts it (Projection.count).
+func (d *Deliberation) newOrdinal(seq uint64) uint64 {
+	if n := len(d.seqs); n > 0 && d.seqs[n-1] == seq {
+		return uint64(n)
+	}
+	return uint64(len(d.seqs) + 1)
 }
 
 // lastSeq is the position of the last message of the deliberation the

@@ -11,8 +11,10 @@ import (
 
 // StateDigest is a SHA-256 over a canonical rendering of the deliberation's
 // projection: its title, status, charter, every artifact in the DAG with
-// its participant and type, the open blocking
-// objections, the kept rejections and late artifacts with the totals. Where
+// its participant and type, the open blocking objections, and every
+// rejection and late artifact (as two hash chains, so that the digest does
+// not depend on which of them the engine still keeps in detail) with the
+// counts by code and the totals. Where
 // the rendering names a message it uses its ordinal among the
 // deliberation's messages, not its stream position, and the deliberation's
 // id is not in it: the same messages in the same order give the same
@@ -27,9 +29,40 @@ func (d *Deliberation) StateDigest() canon.Digest {
 	if c := d.digest.Load(); c != nil && c.key == key {
 		return c.digest
 	}
-	out := d.computeDigest()
+	out := d.computeDigest(false)
 	d.digest.Store(&cachedDigest{key, out})
 	return out
+}
+
+// LegacyStateDigest is the digest as engines computed it before the
+// chains ("parley-state-v2" over the most recent MaxKept rejections and
+// late artifacts in detail), for a recording exported by one of them; ok
+// is false when it is the same as StateDigest (no rejection and no late
+// artifact: both renderings agree) or cannot be computed (the byte bound
+// dropped kept items the old rendering named).
+func (d *Deliberation) LegacyStateDigest() (canon.Digest, bool) {
+	if d.rejTotal == 0 && d.lateN == 0 {
+		return canon.Digest{}, false
+	}
+	if len(d.rejects.list()) < min(d.rejTotal, d.opts.MaxKept) || len(d.late.list()) < min(d.lateN, d.opts.MaxKept) {
+		return canon.Digest{}, false
+	}
+	return d.computeDigest(true), true
+}
+
+// chain extends a hash chain with one line: SHA-256 of the previous link
+// and the line's parts, separated by spaces.
+func chain(prev canon.Digest, kind string, ordinal uint64, parts ...string) canon.Digest {
+	var buf [512]byte
+	b := append(buf[:0], prev[:]...)
+	b = append(b, kind...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, ordinal, 10)
+	for _, p := range parts {
+		b = append(b, ' ')
+		b = append(b, p...)
+	}
+	return sha256.Sum256(b)
 }
 
 // digestKey names a state of a deliberation: every message applied to it
@@ -44,14 +77,21 @@ type cachedDigest struct {
 	digest canon.Digest
 }
 
-func (d *Deliberation) computeDigest() canon.Digest {
+func (d *Deliberation) computeDigest(legacy bool) canon.Digest {
 	w := digestWriter{h: sha256.New(), buf: make([]byte, 0, 16<<10)}
 	u := func(seq uint64) string { return strconv.FormatUint(d.Ordinal(seq), 10) }
 	q := strconv.Quote
-	// v2 still: a deliberation's rendering is what it was when pending
-	// artifacts existed (they added lines, and now never occur), so a
-	// recording made then audits to the digest the engine reported.
-	w.line("parley-state-v2")
+	// v2 still for a deliberation with no rejection and no late artifact:
+	// its rendering is what it was when pending artifacts existed (they
+	// added lines, and now never occur) and before the chains, so a
+	// recording made then audits to the digest the engine reported. v3
+	// names the rejections and late artifacts by their chains.
+	chains := !legacy && (d.rejTotal > 0 || d.lateN > 0)
+	if chains {
+		w.line("parley-state-v3")
+	} else {
+		w.line("parley-state-v2")
+	}
 	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		w.line("participants", q(string(mustJSON(d.Charter.Participants))))
@@ -94,8 +134,12 @@ func (d *Deliberation) computeDigest() canon.Digest {
 		w.buf = append(b, '\n')
 		w.spill()
 	}
-	for _, r := range d.rejects.list() {
-		w.line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
+	if chains {
+		w.line("rejections", d.rejChain.String())
+	} else {
+		for _, r := range d.rejects.list() {
+			w.line("rejection", u(r.Position), r.Code, r.ArtifactID, r.Participant)
+		}
 	}
 	codes := make([]string, 0, len(d.rejCodes))
 	for c := range d.rejCodes {
@@ -105,8 +149,12 @@ func (d *Deliberation) computeDigest() canon.Digest {
 	for _, c := range codes {
 		w.line("rejected", c, strconv.Itoa(d.rejCodes[c]))
 	}
-	for _, l := range d.late.list() {
-		w.line("late", u(l.Position), l.ArtifactID, l.Participant)
+	if chains {
+		w.line("late", d.lateChain.String())
+	} else {
+		for _, l := range d.late.list() {
+			w.line("late", u(l.Position), l.ArtifactID, l.Participant)
+		}
 	}
 	w.line("totals", strconv.Itoa(d.rejTotal), strconv.Itoa(d.lateN))
 	w.h.Write(w.buf)

@@ -52,7 +52,7 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 		for i := 0; i < v.NumField(); i++ {
 			name := v.Type().Field(i).Name
 			switch {
-			case name == "opts" || name == "digest" || name == "closures": // options, and caches
+			case name == "opts" || name == "digest" || name == "closures" || name == "kl": // options, caches, the byte bound's bookkeeping
 			case name == "index" && v.Type() == reflect.TypeOf(Deliberation{}):
 				// The table's layout depends on its history and its seed:
 				// its state is what it maps each id to.
@@ -102,4 +102,12 @@ func dump(b *strings.Builder, v reflect.Value, path string) {
 func (d *Deliberation) ReferenceDigest() canon.Digest { return d.referenceDigest() }
 
 // ComputeDigest is the state digest computed now, uncached.
-func (d *Deliberation) ComputeDigest() canon.Digest { return d.computeDigest() }
+func (d *Deliberation) ComputeDigest() canon.Digest { return d.computeDigest(false) }
+
+// ComputeLegacyDigest is the v2 rendering (the kept lists in detail)
+// computed now, whatever is kept.
+func (d *Deliberation) ComputeLegacyDigest() canon.Digest { return d.computeDigest(true) }
+
+// KeptQueue is the length of the kept ledger's queue and the items it
+// counts as kept.
+func KeptQueue(p *Projection) (queue, live int) { return len(p.kl.queue) - p.kl.head, p.kl.live }

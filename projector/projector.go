@@ -1,8 +1,10 @@
 package projector
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -209,6 +211,12 @@ type Options struct {
 	Validator *events.Validator
 	// Defaults are the engine-wide charter defaults.
 	Defaults Defaults
+	// MaxKeptBytes bounds the bytes of the summaries kept of rejected,
+	// late and foreign messages across the projection (0:
+	// DefaultMaxKeptBytes; negative: no bound): past it the oldest kept
+	// anywhere is dropped first. Counts by code, totals and the state
+	// digest cover every message whatever is dropped.
+	MaxKeptBytes int64
 	// MaxDeliberations bounds the deliberations the projection holds
 	// (0: no bound). An open past it is refused (deliberation.limit),
 	// among the messages of no deliberation.
@@ -236,6 +244,8 @@ type Projection struct {
 	// opened) are recorded here, the most recent MaxKept of them.
 	unrouted      kept[Rejection]
 	unroutedTotal int
+	// kl bounds the bytes of every kept list (Options.MaxKeptBytes).
+	kl *keptLedger
 }
 
 // New returns an empty projection.
@@ -247,7 +257,11 @@ func New(opts Options) *Projection {
 	if opts.Validator == nil {
 		opts.Validator = d.Validator
 	}
-	return &Projection{opts: opts, delibs: map[string]*Deliberation{}}
+	kb := opts.MaxKeptBytes
+	if kb == 0 {
+		kb = DefaultMaxKeptBytes
+	}
+	return &Projection{opts: opts, delibs: map[string]*Deliberation{}, kl: &keptLedger{max: kb}}
 }
 
 // Position is the highest stream position applied.
@@ -318,6 +332,7 @@ func (p *Projection) Apply(m Msg) Outcome {
 		return Outcome{}
 	}
 	p.position.Store(max(p.position.Load(), m.Seq))
+	p.kl.at = m.Time
 	// An importer's message stands for the message it restores; nobody
 	// else's headers mean anything.
 	imported := kind == "art" && participant == ImportToken
@@ -384,7 +399,7 @@ func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
 	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.foreignAt = m.Seq
 	d.foreignN++
-	d.foreign.add(r, p.opts.MaxKept)
+	d.foreign.add(r, p.opts.MaxKept, p.kl)
 	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
 
@@ -423,7 +438,7 @@ func (p *Projection) count(delib string, seq uint64) {
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
 	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
-	p.unrouted.add(r, p.opts.MaxKept)
+	p.unrouted.add(r, p.opts.MaxKept, p.kl)
 	delib, _, _ := route(m.Subject)
 	return Outcome{Deliberation: delib, Rejection: &r}
 }
@@ -432,15 +447,38 @@ func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
 // an amortized constant cost an item: it holds up to a quarter more before
 // it drops the oldest at once, instead of shifting the whole list for each
 // (which made every rejection past max cost a copy of the whole list).
-type kept[T any] struct {
+// Its items also count against the projection's byte bound (keptLedger),
+// which may drop its oldest before max does.
+type kept[T keptItem] struct {
 	buf   []T
 	start int
 }
 
-// add appends v, dropping the oldest item beyond max.
-func (k *kept[T]) add(v T, max int) {
+// keptItem is what a kept list holds: a message's summary, with its
+// position (a list's items are in position order) and about the bytes it
+// holds.
+type keptItem interface {
+	Rejection | Late
+	keptPos() uint64
+	keptSize() int64
+}
+
+func (r Rejection) keptPos() uint64 { return r.Position }
+
+// keptSize is about what a kept rejection holds: the struct, its strings,
+// and its entry in the ledger's queue.
+func (r Rejection) keptSize() int64 {
+	return 120 + int64(len(r.Participant)+len(r.ArtifactID)+len(r.Class)+len(r.Code)+len(r.Message))
+}
+
+func (l Late) keptPos() uint64 { return l.Position }
+func (l Late) keptSize() int64 { return 80 + int64(len(l.Participant)+len(l.ArtifactID)) }
+
+// add appends v, dropping the oldest item beyond max, and counts it in l
+// (nil: no byte bound), which may drop the oldest items of any list.
+func (k *kept[T]) add(v T, max int, l *keptLedger) {
 	if len(k.buf)-k.start >= max {
-		k.start++
+		k.dropOldest(l)
 	}
 	if len(k.buf) >= max+max/4+1 && k.start > 0 {
 		n := copy(k.buf, k.buf[k.start:])
@@ -448,18 +486,167 @@ func (k *kept[T]) add(v T, max int) {
 		k.buf, k.start = k.buf[:n], 0
 	}
 	k.buf = append(k.buf, v)
+	if l != nil {
+		l.added(k, v.keptPos(), v.keptSize())
+	}
+}
+
+// dropOldest drops the oldest item, counting it out of l.
+func (k *kept[T]) dropOldest(l *keptLedger) {
+	if k.start >= len(k.buf) {
+		return
+	}
+	if l != nil {
+		l.removed(k.buf[k.start].keptSize())
+	}
+	var zero T
+	k.buf[k.start] = zero
+	k.start++
+}
+
+// oldest is the position of the oldest item kept.
+func (k *kept[T]) oldest() (uint64, bool) {
+	if k.start >= len(k.buf) {
+		return 0, false
+	}
+	return k.buf[k.start].keptPos(), true
 }
 
 // list returns the kept items, oldest first (not to be modified; valid
 // until the next add).
 func (k *kept[T]) list() []T { return k.buf[k.start:] }
 
-// set replaces the kept items (a snapshot's).
+// set replaces the kept items (a snapshot's); the caller counts them in
+// its ledger (keptLedger.rebuild).
 func (k *kept[T]) set(items []T) { k.buf, k.start = items, 0 }
 
 // dumpList is the kept items, for DumpState: two lists that keep the same
 // items hold the same state, whatever they held before.
 func (k *kept[T]) dumpList() any { return k.list() }
+
+// DefaultMaxKeptBytes is the default bound on the bytes of the summaries
+// an engine keeps of rejected, late and foreign messages, across every
+// deliberation (Options.MaxKeptBytes; a runner spreads it over its
+// shards).
+const DefaultMaxKeptBytes = 64 << 20
+
+// keptLedger bounds the bytes of every kept list of a projection (the
+// rejections, late artifacts and foreign messages of each deliberation, and
+// the messages of no deliberation): past max it drops the oldest item kept
+// anywhere in the projection. What is dropped is only the detail: counts,
+// totals and the state digest (its chains) cover every message. Which
+// items are kept therefore depends on every deliberation of the projection
+// and on the bound, and nothing that must agree between engines reads it.
+type keptLedger struct {
+	max  int64        // <= 0: no bound (nothing is dropped, no queue is kept)
+	used atomic.Int64 // read by metrics while the fold goes on
+	live int
+	// queue names the items in the order they were added, by list and
+	// position; an entry whose item its list has already dropped (past
+	// MaxKept) is skipped, and such entries are swept out once they
+	// outnumber the live ones.
+	queue   []keptRef
+	head    int
+	dropped atomic.Uint64 // items dropped for the bound
+	// at is the stream time of the message being applied, and lastDrop
+	// (Unix nanoseconds) that of the last one whose summary made the
+	// bound drop another's.
+	at       time.Time
+	lastDrop atomic.Int64
+}
+
+type keptRef struct {
+	list keptList
+	pos  uint64
+}
+
+type keptList interface {
+	oldest() (uint64, bool)
+	dropOldest(l *keptLedger)
+}
+
+func (l *keptLedger) removed(size int64) {
+	l.used.Add(-size)
+	l.live--
+}
+
+func (l *keptLedger) added(k keptList, pos uint64, size int64) {
+	l.used.Add(size)
+	l.live++
+	if l.max <= 0 {
+		return
+	}
+	l.queue = append(l.queue, keptRef{k, pos})
+	for l.used.Load() > l.max && l.head < len(l.queue) {
+		e := l.queue[l.head]
+		l.queue[l.head] = keptRef{}
+		l.head++
+		if p, ok := e.list.oldest(); ok && p == e.pos {
+			e.list.dropOldest(l)
+			l.dropped.Add(1)
+			l.lastDrop.Store(l.at.UnixNano())
+		}
+	}
+	if stale := len(l.queue) - l.head - l.live; stale > l.live+64 || l.head > len(l.queue)/2 {
+		l.sweep()
+	}
+}
+
+// sweep removes the consumed and stale entries of the queue.
+func (l *keptLedger) sweep() {
+	q := l.queue[:0]
+	for _, e := range l.queue[l.head:] {
+		if e.list == nil {
+			continue
+		}
+		if p, ok := e.list.oldest(); ok && e.pos >= p {
+			q = append(q, e)
+		}
+	}
+	clear(l.queue[len(q):])
+	l.queue, l.head = q, 0
+}
+
+// rebuildLedger counts every item of the projection's lists (a
+// snapshot's) in the order of their positions, which is the order they
+// were added in, and drops what the bound does not hold.
+func (p *Projection) rebuildLedger() {
+	type item struct {
+		list keptList
+		pos  uint64
+		size int64
+	}
+	var all []item
+	rejections := func(k *kept[Rejection]) {
+		for _, r := range k.list() {
+			all = append(all, item{k, r.Position, r.keptSize()})
+		}
+	}
+	rejections(&p.unrouted)
+	for _, d := range p.delibs {
+		rejections(&d.rejects)
+		rejections(&d.foreign)
+		for _, r := range d.late.list() {
+			all = append(all, item{&d.late, r.Position, r.keptSize()})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b item) int { return cmp.Compare(a.pos, b.pos) })
+	p.kl.used.Store(0)
+	p.kl.live, p.kl.queue, p.kl.head = 0, nil, 0
+	for _, it := range all {
+		p.kl.added(it.list, it.pos, it.size)
+	}
+}
+
+// KeptBytes reports the kept summaries' bytes, their bound (0 or less:
+// none) and how many the bound has dropped since the projection was made
+// or restored. Safe to call while the fold goes on.
+func (p *Projection) KeptBytes() (used, max int64, dropped uint64, last time.Time) {
+	if n := p.kl.lastDrop.Load(); n != 0 {
+		last = time.Unix(0, n)
+	}
+	return p.kl.used.Load(), p.kl.max, p.kl.dropped.Load(), last
+}
 
 // Prepare does for a message what a runner does ahead of the fold: for an
 // artifact of a deliberation whose provenance policy may judge it, it
@@ -625,6 +812,7 @@ func (p *Projection) control(d *Deliberation, id string, m Msg) Outcome {
 			return p.unroutable(m, "", CodeDeliberationLimit, "the engine holds its limit of "+strconv.Itoa(n)+" deliberations")
 		}
 		d = newDeliberation(id, p.opts)
+		d.kl = p.kl
 		l, pol, err := effective(charter, p.opts.Defaults)
 		if err != nil {
 			return p.unroutable(m, "", CodeControlInvalid, err.Error())

@@ -15,7 +15,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 8
+const snapshotVersion = 9
 
 type snapshot struct {
 	Version       int
@@ -68,6 +68,8 @@ type delibSnap struct {
 	RejTotal           int
 	Late               []Late
 	LateN              int
+	RejChain           canon.Digest
+	LateChain          canon.Digest
 	OpenedTime         time.Time
 	LastActivity       time.Time
 	Tokens, Cost       int64
@@ -127,6 +129,7 @@ func (p *Projection) Freeze() *Frozen {
 			Position: d.Position, Round: d.Round,
 			Parts: cut(d.parts), PerPart: slices.Clone(d.perPart), Rejects: slices.Clone(d.rejects.list()),
 			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late.list()), LateN: d.lateN,
+			RejChain: d.rejChain, LateChain: d.lateChain,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
 			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
@@ -202,6 +205,8 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.rejects.set(ds.Rejects)
 		d.late.set(ds.Late)
 		d.rejTotal, d.lateN = ds.RejTotal, ds.LateN
+		d.rejChain, d.lateChain = ds.RejChain, ds.LateChain
+		d.kl = p.kl
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
 		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
@@ -300,6 +305,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		}
 		p.delibs[d.ID] = d
 	}
+	p.rebuildLedger()
 	return p, nil
 }
 

@@ -60,6 +60,7 @@ type Runner struct {
 	onApply   func(*Runner, projector.Msg, projector.Outcome)
 
 	shards     []*shard
+	budget     *byteBudget   // the bytes read and not yet applied (budget.go)
 	dispatched atomic.Uint64 // the last position handed to a shard
 	start      uint64        // the position the stream is read from (after the snapshots)
 }
@@ -88,6 +89,10 @@ type Config struct {
 	// what the fold did, the position applied and the messages left in the
 	// stream (the engine's metrics).
 	Observe func(out projector.Outcome, position, pending uint64)
+	// InFlightBytes bounds the bytes of the messages read from the stream
+	// and not yet applied (default DefaultInFlightBytes): past it the
+	// consumer waits, and the messages wait in the stream.
+	InFlightBytes int64
 	// OnApply, when set, is called after each message is applied, outside
 	// any lock, from the goroutine of the message's shard (binding-moment
 	// announcements, their metrics). It is handed the runner: the first
@@ -159,6 +164,9 @@ type item struct {
 	// rev holds the results until the shard's goroutine puts them in m.
 	reverified chan struct{}
 	rev        []provenance.Verification
+	// cost is what the message took of the in-flight byte budget, given
+	// back once it is applied.
+	cost int64
 }
 
 // batch is consecutive messages of the stream, dispatched together: a
@@ -218,6 +226,7 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	if r.snapEvery <= 0 {
 		r.snapEvery = 30 * time.Second
 	}
+	r.budget = newByteBudget(cmp.Or(max(cfg.InFlightBytes, 0), DefaultInFlightBytes))
 	n := cfg.Shards
 	if n <= 0 {
 		n = DefaultShards
@@ -230,6 +239,10 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	// can fill one shard: at most its share).
 	if m := r.opts.MaxDeliberations; m > 0 {
 		r.opts.MaxDeliberations = (m + n - 1) / n
+	}
+	// The bound on kept summaries likewise: each shard its share.
+	if kb := cmp.Or(r.opts.MaxKeptBytes, projector.DefaultMaxKeptBytes); kb > 0 {
+		r.opts.MaxKeptBytes = max(kb/int64(n), 1)
 	}
 	cfg.Projector = r.opts
 	r.shards = make([]*shard, n)
@@ -651,17 +664,24 @@ func (r *Runner) Run(ctx context.Context) error {
 	})
 	timer.Stop()
 	take := func(msg jetstream.Msg) {
+		// The message's bytes are taken of the budget before mu: the
+		// timer's flush, which takes mu, hands on what the batch holds,
+		// so a wait here always ends.
+		cost := r.budget.take(int64(len(msg.Data()) + len(msg.Subject())))
 		mu.Lock()
 		defer mu.Unlock()
 		if stop {
+			r.budget.give(cost)
 			return
 		}
 		seq, ts, pending, ok := ackMetadata(msg.Reply())
 		if !ok {
 			r.log.Error("message without metadata", "subject", msg.Subject(), "reply", msg.Reply())
+			r.budget.give(cost)
 			return
 		}
 		if seq <= taken {
+			r.budget.give(cost)
 			return // delivered again across a reset
 		}
 		taken = seq
@@ -671,7 +691,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if h := msg.Headers(); h != nil {
 			m.Import = projector.ImportOf(m.Subject, h.Get)
 		}
-		cur = append(cur, &item{m: m, pending: pending, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
+		cur = append(cur, &item{m: m, pending: pending, cost: cost, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
 		switch {
 		case pending == 0 || len(cur) >= batchMax:
 			flush()
@@ -951,6 +971,8 @@ func (r *Runner) drain(s *shard) {
 }
 
 func (r *Runner) applied(it *item, out projector.Outcome) {
+	r.budget.give(it.cost)
+	it.cost = 0
 	if r.observe != nil {
 		r.observe(out, r.Position(), it.pending)
 	}

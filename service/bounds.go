@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/parley-engine/parley/internal/httplimit"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
 )
 
@@ -34,7 +35,19 @@ type boundSources struct {
 	budget   *httplimit.Budget
 	explorer *web.Explorer
 	reads    *reads
+	runner   *runner.Runner
 }
+
+// CodeInFlightBytes names the bound on the bytes read from the stream and
+// not yet applied (runner.Config.InFlightBytes). It refuses nothing: past
+// it the engine's consumer waits and the messages wait in the stream.
+const CodeInFlightBytes = "limit.in_flight_bytes"
+
+// CodeKeptBytes names the bound on the bytes of the summaries kept of
+// rejected, late and foreign messages (projector.Options.MaxKeptBytes).
+// It refuses nothing: past it the oldest summaries are dropped (counts,
+// totals and state digests still cover them).
+const CodeKeptBytes = "limit.kept_bytes"
 
 func (b boundSources) report(now time.Time) []Bound {
 	var out []Bound
@@ -53,6 +66,12 @@ func (b boundSources) report(now time.Time) []Bound {
 			hits += n
 		}
 		add(web.CodeLiveFeeds, st.Max, st.Open, hits, st.LastRefused)
+	}
+	if b.runner != nil {
+		st := b.runner.InFlight()
+		add(CodeInFlightBytes, int(st.Max), int(st.Used), st.Waits, st.LastWait)
+		used, max, dropped, last := b.runner.KeptBytes()
+		add(CodeKeptBytes, int(max), int(used), dropped, last)
 	}
 	if b.reads != nil {
 		st := b.reads.stats()
@@ -93,6 +112,21 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 	for _, reason := range []string{web.FeedsFull, web.FeedsAnonymous, web.FeedsNetwork} {
 		counter("parley_live_feeds_refused_total", "Live feeds refused with 503 limit.live_feeds, by reason: total (every place taken), anonymous (the room of readers not signed in), network (the client network's share).",
 			prometheus.Labels{"reason": reason}, func() float64 { return float64(ex.FeedStats().Refused[reason]) })
+	}
+	if r := b.runner; r != nil {
+		gauge("parley_in_flight_bytes", "Bytes of messages read from the stream and not yet applied.", func() float64 { return float64(r.InFlight().Used) })
+		gauge("parley_in_flight_bytes_limit", "The bound on the bytes read from the stream and not yet applied.", func() float64 { return float64(r.InFlight().Max) })
+		counter("parley_in_flight_waits_total", "Messages the consumer held back because the in-flight byte bound was reached (limit.in_flight_bytes): they waited in the stream.", nil,
+			func() float64 { return float64(r.InFlight().Waits) })
+		kept := func(i int) func() float64 {
+			return func() float64 {
+				u, m, d, _ := r.KeptBytes()
+				return [3]float64{float64(u), float64(m), float64(d)}[i]
+			}
+		}
+		gauge("parley_kept_bytes", "Bytes of the summaries kept of rejected, late and foreign messages.", kept(0))
+		gauge("parley_kept_bytes_limit", "The bound on the bytes of kept summaries (limit.kept_bytes).", kept(1))
+		counter("parley_kept_dropped_total", "Summaries of rejected, late and foreign messages dropped for the byte bound (limit.kept_bytes); their counts and digests remain.", nil, kept(2))
 	}
 	rs := b.reads
 	for _, read := range budgetedReads {

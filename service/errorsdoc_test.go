@@ -17,7 +17,7 @@ func TestErrorsDoc_Bounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, service.CodeReadBudget, service.CodeBehind} {
+	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, service.CodeReadBudget, service.CodeBehind, service.CodeInFlightBytes, service.CodeKeptBytes} {
 		if !strings.Contains(string(b), "| `"+code+"` |") {
 			t.Errorf("docs/ERRORS.md does not list %s", code)
 		}

@@ -63,6 +63,14 @@ type Config struct {
 	// over the projection's shards; an open past it is refused
 	// (deliberation.limit).
 	MaxDeliberations int
+	// MaxKeptBytes bounds the bytes of the summaries kept of rejected, late
+	// and foreign messages across every deliberation
+	// (projector.DefaultMaxKeptBytes when 0, none when negative), spread
+	// evenly over the projection's shards.
+	MaxKeptBytes int64
+	// InFlightBytes bounds the bytes of messages read from the stream and
+	// not yet applied (runner.DefaultInFlightBytes when 0).
+	InFlightBytes int64
 	// SnapshotEvery is the interval between projection snapshots.
 	SnapshotEvery time.Duration
 	// NATSConfig is a nats-server configuration file for the embedded
@@ -224,11 +232,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations)},
-		Verify:  verify,
-		Logger:  s.log.With("component", "projector"),
-		Observe: s.Metrics.observe,
-		OnApply: bw.onApply,
+			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
+		InFlightBytes: cfg.InFlightBytes,
+		Verify:        verify,
+		Logger:        s.log.With("component", "projector"),
+		Observe:       s.Metrics.observe,
+		OnApply:       bw.onApply,
 	})
 	if err != nil {
 		return nil, err
@@ -293,7 +302,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.http = httplimit.Server(s.auth.wrap(w.guard(s.Queries.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
-	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.reads}
+	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.reads, runner: s.Runner}
 	s.Metrics.watchBounds(bounds, s.fds)
 	s.Queries.bounds = bounds.report
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)

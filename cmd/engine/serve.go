@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -48,6 +50,8 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
 	fs.IntVar(&cfg.MaxDeliberations, "max-deliberations", service.DefaultMaxDeliberations, "most deliberations the engine holds (-1: no bound); an open past it is refused with deliberation.limit")
+	fs.Int64Var(&cfg.MaxKeptBytes, "max-kept-bytes", projector.DefaultMaxKeptBytes, "most bytes of rejection summaries kept in detail across every deliberation (-1: no bound); past it the oldest are dropped, counts and digests stay whole")
+	fs.Int64Var(&cfg.InFlightBytes, "in-flight-bytes", runner.DefaultInFlightBytes, "most bytes of messages read from the stream and not yet applied; past it the consumer waits (limit.in_flight_bytes)")
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
