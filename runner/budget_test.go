@@ -23,14 +23,13 @@ func TestInFlightBudget(t *testing.T) {
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4b07"
 	b.open(id)
 	pad := strings.Repeat("x", 20<<10)
-	var last uint64
 	for i := range 40 {
 		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint(i, pad)}})
-		last = b.publish(projector.ArtifactSubject(id, "alice"), a.Canonical)
+		b.publish(projector.ArtifactSubject(id, "alice"), a.Canonical)
 	}
 	// Larger than the whole budget: it takes all of it.
 	big := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: strings.Repeat("y", 2*budget)}})
-	last = b.publish(projector.ArtifactSubject(id, "alice"), big.Canonical)
+	last := b.publish(projector.ArtifactSubject(id, "alice"), big.Canonical)
 
 	r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{Shards: 2, InFlightBytes: budget,
 		Projector: projector.Options{Rules: termination.Rules{}}})

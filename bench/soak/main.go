@@ -46,6 +46,7 @@ import (
 type options struct {
 	classes      []string
 	phase        time.Duration // each of the baseline and the attack
+	settle       time.Duration // after the attack, before the memory is read again
 	relays       int
 	fds          int // the engine's open-descriptor limit (0: the soak's own)
 	sz           sizes
@@ -55,25 +56,31 @@ type options struct {
 
 // result is one class's figures.
 type result struct {
-	Class                     string        `json:"class"`
-	BytesSent                 int64         `json:"bytes_sent"`
-	RSSBefore, RSSAfter, Peak int64         `json:"-"`
-	RSSGrowth                 int64         `json:"rss_growth_bytes"`
-	HeapBefore, HeapAfter     int64         `json:"-"`
-	GrowthShare               float64       `json:"rss_growth_per_byte_sent"`
-	Descriptors               int           `json:"engine_descriptors"`
-	Relays                    int           `json:"relays"`
-	Deliberations             int           `json:"deliberations"`
-	Completed                 int           `json:"completed"`
-	Verified                  int           `json:"verified"`
-	BaselineP99               time.Duration `json:"baseline_p99_ns"`
-	AttackP99                 time.Duration `json:"attack_p99_ns"`
-	Ratio                     float64       `json:"p99_ratio"`
-	FreshNATS                 string        `json:"fresh_nats"`
-	FreshHTTP                 string        `json:"fresh_http"`
-	Note                      string        `json:"note"`
-	Check                     string        `json:"check,omitempty"`
-	Errors                    []string      `json:"errors,omitempty"`
+	Class                     string `json:"class"`
+	BytesSent                 int64  `json:"bytes_sent"`
+	RSSBefore, RSSAfter, Peak int64  `json:"-"`
+	RSSGrowth                 int64  `json:"rss_growth_bytes"`
+	// RSSSettled is the RSS growth once the attack has stopped and the
+	// embedded server's caches of the stream's blocks have expired
+	// (settle): what the engine keeps, against what it held meanwhile.
+	RSSSettled            int64         `json:"rss_growth_settled_bytes"`
+	SettledShare          float64       `json:"rss_growth_settled_per_byte_sent"`
+	HeapBefore, HeapAfter int64         `json:"-"`
+	HeapSettled           int64         `json:"-"`
+	GrowthShare           float64       `json:"rss_growth_per_byte_sent"`
+	Descriptors           int           `json:"engine_descriptors"`
+	Relays                int           `json:"relays"`
+	Deliberations         int           `json:"deliberations"`
+	Completed             int           `json:"completed"`
+	Verified              int           `json:"verified"`
+	BaselineP99           time.Duration `json:"baseline_p99_ns"`
+	AttackP99             time.Duration `json:"attack_p99_ns"`
+	Ratio                 float64       `json:"p99_ratio"`
+	FreshNATS             string        `json:"fresh_nats"`
+	FreshHTTP             string        `json:"fresh_http"`
+	Note                  string        `json:"note"`
+	Check                 string        `json:"check,omitempty"`
+	Errors                []string      `json:"errors,omitempty"`
 }
 
 func main() {
@@ -84,6 +91,7 @@ func main() {
 	var o options
 	classes := flag.String("classes", "", "comma-separated classes to run (default: all: "+strings.Join(names(), ", ")+")")
 	flag.DurationVar(&o.phase, "phase", 20*time.Second, "length of the baseline and of the attack phase of each class")
+	flag.DurationVar(&o.settle, "settle", 30*time.Second, "wait after each attack before the engine's memory is read again (past the embedded server's 10 s cache expiry)")
 	flag.IntVar(&o.relays, "relays", 4, "honest relays")
 	flag.IntVar(&o.fds, "engine-fds", 20000, "the engine's open-descriptor limit, soft and hard (through prlimit; 0: the soak's own)")
 	flag.IntVar(&o.sz.Sockets, "sockets", 19900, "slow-bodies: sockets held at once")
@@ -117,7 +125,7 @@ func main() {
 }
 
 func shortOptions(o options) options {
-	o.phase, o.relays, o.fds = 2*time.Second, 2, 1024
+	o.phase, o.relays, o.fds, o.settle = 2*time.Second, 2, 1024, 12*time.Second
 	o.sz = sizes{Sockets: 900, Feeds: 40, DAG: 5000, Readers: 8, LabelRate: 500}
 	return o
 }
@@ -221,6 +229,15 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	if attackErr != nil {
 		return r, attackErr
 	}
+	// What stays: the embedded server keeps the blocks of the stream it
+	// wrote or read in memory for 10 s after their last use (nats-server's
+	// cache expiry, not configurable), and the Go runtime gives freed
+	// memory back to the system over some seconds.
+	o.logf("%s: settling %s", a.name(), o.settle)
+	time.Sleep(o.settle)
+	rss, _ := e.memory()
+	r.RSSSettled = rss - r.RSSBefore
+	r.HeapSettled = e.heap()
 	r.Note = note
 	if c, ok := a.(checked); ok {
 		r.Check = c.check()
@@ -229,6 +246,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	r.RSSGrowth = r.RSSAfter - r.RSSBefore
 	if r.BytesSent > 0 {
 		r.GrowthShare = float64(r.RSSGrowth) / float64(r.BytesSent)
+		r.SettledShare = float64(r.RSSSettled) / float64(r.BytesSent)
 	}
 	r.AttackP99 = p99(hon.latencies)
 	if r.BaselineP99 > 0 {
@@ -253,19 +271,23 @@ func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
 func report(w *os.File, res []result, o options) {
 	fmt.Fprintf(w, "engine: its own process, %d open descriptors; %d honest relays; phases of %s (baseline, then attack)\n\n", o.fds, o.relays, o.phase)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "class\tsent\tRSS growth (of sent)\tpeak RSS\tfds\tcompleted/verified\tp99 baseline -> attack\tfresh NATS\tfresh HTTP")
+	fmt.Fprintln(tw, "class\tsent\tRSS growth (of sent)\tsettled (of sent)\tpeak RSS\tfds\tcompleted/verified\tp99 baseline -> attack\tfresh NATS\tfresh HTTP")
 	for _, r := range res {
 		share := "-"
 		if r.BytesSent > 0 {
 			share = fmt.Sprintf("%.2f%%", 100*r.GrowthShare)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s\t%d\t%d/%d of %d\t%s -> %s (%.2fx)\t%s\t%s\n", r.Class, mb(r.BytesSent), mb(r.RSSGrowth), share, mb(r.Peak), r.Descriptors,
+		settled := "-"
+		if r.BytesSent > 0 {
+			settled = fmt.Sprintf("%.2f%%", 100*r.SettledShare)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s\t%d\t%d/%d of %d\t%s -> %s (%.2fx)\t%s\t%s\n", r.Class, mb(r.BytesSent), mb(r.RSSGrowth), share, mb(r.RSSSettled), settled, mb(r.Peak), r.Descriptors,
 			r.Completed, r.Verified, r.Deliberations, r.BaselineP99.Round(10*time.Microsecond), r.AttackP99.Round(10*time.Microsecond), r.Ratio, r.FreshNATS, r.FreshHTTP)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter))
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled))
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}
