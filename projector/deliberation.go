@@ -142,7 +142,7 @@ type Deliberation struct {
 	refs     []ref
 	extras   []extra
 	nodeIDs  []canon.Digest // node -> id
-	seqs     []uint64       // the positions of the deliberation's messages, in order
+	seqs     positions      // the positions of the deliberation's messages, in order
 	superN   int            // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
 	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
@@ -670,7 +670,7 @@ func (d *Deliberation) OpenBlockingCount() int { return len(d.open) }
 // Ordinals do not depend on what else the stream holds: a deliberation
 // imported elsewhere, or read from a recording, has the same ones.
 func (d *Deliberation) Ordinal(seq uint64) uint64 {
-	i, ok := slices.BinarySearch(d.seqs, seq)
+	i, ok := d.seqs.index(seq)
 	if !ok {
 		return 0
 	}
@@ -680,20 +680,16 @@ func (d *Deliberation) Ordinal(seq uint64) uint64 {
 // newOrdinal is the ordinal of the message at seq as it is applied: the
 // next one, until the fold counts it (Projection.count).
 func (d *Deliberation) newOrdinal(seq uint64) uint64 {
-	if n := len(d.seqs); n > 0 && d.seqs[n-1] == seq {
+	if n := d.seqs.len(); n > 0 && d.seqs.lastPos() == seq {
 		return uint64(n)
 	}
-	return uint64(len(d.seqs) + 1)
+	return uint64(d.seqs.len() + 1)
 }
 
 // lastSeq is the position of the last message of the deliberation the
 // fold has seen, part of its record or not.
 func (d *Deliberation) lastSeq() uint64 {
-	last := d.foreignAt
-	if n := len(d.seqs); n > 0 {
-		last = max(last, d.seqs[n-1])
-	}
-	return last
+	return max(d.foreignAt, d.seqs.lastPos())
 }
 
 // Foreign returns the kept messages that named the deliberation without
@@ -711,4 +707,4 @@ func (d *Deliberation) Imported() bool { return d.imported }
 func (d *Deliberation) Importing() bool { return d.importing }
 
 // Messages returns the number of messages of the deliberation applied.
-func (d *Deliberation) Messages() int { return len(d.seqs) }
+func (d *Deliberation) Messages() int { return d.seqs.len() }

@@ -25,7 +25,7 @@ import (
 // was computed at (many readers may ask at once; they compute the same
 // value).
 func (d *Deliberation) StateDigest() canon.Digest {
-	key := digestKey{position: d.Position, messages: len(d.seqs)}
+	key := digestKey{position: d.Position, messages: d.seqs.len()}
 	if c := d.digest.Load(); c != nil && c.key == key {
 		return c.digest
 	}
@@ -107,15 +107,16 @@ func (d *Deliberation) computeDigest(legacy bool) canon.Digest {
 	// admitted in. Their ordinals come from one walk along the
 	// deliberation's positions, which are in order too.
 	ids := d.ids()
-	j := 0
+	c := d.seqs.cursor()
+	more := c.next()
 	for i := range d.nodes {
 		n := &d.nodes[i]
-		for j < len(d.seqs) && d.seqs[j] < n.seq {
-			j++
+		for more && c.pos < n.seq {
+			more = c.next()
 		}
 		var ord uint64
-		if j < len(d.seqs) && d.seqs[j] == n.seq {
-			ord = uint64(j + 1)
+		if more && c.pos == n.seq {
+			ord = uint64(c.i + 1)
 		}
 		b := append(w.buf, "artifact "...)
 		b = ids[i].AppendText(b)

@@ -431,7 +431,7 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 // for the position-independent digest.
 func (p *Projection) count(delib string, seq uint64) {
 	if d := p.delibs[delib]; d != nil && d.Position == seq {
-		d.seqs = append(d.seqs, seq)
+		d.seqs.add(seq)
 	}
 }
 

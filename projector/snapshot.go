@@ -75,7 +75,7 @@ type delibSnap struct {
 	Tokens, Cost       int64
 	Stall              int
 	SuspendedAt        uint64
-	Seqs               []uint64
+	Seqs               seqsSnap
 	LastActivityAt     uint64
 	CancelledAt        uint64
 	CancelReason       string
@@ -131,7 +131,7 @@ func (p *Projection) Freeze() *Frozen {
 			RejCodes: maps.Clone(d.rejCodes), RejTotal: d.rejTotal, Late: slices.Clone(d.late.list()), LateN: d.lateN,
 			RejChain: d.rejChain, LateChain: d.lateChain,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
-			SuspendedAt: d.SuspendedAt, Seqs: cut(d.seqs), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
+			SuspendedAt: d.SuspendedAt, Seqs: d.seqs.snap(), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
 			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
 			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN}
 		for t := range d.allowed {
@@ -209,7 +209,10 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.kl = p.kl
 		d.OpenedTime, d.LastActivity, d.Tokens, d.CostUSDMicros, d.Stall = ds.OpenedTime, ds.LastActivity, ds.Tokens, ds.Cost, ds.Stall
 		d.SuspendedAt, d.CancelledAt, d.CancelReason, d.LastActivityAt = ds.SuspendedAt, ds.CancelledAt, ds.CancelReason, ds.LastActivityAt
-		d.seqs, d.lastTime, d.breaches, d.now = ds.Seqs, ds.LastTime, ds.Breaches, ds.Now
+		if d.seqs, err = ds.Seqs.restore(); err != nil {
+			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
+		}
+		d.lastTime, d.breaches, d.now = ds.LastTime, ds.Breaches, ds.Now
 		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
 		d.foreign.set(ds.Foreign)
 		if d.Charter != nil {

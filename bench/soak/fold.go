@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -85,6 +86,14 @@ func (b *bigMessages) run(ctx context.Context, e *engine, _ sizes, sent *atomic.
 			if ctx.Err() != nil {
 				break
 			}
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// The server takes them slower than they are sent: wait.
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+				}
+				continue
+			}
 			return "", err
 		}
 		sent.Add(int64(len(subject) + len(data)))
@@ -144,6 +153,14 @@ func (j *junk) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) 
 		if _, err := js.PublishAsync(subject, data); err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// The server takes them slower than they are sent: wait.
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-ctx.Done():
+				}
+				continue
 			}
 			return "", err
 		}
