@@ -84,11 +84,6 @@ func (c *posCursor) next() bool {
 	return true
 }
 
-// cut is a copy sharing p's arrays, for a frozen state: p only appends.
-func (p *positions) cut() positions {
-	return positions{data: cut(p.data), first: cut(p.first), off: cut(p.off), n: p.n, last: p.last}
-}
-
 // all returns every position (tests, and readers that want them whole).
 func (p *positions) all() []uint64 {
 	out := make([]uint64, 0, p.n)
