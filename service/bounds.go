@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/parley-engine/parley/internal/httplimit"
+	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
 )
@@ -140,4 +141,12 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 	counter("parley_closure_cache_misses_total", "Closure verifications computed (the API's; the supervisor's are its own).", nil,
 		func() float64 { return float64(rs.closures.misses.Load()) })
 	gauge("parley_closure_cache_bytes", "Size of the cache of final closure answers.", func() float64 { return float64(rs.closures.size()) })
+}
+
+// watchReclaim exports what the reclaimer gave back.
+func (m *Metrics) watchReclaim(rc *reclaim.Reclaimer) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_memory_reclaims_total",
+		Help: "Times the quiet engine collected and gave free memory back to the system (internal/reclaim)."}, func() float64 { return float64(rc.Reclaims.Load()) }))
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_memory_reclaimed_bytes_total",
+		Help: "Bytes those reclaims gave back."}, func() float64 { return float64(rc.Returned.Load()) }))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/httplimit"
+	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -321,6 +322,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		w.run(runCtx)
 		close(s.watchDone)
 	}()
+	// Memory the embedded server's pools keep after a burst goes back to
+	// the system once the engine is quiet (internal/reclaim).
+	rc := reclaim.New(0)
+	s.Metrics.watchReclaim(rc)
+	go rc.Run(runCtx, 10*time.Second, func(n uint64) {
+		s.log.Info("memory given back to the system", "bytes", n)
+	})
 	s.Supervisor = runner.NewSupervisor(s.Runner, ejs, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
 	if !cfg.NoSupervisor {
