@@ -263,3 +263,46 @@ func BenchmarkHeldPerHostileMessage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeldPastBounds: what the projection keeps for each further
+// hostile message once its bounds are full: 100,000 junk claims into one
+// deliberation after its 10,000 kept rejections (the margin between
+// 20,000 and 120,000), and 100,000 messages of deliberations never opened
+// after the shard's 10,000 kept. What remains per message is its position
+// in its deliberation's record (a byte or so) or nothing.
+func BenchmarkHeldPastBounds(b *testing.B) {
+	for _, name := range []string{"junk_claim", "never_opened"} {
+		b.Run(name, func(b *testing.B) {
+			var held float64
+			for b.Loop() {
+				p := projector.New(projector.Options{})
+				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+				msg := func(i int) projector.Msg {
+					if name == "junk_claim" {
+						return projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
+					}
+					return projector.Msg{Seq: uint64(i + 2), Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"x"}`)}
+				}
+				heap := func() int64 {
+					runtime.GC()
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					return int64(m.HeapAlloc)
+				}
+				const from, to = 20000, 120000
+				var at int64
+				for i := range to {
+					if i == from {
+						at = heap()
+					}
+					if o := p.Apply(msg(i)); o.Rejection == nil {
+						b.Fatalf("not refused: %+v", o)
+					}
+				}
+				held = float64(heap()-at) / (to - from)
+				runtime.KeepAlive(p)
+			}
+			b.ReportMetric(held, "B-held/msg")
+		})
+	}
+}
