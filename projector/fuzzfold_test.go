@@ -168,7 +168,10 @@ func decodeScript(data []byte, opts projector.Options) folded {
 					}
 				}
 			}
-			a = events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: s, UnresolvedObjections: unresolved}, References: refs})
+			var err error
+			if a, err = events.Seal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: s, UnresolvedObjections: unresolved}, References: refs}); err != nil {
+				continue // no TERMINATION to publish (a completion with no DECISION to reference)
+			}
 		case opDuplicate:
 			// Published again, in its deliberation or in the other.
 			from := d
