@@ -301,7 +301,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	aliceJS, _ := jetstream.New(aliceNC)
 	violated := func(subject string) bool {
 		want := `Permissions Violation for Publish to "` + subject + `"`
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			mu.Lock()
 			all := strings.Join(violations, "\n")
 			mu.Unlock()
