@@ -190,7 +190,7 @@ func TestClient_PublishRetriesUntilTheStreamAnswers(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	c, _ := client.NewWithOptions(nc, "alice", fast())
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the stream appears while the client retries: the subject
 		ledger.Ensure(context.Background(), js, 1)
 	}()
 	_, ack, err := c.Publish(context.Background(), delib, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "s"}})

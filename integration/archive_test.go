@@ -26,7 +26,7 @@ import (
 
 // a completed deliberation with a rejection, a supervisor FAILURE and
 // TERMINATION in it; returns its id.
-func recordedDeliberation(t *testing.T, c *client.Client, js jetstream.JetStream) string {
+func recordedDeliberation(t *testing.T, s *service.Service, c *client.Client, js jetstream.JetStream) string {
 	t.Helper()
 	ctx := context.Background()
 	id, _ := c.Open(ctx, client.Charter{Title: "recorded", Limits: map[string]any{"max_artifact_bytes": 2000}})
@@ -41,8 +41,27 @@ func recordedDeliberation(t *testing.T, c *client.Client, js jetstream.JetStream
 	waitState(t, c, id, func(v projector.View) bool {
 		return v.Status == projector.StatusCompleted && v.Counts[events.TypeFailure] == 1
 	})
-	time.Sleep(500 * time.Millisecond) // let the supervisor settle: nothing more comes
+	supervisorDone(t, s, id)
 	return id
+}
+
+// supervisorDone waits until engine s has applied its whole stream and
+// its supervisor, asked now, has nothing (more) to publish for
+// deliberation id: an emission still on its way would be asked for again.
+func supervisorDone(t *testing.T, s *service.Service, id string) {
+	t.Helper()
+	eventually(t, "the supervisor has nothing more to publish for "+id, func() bool {
+		info, err := s.Stream.Info(context.Background())
+		if err != nil || s.Runner.Position() < info.State.LastSeq {
+			return false
+		}
+		for _, j := range s.Supervisor.Judge(time.Now()) {
+			if j.Deliberation == id {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func exportStream(t *testing.T, js jetstream.JetStream, id string) []byte {
@@ -75,7 +94,7 @@ func TestArchive_RoundTrip(t *testing.T) {
 	s1, nc1 := engineWith(t, false)
 	js1, _ := jetstream.New(nc1)
 	alice, _ := client.New(nc1, "alice")
-	id := recordedDeliberation(t, alice, js1)
+	id := recordedDeliberation(t, s1, alice, js1)
 	live, _ := s1.Queries.Get(id)
 	rec := exportStream(t, js1, id)
 
@@ -98,7 +117,7 @@ func TestArchive_RoundTrip(t *testing.T) {
 	}
 	info, _ := s2.Stream.Info(ctx)
 	s2.Runner.WaitFor(ctx, info.State.LastSeq)
-	time.Sleep(600 * time.Millisecond) // the second engine's supervisor must find nothing to add
+	supervisorDone(t, s2, id) // the second engine's supervisor must find nothing to add
 	if again := exportStream(t, js2, id); !bytes.Equal(again, rec) {
 		t.Fatalf("re-export differs:\n%s\n---\n%s", again, rec)
 	}
@@ -131,10 +150,10 @@ func TestArchive_RoundTrip(t *testing.T) {
 // An interrupted import resumes without duplicates.
 func TestArchive_ResumeImport(t *testing.T) {
 	ctx := context.Background()
-	_, nc1 := engineWith(t, false)
+	s1, nc1 := engineWith(t, false)
 	js1, _ := jetstream.New(nc1)
 	alice, _ := client.New(nc1, "alice")
-	id := recordedDeliberation(t, alice, js1)
+	id := recordedDeliberation(t, s1, alice, js1)
 	rec := exportStream(t, js1, id)
 	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
 	prefix := strings.Join(lines[:4], "\n") + "\n" // the header and 3 messages: an import cut short
@@ -163,10 +182,10 @@ func TestArchive_ResumeImport(t *testing.T) {
 // same result.
 func TestArchive_ImportWithoutAtomicBatches(t *testing.T) {
 	ctx := context.Background()
-	_, nc1 := engineWith(t, false)
+	s1, nc1 := engineWith(t, false)
 	js1, _ := jetstream.New(nc1)
 	alice, _ := client.New(nc1, "alice")
-	id := recordedDeliberation(t, alice, js1)
+	id := recordedDeliberation(t, s1, alice, js1)
 	rec := exportStream(t, js1, id)
 	// The old stream, on a server without authorization (nobody's
 	// credentials may update the stream on the embedded default), with an
@@ -205,10 +224,10 @@ func TestArchive_ImportWithoutAtomicBatches(t *testing.T) {
 // The audit catches a changed byte, a removed line, a moved line and a
 // forged supervisor emission, each with its finding.
 func TestAudit_Tampering(t *testing.T) {
-	_, nc := engineWith(t, false)
+	s, nc := engineWith(t, false)
 	js, _ := jetstream.New(nc)
 	alice, _ := client.New(nc, "alice")
-	id := recordedDeliberation(t, alice, js)
+	id := recordedDeliberation(t, s, alice, js)
 	rec := exportStream(t, js, id)
 	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
 	join := func(ls []string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }

@@ -186,9 +186,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	// fixed decision is in (alice can fold the stream too): squatted
 	// under the old predictable id (the junk is the next message, the
 	// fixed decision the one after).
-	for v := h.projected(ctx, id, nack.Sequence); v.Round != 2; v = h.projected(ctx, id, nack.Sequence) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, "round 2 projected", func() bool { return h.projected(ctx, id, nack.Sequence).Round == 2 })
 	var messages int
 	h.s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) { messages = d.Messages() })
 	completion := events.MustSeal(events.Draft{Type: events.TypeTermination,

@@ -237,7 +237,7 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	}
 	c.kill(victim)
 	t.Logf("%s n%d shut down after %d of %d turns", what, victim+1, w.n.Load(), total)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the node stays down while the fleet goes on: the subject
 	c.start(victim)
 	wg.Wait()
 

@@ -125,7 +125,7 @@ func TestHostile_RestoreWhateverWasPublished(t *testing.T) {
 	s1, nc1 := engineWith(t, false)
 	js1, _ := jetstream.New(nc1)
 	alice, _ := client.New(nc1, "alice")
-	id := recordedDeliberation(t, alice, js1)
+	id := recordedDeliberation(t, s1, alice, js1)
 	live, _ := s1.Queries.Get(id)
 	rec := exportStream(t, js1, id)
 	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")

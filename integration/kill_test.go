@@ -83,12 +83,10 @@ func TestKillDuringIngest(t *testing.T) {
 		}(p)
 	}
 	// Kill the engine once a third is in.
-	for acked.Load() < int64(total/3) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually(t, "a third of the artifacts acknowledged", func() bool { return acked.Load() >= int64(total/3) })
 	e.kill()
 	killedAt := acked.Load()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the engine stays down a while: the subject
 	e.start()
 	wg.Wait()
 	t.Logf("killed after %d acknowledged artifacts; all %d acknowledged after the restart", killedAt, acked.Load())
@@ -176,7 +174,7 @@ func TestNATSRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns.stop()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // NATS stays down a while: the subject
 	ns = startNATS()
 	defer ns.stop()
 	last = publish(100, "after")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,8 +165,9 @@ func fold(opts projector.Options, msgs []projector.Msg) *projector.Projection {
 
 // The fold proven: on random streams, the fold of the whole stream is the
 // same state (the whole state, not only the digest) as restoring a
-// snapshot of any prefix and folding the rest; a snapshot restores exactly
-// the state it was taken of; and folding twice gives the same state.
+// snapshot of any prefix and folding the rest, or as restoring snapshots
+// at several cuts in turn; a snapshot restores exactly the state it was
+// taken of; and folding twice gives the same state.
 func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 	streams := 300
 	if testing.Short() {
@@ -221,6 +223,22 @@ func TestFold_SnapshotOfPrefixThenRest(t *testing.T) {
 		}
 		if got := projector.DumpState(restored); got != whole {
 			t.Fatalf("seed %d: snapshot at %d of %d, then the rest, differs from the whole fold:\n%s", seed, cut, len(msgs), firstDifference(got, whole))
+		}
+		// A restart after a restart: a snapshot written and read back at
+		// several cuts in turn, each restored fold going on from the
+		// last, ends in the whole fold too.
+		cuts := []int{r.IntN(len(msgs) + 1), r.IntN(len(msgs) + 1), r.IntN(len(msgs) + 1)}
+		slices.Sort(cuts)
+		chained, from := projector.New(opts), 0
+		for _, c := range append(cuts, len(msgs)) {
+			for _, m := range msgs[from:c] {
+				chained.Apply(m)
+			}
+			from = c
+			chained = roundTrip(t, chained, opts)
+		}
+		if got := projector.DumpState(chained); got != whole {
+			t.Fatalf("seed %d: snapshots at %v of %d: %s", seed, cuts, len(msgs), firstDifference(got, whole))
 		}
 	}
 	for _, must := range []string{"status open", "status suspended", "status cancelled", "terminated by _supervisor", "terminated by moderator",
@@ -340,7 +358,8 @@ func FuzzApply(f *testing.F) {
 
 // Deliberations are independent: a runner that holds back the messages of
 // some deliberations (a reader holds their lock) and applies others first,
-// each deliberation's in stream order, reaches the same state.
+// each deliberation's in stream order, reaches the same state; and each
+// deliberation folded without the others' messages is the same.
 func TestFold_DeliberationsIndependent(t *testing.T) {
 	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	for seed := range uint64(100) {
@@ -376,6 +395,21 @@ func TestFold_DeliberationsIndependent(t *testing.T) {
 		}
 		if got := projector.DumpState(p); got != want {
 			t.Fatalf("seed %d:\n%s", seed, firstDifference(got, want))
+		}
+		// Nor does a deliberation depend on the others' messages at all:
+		// folded alone, it has the state digest it has among them.
+		whole := fold(opts, msgs)
+		for _, id := range delibs {
+			var own []projector.Msg
+			for _, m := range msgs {
+				if projector.DeliberationOf(m.Subject) == id {
+					own = append(own, m)
+				}
+			}
+			alone, together := fold(opts, own).Deliberation(id), whole.Deliberation(id)
+			if (alone == nil) != (together == nil) || alone != nil && alone.StateDigest() != together.StateDigest() {
+				t.Fatalf("seed %d: deliberation %s folded alone is not the one folded among the others", seed, id)
+			}
 		}
 	}
 }

@@ -132,7 +132,7 @@ func (f *fakeOpenAI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		conn.Close()
 		return
 	case "slow":
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // a slow model: the subject
 	case "malformed":
 		content = "Sure! Here is my claim: caches are good."
 	case "length":

@@ -266,6 +266,7 @@ func TestRunner_ReadersDoNotStarveTheFold(t *testing.T) {
 					return
 				default:
 				}
+				// Each read holds the lock for a while: the subject.
 				r.ReadDeliberation(delibA, func(*projector.Deliberation) { time.Sleep(5 * time.Millisecond) })
 			}
 		}()

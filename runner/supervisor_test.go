@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
@@ -88,8 +90,9 @@ func TestSupervisor_LostRaceIsSuperseded(t *testing.T) {
 	}
 }
 
-// Two engines on one stream, each with its supervisor running: every
-// cancelled deliberation gets exactly one TERMINATION, and neither logs
+// Two engines on one stream, each with its supervisor stepping (as Run
+// does, every 5 ms): every cancelled deliberation gets exactly one
+// TERMINATION, and neither logs
 // a warning or an error for the races they lose.
 func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 	b := newBed(t)
@@ -108,34 +111,51 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 	logs := []*levels{{}, {}}
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	// steps counts each supervisor's finished steps: Run's loop, counted.
+	var steps [2]atomic.Int64
 	for i, r := range []*runner.Runner{r1, r2} {
 		s := runner.NewSupervisor(r, b.js, slog.New(logs[i]))
-		s.Every = 5 * time.Millisecond
 		wg.Add(1)
-		go func() { defer wg.Done(); s.Run(ctx) }()
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					s.Step(ctx)
+					steps[i].Add(1)
+				}
+			}
+		}()
 	}
 	for _, id := range ids {
 		b.publish(projector.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		done := 0
+	done := func() int {
+		n := 0
 		for _, id := range ids {
 			r2.ReadDeliberation(id, func(d *projector.Deliberation) {
 				if d.Recorded(events.Cancelled) {
-					done++
+					n++
 				}
 			})
 		}
-		if done == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d deliberations have their TERMINATION", done, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n
 	}
-	time.Sleep(100 * time.Millisecond) // a late second emission would land now
+	if !eventually.Within(20*time.Second, func() bool { return done() == n }) {
+		t.Fatalf("%d of %d deliberations have their TERMINATION", done(), n)
+	}
+	// A late second emission would come from a step that was under way
+	// when the last TERMINATION was seen: once each supervisor has
+	// finished two more steps, that step has finished too, its publish
+	// (if any) is in the stream, and the next saw every TERMINATION.
+	at := [2]int64{steps[0].Load(), steps[1].Load()}
+	eventually.True(t, 20*time.Second, "two more steps of each supervisor", func() bool {
+		return steps[0].Load() >= at[0]+2 && steps[1].Load() >= at[1]+2
+	})
 	stop()
 	wg.Wait()
 

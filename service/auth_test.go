@@ -111,6 +111,8 @@ func resolution(digest string) string {
 // position last and that its binding moment is open.
 func stillOpen(t *testing.T, s *service.Service, id string, last uint64) {
 	t.Helper()
+	// A refused resolution is refused before any publish; the pause
+	// gives one made behind the answer's back the time to land.
 	time.Sleep(100 * time.Millisecond)
 	info, err := s.Stream.Info(context.Background())
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 )
@@ -149,9 +150,8 @@ func TestBindings_HTTP(t *testing.T) {
 	// Unknown envelope, malformed resolution, a mismatch between path and body.
 	judge, _ := client.New(nc, "judge")
 	id, _ := judge.Open(ctx, client.Charter{Title: "nothing to resolve"})
-	for _, err := judge.State(ctx, id); err != nil; _, err = judge.State(ctx, id) {
-		time.Sleep(10 * time.Millisecond) // Open does not wait for the engine
-	}
+	// Open does not wait for the engine.
+	eventually.True(t, 10*time.Second, "the engine projects the opening", func() bool { _, err := judge.State(ctx, id); return err == nil })
 	other := "sha256:" + string(bytes.Repeat([]byte("0"), 64))
 	if code, m := post(base+id+"/bindings/"+other, `{"envelope_digest":"`+other+`","resolution":"declined"}`); code != http.StatusNotFound || m["code"] != binding.CodeUnknownEnvelope {
 		t.Errorf("unknown: %d %v", code, m)

@@ -82,7 +82,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	if has() {
 		t.Fatal("stalled at the first check")
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the projection stands behind for longer than stallAfter: the subject
 	w.check(ctx, "check")
 	if !has() {
 		t.Fatal("the projection stood behind the stream for 300 ms and the health report says nothing")

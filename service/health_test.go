@@ -186,10 +186,13 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	}
 	// Reverting the limit does not lift the halt: messages may be gone.
 	cfg.MaxAge = 0
+	reverted := time.Now()
 	if _, err := admin.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Once the stream check has run on the reverted stream (its advisory
+	// asks for one at once):
+	waitHealth(t, s, "a check after the revert", func(_ int, h service.Health) bool { return h.Checked.After(reverted) })
 	if code, h := health(t, s); code != http.StatusServiceUnavailable || !h.Halted {
 		t.Errorf("after the revert: %d %+v", code, h)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -85,25 +87,58 @@ func TestQueries_MinPosition(t *testing.T) {
 			t.Errorf("micro %s at a reached position: %s", ep, msg.Data)
 		}
 	}
+}
 
-	// A read that waits does not hold up the endpoint's others: while
-	// one waits for a position far ahead, a read of a reached one answers.
+// A read that waits does not hold up the endpoint's others: while one
+// waits for the deliberation's next message (for up to a minute), a read
+// of the position reached answers, and the waiting one answers once the
+// message is in.
+func TestQueries_WaitingReadHoldsUpNoOther(t *testing.T) {
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		MinPositionWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nc := dial(t, s)
+	c, _ := client.New(nc, "alice")
+	ctx := context.Background()
+	id, err := c.Open(ctx, client.Charter{Title: "ryw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ack, err := c.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strconv.FormatUint(ack.Sequence+1, 10)
 	slow := make(chan *nats.Msg, 1)
 	go func() {
-		m, _ := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
+		m, _ := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+next+`}`), 2*time.Minute)
 		slow <- m
 	}()
-	time.Sleep(20 * time.Millisecond)
+	eventually.True(t, 10*time.Second, "the read waits for its min_position", func() bool { return service.WaitingReads(s.Queries) == 1 })
 	m, err := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
 	if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
 		t.Fatalf("read beside a waiting one: %v", err)
 	}
 	select {
 	case <-slow:
-		t.Fatal("the waiting read was answered before the other")
+		t.Fatal("the waiting read was answered before its position")
 	default:
 	}
-	if m := <-slow; m == nil || m.Header.Get("Nats-Service-Error-Code") != "503" {
-		t.Fatalf("the waiting read: %v", m)
+	if _, _, err = c.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-slow:
+		if m == nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+			t.Fatalf("the waiting read: %v", m)
+		}
+		if !strings.Contains(string(m.Data), `"position":`+next) {
+			t.Errorf("the waiting read answered %s, want the state at position %s", m.Data, next)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting read was not answered once its position was reached")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
@@ -54,19 +55,11 @@ func connectOutsider(t *testing.T, url string, opts ...nats.Option) *outsider {
 // violated reports whether the server told o that publishing on subject
 // is not permitted.
 func (o *outsider) violated(subject string) bool {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	return eventually.Within(10*time.Second, func() bool {
 		o.mu.Lock()
-		errs := strings.Join(o.errs, "\n")
-		o.mu.Unlock()
-		if strings.Contains(errs, `Permissions Violation for Publish to "`+subject+`"`) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer o.mu.Unlock()
+		return strings.Contains(strings.Join(o.errs, "\n"), `Permissions Violation for Publish to "`+subject+`"`)
+	})
 }
 
 // streamNames lists the streams of the engine's account, read with the
@@ -165,6 +158,9 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		DeliverSubject: "$JS.API.STREAM.DELETE." + ledger.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Logf("push consumer refused: %v", err)
 	}
+	// Nothing to wait for but time: were the deliveries to erase
+	// anything, they would have within this pause (the outsider may not
+	// read the consumer's progress).
 	time.Sleep(500 * time.Millisecond)
 
 	after, err := s.Stream.Info(ctx)

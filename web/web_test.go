@@ -26,6 +26,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -588,10 +589,13 @@ func TestLiveFeed(t *testing.T) {
 
 	// Live: an artifact published while the feed is open arrives; then
 	// the deliberation is cancelled and the feed ends.
+	feeds := s.Explorer()
+	eventually.True(t, 10*time.Second, "the feeds read above close", func() bool { return feeds.FeedStats().Open == 0 })
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		if !eventually.Within(10*time.Second, func() bool { return feeds.FeedStats().Open == 1 }) {
+			t.Error("the live feed never opened")
+		}
 		alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "three"}})
-		time.Sleep(300 * time.Millisecond)
 		alice.Cancel(ctx, id, "done")
 	}()
 	rest := readEvents(t, url, http.Header{"Last-Event-Id": {last}}, func(e sseEvent) bool { return e.Name == "end" })
