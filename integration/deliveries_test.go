@@ -121,7 +121,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	}
 	forged, _ := json.Marshal(map[string]any{"deliberation": id, "decision": "sha256:" + strings.Repeat("ab", 32), "decider": "judge",
 		"position": 1, "envelope_digest": env.Digest.String(), "envelope": json.RawMessage(env.Canonical)})
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	forgedAck, err := aliceJS.Publish(ctx, aliceSubject, forged)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 3. Requests whose reply subject is the binding subject, or the
 	// principal's artifacts: not answered.
 	beforeReply := h.metricValue(`parley_ignored_messages_total{reason="reply_subject"}`)
-	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
+	principal := wire.ArtifactSubject(id, service.DefaultPrincipal)
 	for _, reply := range []string{service.BindingSubject(id), principal} {
 		r := nats.NewMsg(service.MicroPrefix + ".deliberation")
 		r.Reply, r.Data = reply, []byte(`{"id":"`+id+`"}`)
@@ -330,7 +330,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := projector.ControlSubject(id)
+	ctl := wire.ControlSubject(id)
 	if err := orch.Suspend(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 
 	// 2. Her own messages onto the reserved subjects, and an empty pull's
 	// status onto each.
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
 	decision := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Book the 9:40.", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
@@ -356,10 +356,10 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		References: []events.Reference{{Target: decision.ID, Relation: events.Decides}}})
 	imported := nats.NewMsg(aliceSubject)
 	imported.Data = decision.Canonical
-	imported.Header.Set(wire.OriginalSubjectHeader, projector.ArtifactSubject(id, service.DefaultPrincipal))
+	imported.Header.Set(wire.OriginalSubjectHeader, wire.ArtifactSubject(id, service.DefaultPrincipal))
 	imported.Header.Set(wire.OriginalPositionHeader, "2")
 	imported.Header.Set(wire.OriginalTimeHeader, "2020-01-01T00:00:00Z")
-	reserved := []string{projector.ArtifactSubject(id, service.DefaultPrincipal), wire.ImportSubject(id), projector.ArtifactSubject(id, projector.SupervisorToken)}
+	reserved := []string{wire.ArtifactSubject(id, service.DefaultPrincipal), wire.ImportSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken)}
 	targets := []struct {
 		onto string
 		body *nats.Msg
@@ -382,7 +382,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		pull(aliceSubject, last+1000, onto)
 	}
 
-	info, err := h.s.Stream.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := h.s.Stream.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // ReplayOptions configure a replay.
@@ -92,7 +93,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+		if strings.HasSuffix(m.Subject, ".art."+wire.SupervisorToken) {
 			ended = ended || bytes.Contains(m.Data, []byte(`"artifact_type":"TERMINATION"`))
 			res.Skipped++
 			continue
@@ -105,7 +106,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 			}
 		}
 		prev = m.Time
-		subject := strings.Replace(m.Subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
+		subject := strings.Replace(m.Subject, wire.SubjectPrefix+from+".", wire.SubjectPrefix+to+".", 1)
 		ack, err := refused.publish(js, subject, m.Data)
 		if err != nil {
 			_, tok, _ := strings.Cut(subject, ".art.")
@@ -245,7 +246,7 @@ func prefix(rec *recording.Reader, at, atPos uint64) ([]recording.Message, []str
 			messages = d.Ordinal(m.Position)
 		}
 		_, tok, ok := strings.Cut(m.Subject, ".art.")
-		if !ok || tok == projector.SupervisorToken {
+		if !ok || tok == wire.SupervisorToken {
 			continue
 		}
 		m.Data = slices.Clone(m.Data)

@@ -25,6 +25,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // DefaultShards is the number of shards the projection is spread over. It
@@ -671,7 +672,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if h := msg.Headers(); h != nil {
 			m.Import = projector.ImportOf(m.Subject, h.Get)
 		}
-		cur = append(cur, &item{m: m, pending: pending, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
+		cur = append(cur, &item{m: m, pending: pending, shard: r.shardOf(wire.DeliberationOf(m.Subject))})
 		switch {
 		case pending == 0 || len(cur) >= batchMax:
 			flush()
@@ -854,7 +855,7 @@ func (r *Runner) handle(s *shard, it *item) {
 	if it.ready != nil {
 		<-it.ready
 	}
-	id := projector.DeliberationOf(it.m.Subject)
+	id := wire.DeliberationOf(it.m.Subject)
 	l := s.locks[id] // only this goroutine writes locks
 	if l != nil && r.verify != nil && it.m.Invalid == nil && provenance.Annotated(it.m.Artifact) {
 		// The deliberation's policy is fixed by its open, which this
@@ -1098,7 +1099,7 @@ func NewInMemory(n int, opts projector.Options) *Runner {
 // ApplyInMemory applies m as the shard's goroutine would (a runner of
 // NewInMemory, which has none).
 func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
-	id := projector.DeliberationOf(m.Subject)
+	id := wire.DeliberationOf(m.Subject)
 	s := r.shardOf(id)
 	s.mu.Lock()
 	out := s.proj.Apply(m)

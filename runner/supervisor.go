@@ -207,13 +207,13 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	expect := j.Position
 	for i, e := range j.Emissions {
-		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
+		ack, err := s.js.Publish(ctx, wire.ArtifactSubject(j.Deliberation, wire.SupervisorToken), e.Artifact.Canonical,
 			// The position it expects is part of the id: a retry of this
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
 			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
 			jetstream.WithExpectStream(wire.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
+			jetstream.WithExpectLastSequenceForSubject(expect, wire.DeliberationFilter(j.Deliberation)))
 		if err != nil {
 			switch {
 			case lostRace(err):

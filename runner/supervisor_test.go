@@ -66,7 +66,7 @@ func TestSupervisor_LostRaceIsSuperseded(t *testing.T) {
 	r2, c2, d2 := b.second()
 	defer func() { c2(); <-d2 }()
 	b.open(delibA)
-	last := b.publish(projector.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
+	last := b.publish(wire.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	for _, r := range []*runner.Runner{r1, r2} {
@@ -115,7 +115,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 		go func() { defer wg.Done(); s.Run(ctx) }()
 	}
 	for _, id := range ids {
-		b.publish(projector.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
+		b.publish(wire.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -140,7 +140,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 	wg.Wait()
 
 	cons, err := b.js.OrderedConsumer(context.Background(), wire.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"parley.*.art." + projector.SupervisorToken}})
+		FilterSubjects: []string{"parley.*.art." + wire.SupervisorToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		if k := terms[projector.ArtifactSubject(id, projector.SupervisorToken)]; k != 1 {
+		if k := terms[wire.ArtifactSubject(id, wire.SupervisorToken)]; k != 1 {
 			t.Errorf("%s: %d TERMINATIONs, want 1", id, k)
 		}
 	}

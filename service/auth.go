@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/web"
+	"github.com/parley-engine/parley/wire"
 )
 
 // HTTPToken is a secret of the HTTP API and the participant it stands for:
@@ -43,7 +43,7 @@ func ParseHTTPToken(s string) (HTTPToken, error) {
 			return t, errors.New(`service: an HTTP token is printable ASCII without spaces, '=', ',', ';', '"' or '\'`)
 		}
 	}
-	if !projector.ValidToken(t.Participant) {
+	if !wire.ValidToken(t.Participant) {
 		return t, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
 	}
 	return t, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 func startWith(t *testing.T, cfg service.Config) *service.Service {
@@ -179,7 +180,7 @@ func TestHTTPAuth_Resolve(t *testing.T) {
 	if r.status != http.StatusCreated || r.json["participant"] != service.DefaultPrincipal || r.json["artifact_type"] != "CLAIM" {
 		t.Fatalf("with the token: %d %s", r.status, r.body)
 	}
-	m, err := s.Stream.GetLastMsgForSubject(context.Background(), projector.ArtifactSubject(id, service.DefaultPrincipal))
+	m, err := s.Stream.GetLastMsgForSubject(context.Background(), wire.ArtifactSubject(id, service.DefaultPrincipal))
 	if err != nil || m.Sequence != uint64(r.json["position"].(float64)) {
 		t.Errorf("the resolution is not on the record as principal: %v", err)
 	}
@@ -223,7 +224,7 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 		t.Fatalf("carol's token: %d %s", r.status, r.body)
 	}
 	o := connectOutsider(t, s.NATSURL())
-	subject := projector.ArtifactSubject(id, "carol")
+	subject := wire.ArtifactSubject(id, "carol")
 	short, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := o.js.Publish(short, subject, []byte(`{}`)); err == nil || !o.violated(subject) {

@@ -55,7 +55,7 @@ type Resolved = binding.Resolved
 // deliberation since it was read, so that two resolutions can never both
 // land. A resolution naming an unknown or resolved envelope is discarded.
 func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*Resolved, error) {
-	if !projector.ValidToken(principal) {
+	if !wire.ValidToken(principal) {
 		return nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "as: " + strconv.Quote(principal) + " is not a participant token"}
 	}
 	res, err := binding.ParseResolution(body)
@@ -110,7 +110,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	if err != nil {
 		return nil, err
 	}
-	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
 	var ack *jetstream.PubAck
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
@@ -118,7 +118,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		q.watch.wrote(err) // the batch goes around q.js's PublishMsg
 	} else {
 		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))
+			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
 		var apiErr *jetstream.APIError
@@ -164,8 +164,8 @@ func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, 
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, projector.DeliberationFilter(id))
-	ctl := &nats.Msg{Subject: projector.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
+	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, q.js, []*nats.Msg{msg, ctl})
 	if err != nil {

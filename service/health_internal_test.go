@@ -14,8 +14,8 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The engine's writes by result: an expected lost race is no problem; a
@@ -67,7 +67,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, projector.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
+	if _, err := js.Publish(ctx, wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	w := &streamWatch{js: js, stream: st, r: r, m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},

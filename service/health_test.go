@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // bareServer is a NATS server with no authorization, as a cluster an
@@ -90,7 +91,7 @@ func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Durat
 	defer cancel()
 	for ctx.Err() == nil {
 		if st, err := js.Stream(ctx, ledger.StreamName); err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err == nil && m != nil {
+			if m, err := st.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err == nil && m != nil {
 				return true
 			}
 		}
@@ -284,7 +285,7 @@ func TestWatch_StorageFull(t *testing.T) {
 	junk := []byte(`{"op":"round","round":1,"pad":"` + strings.Repeat("x", 4000) + `"}`)
 	var refused error
 	for i := 0; i < 1000 && refused == nil; i++ {
-		_, refused = js.Publish(ctx, projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
+		_, refused = js.Publish(ctx, wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
 	}
 	var apiErr *jetstream.APIError
 	if !errors.As(refused, &apiErr) {
@@ -365,7 +366,7 @@ accounts { A { jetstream: {max_file: 256KB}, users: [{user: admin, password: adm
 	junk := []byte(`{"op":"round","round":1,"pad":"` + strings.Repeat("x", 4000) + `"}`)
 	var refused error
 	for i := 0; i < 1000 && refused == nil; i++ {
-		_, refused = js.Publish(ctx, projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
+		_, refused = js.Publish(ctx, wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
 	}
 	if refused == nil {
 		t.Fatal("the account's storage never filled")

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -69,7 +68,7 @@ var participantReads = append([]string{
 // token prefix, so every other _x token stays publishable; the projector
 // refuses those (subject.invalid_participant rejections, on the record).
 func ReservedTokens(principals []string) []string {
-	out := []string{projector.SupervisorToken, DefaultPrincipal}
+	out := []string{wire.SupervisorToken, DefaultPrincipal}
 	for _, p := range principals {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -89,12 +88,12 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 	deny := []string{wire.ImportSubject("*")}
 	var engineArt []string
 	for _, t := range reserved {
-		deny = append(deny, projector.ArtifactSubject("*", t))
-		engineArt = append(engineArt, projector.ArtifactSubject("*", t))
+		deny = append(deny, wire.ArtifactSubject("*", t))
+		engineArt = append(engineArt, wire.ArtifactSubject("*", t))
 	}
 	participant := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: append([]string{projector.ArtifactSubject("*", "*"), projector.ControlSubject("*")}, participantReads...),
+			Allow: append([]string{wire.ArtifactSubject("*", "*"), wire.ControlSubject("*")}, participantReads...),
 			Deny:  deny,
 		},
 		// Replies, and the announcements of binding moments (what GET
@@ -110,7 +109,7 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+ledger.StreamName+".>", "_INBOX.>", "$SRV.>"),
+			Allow: append(engineArt, BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+ledger.StreamName+".>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
 		// The stream's advisories and the API audit: the engine watches
@@ -120,10 +119,10 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 	}
 	operator := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{projector.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
+			Allow: []string{wire.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
 			Deny:  streamAdmin,
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", projector.SubjectPrefix + ">"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.SubjectPrefix + ">"}},
 	}
 	return []*server.User{
 		{Username: NATSParticipantUser, Password: secret(), Permissions: participant},

@@ -122,8 +122,8 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// The forgeries.
 	forged := events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "forged"},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Considers}}})
-	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
-		subject := projector.ArtifactSubject(id, tok)
+	for _, tok := range []string{wire.SupervisorToken, service.DefaultPrincipal} {
+		subject := wire.ArtifactSubject(id, tok)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := o.js.Publish(short, subject, forged.Canonical)
 		cancel()
@@ -175,8 +175,8 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		t.Fatalf("the stream changed: %d messages (last %d, max_msgs %d), was %d (last %d)",
 			after.State.Msgs, after.State.LastSeq, after.Config.MaxMsgs, before.State.Msgs, before.State.LastSeq)
 	}
-	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
-		if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	for _, tok := range []string{wire.SupervisorToken, service.DefaultPrincipal} {
+		if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("a message as %s is stored: %v", tok, err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// A reserved-looking token NATS cannot tell apart (permissions match
 	// whole tokens) reaches the stream and is refused by the projector, on
 	// the record.
-	ack, err = o.js.Publish(ctx, projector.ArtifactSubject(id, "_other"), forged.Canonical)
+	ack, err = o.js.Publish(ctx, wire.ArtifactSubject(id, "_other"), forged.Canonical)
 	if err != nil {
 		t.Fatalf("_other: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
-	rd, err := ledger.Read(ctx, o.nc, projector.DeliberationFilter(id), 0)
+	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		subjects = append(subjects, m.Subject)
 	}
 	rd.Stop()
-	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
+	if len(subjects) != 3 || subjects[1] != wire.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
 	}
 	// Stream info, but no direct get (its answer goes to any reply
@@ -246,7 +246,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err := alice.Watch(wctx, id, func(w projector.View) bool { v = w; return w.Status != projector.StatusCompleted }); err != nil {
 		t.Fatalf("never completed: %v (%+v)", err, v)
 	}
-	if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err != nil {
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err != nil {
 		t.Errorf("no supervisor TERMINATION: %v", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestEmbeddedDefault_MaxPayload(t *testing.T) {
 		t.Errorf("max_payload %d", max)
 	}
 	before := lastSeq(t, s)
-	_, err := o.js.Publish(ctx, projector.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), make([]byte, embedded.DefaultMaxPayload+1))
+	_, err := o.js.Publish(ctx, wire.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), make([]byte, embedded.DefaultMaxPayload+1))
 	if !errors.Is(err, nats.ErrMaxPayload) {
 		t.Errorf("publish above max_payload: %v", err)
 	}
@@ -310,7 +310,7 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	op := connectOutsider(t, c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
-	for _, subject := range []string{projector.ControlSubject(id), projector.ArtifactSubject(id, projector.SupervisorToken), projector.ArtifactSubject(id, service.DefaultPrincipal)} {
+	for _, subject := range []string{wire.ControlSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken), wire.ArtifactSubject(id, service.DefaultPrincipal)} {
 		if _, err := op.js.Publish(ctx, subject, claim.Canonical); err != nil {
 			t.Errorf("operator on %s: %v", subject, err)
 		}
@@ -390,11 +390,11 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 	defer s.Close()
 	o := connectOutsider(t, s.NATSURL())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	ack, err := o.js.Publish(ctx, projector.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
+	ack, err := o.js.Publish(ctx, wire.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
+	principal := wire.ArtifactSubject(id, service.DefaultPrincipal)
 	m := nats.NewMsg("$JS.API.DIRECT.GET." + ledger.StreamName)
 	m.Reply = principal
 	m.Data = []byte(`{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `,"no_hdr":true}`)
@@ -427,7 +427,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 	defer s.Close()
 	o := connectOutsider(t, s.NATSURL())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
 	decision := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Book the 9:40.", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
@@ -440,9 +440,9 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 		onto string
 		from uint64
 	}{
-		{projector.ArtifactSubject(id, service.DefaultPrincipal), ack.Sequence},
-		{projector.ControlSubject(id), ack.Sequence},
-		{projector.ArtifactSubject(id, projector.SupervisorToken), ack.Sequence + 1000},
+		{wire.ArtifactSubject(id, service.DefaultPrincipal), ack.Sequence},
+		{wire.ControlSubject(id), ack.Sequence},
+		{wire.ArtifactSubject(id, wire.SupervisorToken), ack.Sequence + 1000},
 		{wire.ImportSubject(id), ack.Sequence + 1000},
 	}
 	for i, p := range pulls {
@@ -460,7 +460,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 			t.Errorf("pulled onto %s", p.onto)
 		}
 	}
-	info, err := s.Stream.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := s.Stream.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
 	"github.com/parley-engine/parley/web"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Config of the engine service.
@@ -188,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	var principals []string
 	for _, t := range tokens {
-		if !projector.ValidToken(t.Participant) {
+		if !wire.ValidToken(t.Participant) {
 			return nil, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
 		}
 		principals = append(principals, t.Participant)

@@ -17,6 +17,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 func start(t *testing.T, dir string) *service.Service {
@@ -101,12 +102,12 @@ func TestService_EndToEnd(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	pub(projector.ArtifactSubject(id, "alice"), []byte("\xff\xfegarbage"))
-	pub(projector.ArtifactSubject(id, "alice"), []byte(`{"payload":"`+strings.Repeat("x", 2<<20)+`"}`))
-	pub(projector.ArtifactSubject(id, "mallory"), claim.Canonical)
-	pub(projector.ArtifactSubject(id, "bob"), claim.Canonical, jetstream.WithMsgID("a-new-msg-id")) // as after the dedupe window
+	pub(wire.ArtifactSubject(id, "alice"), []byte("\xff\xfegarbage"))
+	pub(wire.ArtifactSubject(id, "alice"), []byte(`{"payload":"`+strings.Repeat("x", 2<<20)+`"}`))
+	pub(wire.ArtifactSubject(id, "mallory"), claim.Canonical)
+	pub(wire.ArtifactSubject(id, "bob"), claim.Canonical, jetstream.WithMsgID("a-new-msg-id")) // as after the dedupe window
 	unopened := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	last := pub(projector.ArtifactSubject(unopened, "alice"), claim.Canonical)
+	last := pub(wire.ArtifactSubject(unopened, "alice"), claim.Canonical)
 	if err := s.Runner.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
 	}

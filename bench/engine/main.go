@@ -44,6 +44,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 var rebuildProfile, rebuildMemProfile string
@@ -176,7 +177,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 				js, _ := jetstream.New(nc)
 				ids := ledger.NewMsgIDs()
 				for i := p; i < n; i += k {
-					msg := &nats.Msg{Subject: projector.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
+					msg := &nats.Msg{Subject: wire.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
 					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(msg.Subject, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
 						log.Fatal(err)
 					}
@@ -290,16 +291,16 @@ func replay(ctx context.Context, m, rounds int) {
 	fill := time.Now()
 	for dnum := 0; dnum < delibs; dnum++ {
 		id := uuid.Must(uuid.NewV7()).String()
-		if _, err := js.PublishAsync(projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
+		if _, err := js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
 			log.Fatal(err)
 		}
 		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
-		js.PublishAsync(projector.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
+		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
 		for i := 1; i < m/delibs; i++ {
 			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
 				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
 				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
-			if _, err := js.PublishAsync(projector.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
+			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
 				log.Fatal(err)
 			}
 			prev = a

@@ -56,6 +56,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 var timeline bool
@@ -348,7 +349,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample, readEvery time.
 		log.Fatal(err)
 	}
 	for _, id := range w.ids {
-		if _, err := js.Publish(ctx, projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"fleet"}}`)); err != nil {
+		if _, err := js.Publish(ctx, wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"fleet"}}`)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -471,7 +472,7 @@ func rawPublisher(w *work, url string) prepare {
 		}
 		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(w.pending))
 		ids := ledger.NewMsgIDs()
-		subject := projector.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
+		subject := wire.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
 		return func(i int) (jetstream.PubAckFuture, error) {
 			a := w.arts[p][i]
 			msg := &nats.Msg{Subject: subject, Data: a.Canonical, Header: nats.Header{}}
