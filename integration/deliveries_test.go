@@ -21,7 +21,6 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -58,7 +57,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 // subject, which is where the server delivers them, set to onto.
 func pullOnto(t *testing.T, nc *nats.Conn, consumer, onto string, batch int) {
 	t.Helper()
-	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + consumer)
+	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + consumer)
 	m.Reply = onto
 	m.Data = []byte(`{"batch":` + strconv.Itoa(batch) + `,"no_wait":true}`)
 	if err := nc.PublishMsg(m); err != nil {
@@ -145,7 +144,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	adminNC.Flush()
 
 	// 1. A delivery of the forged announcement onto the binding subject.
-	if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
+	if _, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: forgedAck.Sequence}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 2. A delivery of the query-shaped body onto the query API: the
 	// engine does not answer (an answer would acknowledge it).
 	before := h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`)
-	api, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
+	api, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: query.Sequence})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +200,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 4. Push consumers delivering there: the engine deletes them.
 	removed := h.metricValue("parley_consumers_removed_total")
 	for _, c := range []struct{ name, onto string }{{"push-api", service.MicroPrefix + ".deliberation"}, {"push-binding", service.BindingSubject(id)}} {
-		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
+		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
 			AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject}); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -316,12 +315,12 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		t.Helper()
 		consumers++
 		name := "pull-" + strconv.Itoa(consumers)
-		if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
+		if _, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
 			FilterSubject: filter, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}); err != nil {
 			t.Fatal(err)
 		}
 		pullOnto(t, aliceNC, name, onto, 1)
-		if !violated("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + name) {
+		if !violated("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + name) {
 			t.Errorf("alice pulled onto %s", onto)
 		}
 	}
@@ -405,7 +404,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	}
 
 	// A push consumer may not deliver onto a stream subject.
-	_, err = aliceJS.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
+	_, err = aliceJS.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
 		DeliverSubject: reserved[0], AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr

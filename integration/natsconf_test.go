@@ -98,7 +98,7 @@ func TestNATSConf_Permissions(t *testing.T) {
 	// ...and reads the stream with an ordered push consumer, but neither
 	// by direct get nor by pull (the answer goes to whatever reply subject
 	// the requester names).
-	if as, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+	if as, err := alice.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("alice stream info: %v", err)
 	} else {
 		short, cancel := context.WithTimeout(ctx, time.Second)
@@ -147,7 +147,7 @@ func TestNATSConf_Permissions(t *testing.T) {
 		defer cancel()
 		return f(short) != nil
 	}
-	if !fails(func(c context.Context) error { return engine.js.DeleteStream(c, ledger.StreamName) }) {
+	if !fails(func(c context.Context) error { return engine.js.DeleteStream(c, wire.StreamName) }) {
 		t.Error("engine deleted the stream")
 	}
 	if !fails(func(c context.Context) error { return stream.Purge(c) }) {
@@ -162,23 +162,23 @@ func TestNATSConf_Permissions(t *testing.T) {
 		t.Error("engine updated the stream")
 	}
 	// Participants cannot either.
-	if !fails(func(c context.Context) error { return alice.js.DeleteStream(c, ledger.StreamName) }) {
+	if !fails(func(c context.Context) error { return alice.js.DeleteStream(c, wire.StreamName) }) {
 		t.Error("alice deleted the stream")
 	}
 	// Only the administrator can delete the stream (and even they cannot
 	// purge it: the stream denies it).
 	admin := login("admin")
-	as, err := admin.js.Stream(ctx, ledger.StreamName)
+	as, err := admin.js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := as.Purge(ctx); err == nil {
 		t.Error("admin purged a DenyPurge stream")
 	}
-	if err := admin.js.DeleteStream(ctx, ledger.StreamName); err != nil {
+	if err := admin.js.DeleteStream(ctx, wire.StreamName); err != nil {
 		t.Errorf("admin cannot delete the stream: %v", err)
 	}
-	if _, err := engine.js.Stream(ctx, ledger.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := engine.js.Stream(ctx, wire.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("after admin delete: %v", err)
 	}
 }

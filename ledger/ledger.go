@@ -26,14 +26,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// StreamName is the one stream.
-const StreamName = wire.StreamName
-
-// Subjects the stream holds: artifacts and control messages. They are the
-// only subjects of parley.<deliberation>.…; the query service's
-// parley.api.* subjects stay out of the stream.
-var Subjects = wire.StreamSubjects
-
 // DuplicateWindow is the stream's dedupe window. It only absorbs client
 // retries; permanent idempotency is the projector's.
 const DuplicateWindow = 2 * time.Minute
@@ -45,9 +37,9 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 		replicas = 1
 	}
 	return jetstream.StreamConfig{
-		Name:              StreamName,
+		Name:              wire.StreamName,
 		Description:       "parley: the append-only record of every deliberation",
-		Subjects:          Subjects,
+		Subjects:          wire.StreamSubjects,
 		Retention:         jetstream.LimitsPolicy,
 		MaxConsumers:      -1,
 		MaxMsgs:           -1,
@@ -113,7 +105,7 @@ func Check(cfg jetstream.StreamConfig) error {
 	if cfg.SubjectDeleteMarkerTTL > 0 {
 		p = append(p, "subject_delete_marker_ttl is set")
 	}
-	for _, s := range Subjects {
+	for _, s := range wire.StreamSubjects {
 		if !slices.Contains(cfg.Subjects, s) {
 			p = append(p, "subjects do not include "+s)
 		}
@@ -128,25 +120,19 @@ func Check(cfg jetstream.StreamConfig) error {
 // checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
 // could drop or erase messages. It never changes an existing stream.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, StreamName)
+	s, err := js.Stream(ctx, wire.StreamName)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		s, err = js.CreateStream(ctx, StreamConfig(replicas))
 		if err != nil {
-			return nil, fmt.Errorf("ledger: create stream %s: %w", StreamName, err)
+			return nil, fmt.Errorf("ledger: create stream %s: %w", wire.StreamName, err)
 		}
 		return s, nil
 	case err != nil:
-		return nil, fmt.Errorf("ledger: look up stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("ledger: look up stream %s: %w", wire.StreamName, err)
 	}
 	if err := Check(s.CachedInfo().Config); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
-
-// MsgIDs makes the Nats-Msg-Ids of one publisher (wire.MsgIDs).
-type MsgIDs = wire.MsgIDs
-
-// NewMsgIDs returns the ids of a new publisher (wire.NewMsgIDs).
-func NewMsgIDs() *MsgIDs { return wire.NewMsgIDs() }

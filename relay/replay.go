@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/client"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
@@ -187,7 +186,7 @@ func (r *refusal) option() nats.Option {
 func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(ledger.StreamName))
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(wire.StreamName))
 	if err != nil && context.Cause(r.ctx) != nil {
 		err = context.Cause(r.ctx)
 	}

@@ -29,7 +29,7 @@ func TestAckMetadata_AgreesWithJetStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

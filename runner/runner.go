@@ -22,7 +22,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/wire"
@@ -528,7 +527,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.start > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1}
 	}
-	cons, err := r.js.OrderedConsumer(ctx, ledger.StreamName, cfg)
+	cons, err := r.js.OrderedConsumer(ctx, wire.StreamName, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it began: nothing was applied

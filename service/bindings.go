@@ -18,7 +18,6 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
@@ -117,7 +116,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		ack, err = q.publishDecline(ctx, id, msg, a, env, last)
 		q.watch.wrote(err) // the batch goes around q.js's PublishMsg
 	} else {
-		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
+		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
@@ -162,7 +161,7 @@ var msgIDs = wire.NewMsgIDs()
 // returns the artifact's acknowledgement.
 func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
-	msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
 	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}

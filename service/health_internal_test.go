@@ -111,9 +111,9 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
 	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
 	for i := range 500 {
-		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + ledger.StreamName})
+		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + wire.StreamName})
 	}
-	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + ledger.StreamName})
+	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + wire.StreamName})
 	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.API", Data: []byte(`{"subject":"$JS.API.STREAM.PURGE.PARLEY"}`)})
 	mfs, err := w.m.Registry.Gather()
 	if err != nil {

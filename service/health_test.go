@@ -90,7 +90,7 @@ func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Durat
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for ctx.Err() == nil {
-		if st, err := js.Stream(ctx, ledger.StreamName); err == nil {
+		if st, err := js.Stream(ctx, wire.StreamName); err == nil {
 			if m, err := st.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err == nil && m != nil {
 				return true
 			}
@@ -134,7 +134,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 
 	// A purge the stream refuses (deny_purge) is seen in the API audit,
 	// checked, and found harmless.
-	st, _ := admin.Stream(ctx, ledger.StreamName)
+	st, _ := admin.Stream(ctx, wire.StreamName)
 	if err := st.Purge(ctx); err == nil {
 		t.Fatal("the stream was purged")
 	}
@@ -239,7 +239,7 @@ accounts { A { jetstream: enabled, users: [
 	if !h.Halted || !strings.Contains(h.Error, "max_msgs_per_subject is 10") || h.Problems[0].NoticedBy != "check" {
 		t.Fatalf("%+v", h)
 	}
-	if err := admin.DeleteStream(ctx, ledger.StreamName); err != nil {
+	if err := admin.DeleteStream(ctx, wire.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	h = waitHealth(t, s, "deletion noticed", func(code int, h service.Health) bool {

@@ -33,10 +33,10 @@ const (
 // reconfigure the record. No user of the embedded default may publish on
 // them (deploy/nats.conf keeps them for its admin).
 var streamAdmin = []string{
-	"$JS.API.STREAM.DELETE." + ledger.StreamName,
-	"$JS.API.STREAM.PURGE." + ledger.StreamName,
-	"$JS.API.STREAM.UPDATE." + ledger.StreamName,
-	"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName,
+	"$JS.API.STREAM.DELETE." + wire.StreamName,
+	"$JS.API.STREAM.PURGE." + wire.StreamName,
+	"$JS.API.STREAM.UPDATE." + wire.StreamName,
+	"$JS.API.STREAM.MSG.DELETE." + wire.StreamName,
 }
 
 // participantReads are the subjects a participant publishes on to read:
@@ -59,7 +59,7 @@ var participantReads = append([]string{
 	MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
-	"$JS.API.STREAM.INFO." + ledger.StreamName,
+	"$JS.API.STREAM.INFO." + wire.StreamName,
 }, ledger.ReaderSubjects...)
 
 // ReservedTokens are the participant tokens the embedded default refuses
@@ -109,7 +109,7 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+ledger.StreamName+".>", "_INBOX.>", "$SRV.>"),
+			Allow: append(engineArt, BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+wire.StreamName+".>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
 		// The stream's advisories and the API audit: the engine watches

@@ -140,10 +140,10 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	cfg.MaxMsgs = 1
 	update, _ := json.Marshal(cfg)
 	for _, req := range []struct{ subject, body string }{
-		{"$JS.API.STREAM.DELETE." + ledger.StreamName, ""},
-		{"$JS.API.STREAM.PURGE." + ledger.StreamName, "{}"},
-		{"$JS.API.STREAM.UPDATE." + ledger.StreamName, string(update)},
-		{"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName, `{"seq":1}`},
+		{"$JS.API.STREAM.DELETE." + wire.StreamName, ""},
+		{"$JS.API.STREAM.PURGE." + wire.StreamName, "{}"},
+		{"$JS.API.STREAM.UPDATE." + wire.StreamName, string(update)},
+		{"$JS.API.STREAM.MSG.DELETE." + wire.StreamName, `{"seq":1}`},
 		{"$JS.API.STREAM.CREATE.X", `{"name":"X","subjects":["x.>"]}`},
 	} {
 		if _, err := o.nc.Request(req.subject, []byte(req.body), time.Second); err == nil {
@@ -156,13 +156,13 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if _, err := s.Stream.Info(ctx); err != nil {
 		t.Fatalf("the stream is gone: %v", err)
 	}
-	if names := streamNames(t, s); len(names) != 1 || names[0] != ledger.StreamName {
+	if names := streamNames(t, s); len(names) != 1 || names[0] != wire.StreamName {
 		t.Errorf("streams %v", names)
 	}
 	// A push consumer may be created (participants read with consumers),
 	// but delivering into the JetStream API erases nothing.
-	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
-		DeliverSubject: "$JS.API.STREAM.DELETE." + ledger.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
+		DeliverSubject: "$JS.API.STREAM.DELETE." + wire.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Logf("push consumer refused: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -220,13 +220,13 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// Stream info, but no direct get (its answer goes to any reply
 	// subject: TestEmbeddedDefault_NoDeliveryOntoEngineSubjects); a
 	// message's bytes come from the query API.
-	if ps, err := o.js.Stream(ctx, ledger.StreamName); err != nil {
+	if ps, err := o.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("stream info: %v", err)
 	} else {
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := ps.GetMsg(short, claimSeq)
 		cancel()
-		if err == nil || !o.violated("$JS.API.DIRECT.GET."+ledger.StreamName) {
+		if err == nil || !o.violated("$JS.API.DIRECT.GET."+wire.StreamName) {
 			t.Errorf("direct get: %v", err)
 		}
 	}
@@ -318,14 +318,14 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	// (A refused request gets no answer: each is given a second.)
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
-	if err := op.js.DeleteStream(short, ledger.StreamName); err == nil || !op.violated("$JS.API.STREAM.DELETE."+ledger.StreamName) {
+	if err := op.js.DeleteStream(short, wire.StreamName); err == nil || !op.violated("$JS.API.STREAM.DELETE."+wire.StreamName) {
 		t.Errorf("operator delete: %v", err)
 	}
 	short, cancelShort = context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
 	cfg := ledger.StreamConfig(1)
 	cfg.MaxAge = time.Hour
-	if _, err := op.js.UpdateStream(short, cfg); err == nil || !op.violated("$JS.API.STREAM.UPDATE."+ledger.StreamName) {
+	if _, err := op.js.UpdateStream(short, cfg); err == nil || !op.violated("$JS.API.STREAM.UPDATE."+wire.StreamName) {
 		t.Errorf("operator update: %v", err)
 	}
 	if info, err := s.Stream.Info(ctx); err != nil || info.State.Msgs != 3 || info.Config.MaxAge != 0 {
@@ -367,7 +367,7 @@ func TestStart_NATSConfigUsers(t *testing.T) {
 		t.Errorf("credentials %+v", c)
 	}
 	alice := connectOutsider(t, s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
-	if _, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+	if _, err := alice.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("alice reads the stream info: %v", err)
 	}
 	// The embedded default's users are not taken with a file.
@@ -395,13 +395,13 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	principal := wire.ArtifactSubject(id, service.DefaultPrincipal)
-	m := nats.NewMsg("$JS.API.DIRECT.GET." + ledger.StreamName)
+	m := nats.NewMsg("$JS.API.DIRECT.GET." + wire.StreamName)
 	m.Reply = principal
 	m.Data = []byte(`{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `,"no_hdr":true}`)
 	if err := o.nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
-	if !o.violated("$JS.API.DIRECT.GET." + ledger.StreamName) {
+	if !o.violated("$JS.API.DIRECT.GET." + wire.StreamName) {
 		t.Error("no permissions violation for the direct get")
 	}
 	if _, err := s.Stream.GetLastMsgForSubject(ctx, principal); !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -447,11 +447,11 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 	}
 	for i, p := range pulls {
 		name := "pull-" + strconv.Itoa(i)
-		if _, err := o.js.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
+		if _, err := o.js.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
 			FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: p.from}); err != nil {
 			t.Fatal(err)
 		}
-		m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + name)
+		m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + name)
 		m.Reply, m.Data = p.onto, []byte(`{"batch":1,"no_wait":true}`)
 		if err := o.nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
@@ -468,7 +468,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 		t.Errorf("the stream holds %v, want alice's message only", info.State.Subjects)
 	}
 	// A push consumer may not deliver onto a stream subject.
-	_, err = o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
+	_, err = o.js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
 		DeliverSubject: pulls[0].onto, AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr

@@ -14,7 +14,6 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -195,5 +194,5 @@ func TestService_EndToEnd(t *testing.T) {
 	if again.StateDigest != before || again.Artifacts != 2 {
 		t.Errorf("after restart: %+v", again)
 	}
-	_ = ledger.StreamName
+	_ = wire.StreamName
 }

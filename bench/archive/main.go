@@ -137,7 +137,7 @@ func main() {
 			_, js, stop := start()
 			defer stop()
 			if !atomic {
-				s, _ := js.Stream(ctx, ledger.StreamName)
+				s, _ := js.Stream(ctx, wire.StreamName)
 				cfg := s.CachedInfo().Config
 				cfg.AllowAtomicPublish = false
 				if _, err := js.UpdateStream(ctx, cfg); err != nil {

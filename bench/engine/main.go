@@ -151,7 +151,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			}
 			defer cnc.Close()
 			cjs, _ := jetstream.New(cnc)
-			cons, err := cjs.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+			cons, err := cjs.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 				nc, _ := nats.Connect(s.ClientURL())
 				defer nc.Close()
 				js, _ := jetstream.New(nc)
-				ids := ledger.NewMsgIDs()
+				ids := wire.NewMsgIDs()
 				for i := p; i < n; i += k {
 					msg := &nats.Msg{Subject: wire.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
 					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(msg.Subject, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
@@ -346,7 +346,7 @@ func bareRead(ctx context.Context, js jetstream.JetStream, last uint64) (time.Du
 	defer func() { fmt.Printf("    the bare consumer allocated %d B a message\n", (allocated()-a0)/last) }()
 	cpu0 := cpuTime()
 	start := time.Now()
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -359,7 +359,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample, readEvery time.
 	caught := make(chan time.Time, 1)
 	var l *lag
 	if consume {
-		cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+		cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -471,13 +471,13 @@ func rawPublisher(w *work, url string) prepare {
 			log.Fatal(err)
 		}
 		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(w.pending))
-		ids := ledger.NewMsgIDs()
+		ids := wire.NewMsgIDs()
 		subject := wire.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
 		return func(i int) (jetstream.PubAckFuture, error) {
 			a := w.arts[p][i]
 			msg := &nats.Msg{Subject: subject, Data: a.Canonical, Header: nats.Header{}}
 			return js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(subject, a.ID.String())),
-				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
+				jetstream.WithExpectStream(wire.StreamName), jetstream.WithStallWait(30*time.Second))
 		}, js.PublishAsyncComplete, nc.Close
 	}
 }
