@@ -167,7 +167,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 	if v.Status != projector.StatusOpen || v.RejectionsByCode[projector.CodeBindingNotPrincipal] != 203 {
 		t.Fatalf("status %s, rejections %v", v.Status, v.RejectionsByCode)
 	}
-	var moments []service.BindingMoment
+	var moments []binding.Moment
 	getJSON(t, "http://"+h.s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings", &moments)
 	if len(moments) != 1 || moments[0].Status != "open" || moments[0].Principal != "principal" {
 		t.Fatalf("moments %+v", moments)

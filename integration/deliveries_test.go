@@ -22,7 +22,6 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -140,7 +139,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer subs.Unsubscribe()
-	raw, _ := adminNC.SubscribeSync(service.BindingSubject(id))
+	raw, _ := adminNC.SubscribeSync(wire.BindingSubject(id))
 	adminNC.Flush()
 
 	// 1. A delivery of the forged announcement onto the binding subject.
@@ -148,7 +147,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: forgedAck.Sequence}); err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, adminNC, "onto-binding", service.BindingSubject(id), 1)
+	pullOnto(t, adminNC, "onto-binding", wire.BindingSubject(id), 1)
 	m, err := raw.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("the server did not deliver: %v", err)
@@ -169,7 +168,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, adminNC, "onto-api", service.MicroPrefix+".deliberation", 1)
+	pullOnto(t, adminNC, "onto-api", wire.MicroPrefix+".deliberation", 1)
 	eventually(t, "the engine counts the delivery", func() bool {
 		return h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`) > before
 	})
@@ -185,9 +184,9 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 3. Requests whose reply subject is the binding subject, or the
 	// principal's artifacts: not answered.
 	beforeReply := h.metricValue(`parley_ignored_messages_total{reason="reply_subject"}`)
-	principal := wire.ArtifactSubject(id, service.DefaultPrincipal)
-	for _, reply := range []string{service.BindingSubject(id), principal} {
-		r := nats.NewMsg(service.MicroPrefix + ".deliberation")
+	principal := wire.ArtifactSubject(id, wire.PrincipalToken)
+	for _, reply := range []string{wire.BindingSubject(id), principal} {
+		r := nats.NewMsg(wire.MicroPrefix + ".deliberation")
 		r.Reply, r.Data = reply, []byte(`{"id":"`+id+`"}`)
 		if err := aliceNC.PublishMsg(r); err != nil {
 			t.Fatal(err)
@@ -199,7 +198,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 
 	// 4. Push consumers delivering there: the engine deletes them.
 	removed := h.metricValue("parley_consumers_removed_total")
-	for _, c := range []struct{ name, onto string }{{"push-api", service.MicroPrefix + ".deliberation"}, {"push-binding", service.BindingSubject(id)}} {
+	for _, c := range []struct{ name, onto string }{{"push-api", wire.MicroPrefix + ".deliberation"}, {"push-binding", wire.BindingSubject(id)}} {
 		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
 			AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject}); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -355,10 +354,10 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		References: []events.Reference{{Target: decision.ID, Relation: events.Decides}}})
 	imported := nats.NewMsg(aliceSubject)
 	imported.Data = decision.Canonical
-	imported.Header.Set(wire.OriginalSubjectHeader, wire.ArtifactSubject(id, service.DefaultPrincipal))
+	imported.Header.Set(wire.OriginalSubjectHeader, wire.ArtifactSubject(id, wire.PrincipalToken))
 	imported.Header.Set(wire.OriginalPositionHeader, "2")
 	imported.Header.Set(wire.OriginalTimeHeader, "2020-01-01T00:00:00Z")
-	reserved := []string{wire.ArtifactSubject(id, service.DefaultPrincipal), wire.ImportSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken)}
+	reserved := []string{wire.ArtifactSubject(id, wire.PrincipalToken), wire.ImportSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken)}
 	targets := []struct {
 		onto string
 		body *nats.Msg

@@ -827,7 +827,7 @@ func operatorOptions(s *service.Service) []nats.Option {
 // reservedHint explains a refused publish under a token the embedded
 // default reserves.
 func reservedHint(tok string) string {
-	if tok == service.DefaultPrincipal || strings.HasPrefix(tok, "_") {
+	if tok == wire.PrincipalToken || strings.HasPrefix(tok, "_") {
 		return " (" + tok + " is reserved: publishing as it needs the operator user of the engine's credentials file, not a participant's connection)"
 	}
 	return ""

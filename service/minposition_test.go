@@ -13,6 +13,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // A read with a min_position the projection has not reached answers 503
@@ -68,7 +69,7 @@ func TestQueries_MinPosition(t *testing.T) {
 	}
 
 	for _, ep := range []string{"deliberation", "artifacts", "deliberations", "closure", "provenance"} {
-		msg, err := nc.Request(service.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
+		msg, err := nc.Request(wire.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestQueries_MinPosition(t *testing.T) {
 		if msg.Header.Get("Nats-Service-Error-Code") != "503" || body.Code != service.CodeBehind {
 			t.Errorf("micro %s ahead: %q %s", ep, msg.Header.Get("Nats-Service-Error-Code"), msg.Data)
 		}
-		msg, err = nc.Request(service.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+seq+`}`), 5*time.Second)
+		msg, err = nc.Request(wire.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+seq+`}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +91,11 @@ func TestQueries_MinPosition(t *testing.T) {
 	// one waits for a position far ahead, a read of a reached one answers.
 	slow := make(chan *nats.Msg, 1)
 	go func() {
-		m, _ := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
+		m, _ := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
 		slow <- m
 	}()
 	time.Sleep(20 * time.Millisecond)
-	m, err := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
+	m, err := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
 	if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
 		t.Fatalf("read beside a waiting one: %v", err)
 	}

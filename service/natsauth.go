@@ -56,7 +56,7 @@ var streamAdmin = []string{
 // lets deliver onto a subject of the stream, and single messages through
 // the query API (parley.api.artifact, parley.api.outcome).
 var participantReads = append([]string{
-	MicroPrefix + ".>",
+	wire.MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO." + wire.StreamName,
@@ -68,7 +68,7 @@ var participantReads = append([]string{
 // token prefix, so every other _x token stays publishable; the projector
 // refuses those (subject.invalid_participant rejections, on the record).
 func ReservedTokens(principals []string) []string {
-	out := []string{wire.SupervisorToken, DefaultPrincipal}
+	out := []string{wire.SupervisorToken, wire.PrincipalToken}
 	for _, p := range principals {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -98,7 +98,7 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 		},
 		// Replies, and the announcements of binding moments (what GET
 		// .../bindings reads from the record anyway).
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", BindingSubject("*")}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.BindingSubject("*")}},
 	}
 	engine := &server.Permissions{
 		Publish: &server.SubjectPermission{
@@ -109,12 +109,12 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+wire.StreamName+".>", "_INBOX.>", "$SRV.>"),
+			Allow: append(engineArt, wire.BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+wire.StreamName+".>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
 		// The stream's advisories and the API audit: the engine watches
 		// its stream (health.go).
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
 	}
 	operator := &server.Permissions{

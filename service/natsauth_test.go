@@ -122,7 +122,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// The forgeries.
 	forged := events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "forged"},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Considers}}})
-	for _, tok := range []string{wire.SupervisorToken, service.DefaultPrincipal} {
+	for _, tok := range []string{wire.SupervisorToken, wire.PrincipalToken} {
 		subject := wire.ArtifactSubject(id, tok)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := o.js.Publish(short, subject, forged.Canonical)
@@ -175,7 +175,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		t.Fatalf("the stream changed: %d messages (last %d, max_msgs %d), was %d (last %d)",
 			after.State.Msgs, after.State.LastSeq, after.Config.MaxMsgs, before.State.Msgs, before.State.LastSeq)
 	}
-	for _, tok := range []string{wire.SupervisorToken, service.DefaultPrincipal} {
+	for _, tok := range []string{wire.SupervisorToken, wire.PrincipalToken} {
 		if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("a message as %s is stored: %v", tok, err)
 		}
@@ -298,7 +298,7 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	if *c != s.Credentials() || c.NATSUser != service.NATSOperatorUser || len(c.NATSPassword) < 32 || c.NATSURL != s.NATSURL() ||
-		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != service.DefaultPrincipal {
+		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != wire.PrincipalToken {
 		t.Fatalf("credentials %+v", c)
 	}
 	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSOperatorUser, "wrong")); err == nil {
@@ -310,7 +310,7 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	op := connectOutsider(t, c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
-	for _, subject := range []string{wire.ControlSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken), wire.ArtifactSubject(id, service.DefaultPrincipal)} {
+	for _, subject := range []string{wire.ControlSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken), wire.ArtifactSubject(id, wire.PrincipalToken)} {
 		if _, err := op.js.Publish(ctx, subject, claim.Canonical); err != nil {
 			t.Errorf("operator on %s: %v", subject, err)
 		}
@@ -394,7 +394,7 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	principal := wire.ArtifactSubject(id, service.DefaultPrincipal)
+	principal := wire.ArtifactSubject(id, wire.PrincipalToken)
 	m := nats.NewMsg("$JS.API.DIRECT.GET." + wire.StreamName)
 	m.Reply = principal
 	m.Data = []byte(`{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `,"no_hdr":true}`)
@@ -440,7 +440,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 		onto string
 		from uint64
 	}{
-		{wire.ArtifactSubject(id, service.DefaultPrincipal), ack.Sequence},
+		{wire.ArtifactSubject(id, wire.PrincipalToken), ack.Sequence},
 		{wire.ControlSubject(id), ack.Sequence},
 		{wire.ArtifactSubject(id, wire.SupervisorToken), ack.Sequence + 1000},
 		{wire.ImportSubject(id), ack.Sequence + 1000},

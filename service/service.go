@@ -79,7 +79,7 @@ type Config struct {
 	// one, and is published as the participant it stands for; so does
 	// every read when the API listens beyond loopback, unless
 	// HTTPPublicReads. None: the engine draws one at each start, for
-	// DefaultPrincipal, and writes it to the credentials file.
+	// wire.PrincipalToken, and writes it to the credentials file.
 	HTTPTokens      []HTTPToken
 	HTTPPublicReads bool
 	// CharterDefaults are the engine-wide limits and policy used where a
@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	tokens := cfg.HTTPTokens
 	if len(tokens) == 0 {
-		tokens = []HTTPToken{{Secret: secret(), Participant: DefaultPrincipal}}
+		tokens = []HTTPToken{{Secret: secret(), Participant: wire.PrincipalToken}}
 		s.creds.HTTPToken, s.creds.HTTPParticipant = tokens[0].Secret, tokens[0].Participant
 	}
 	var principals []string

@@ -16,7 +16,6 @@ import (
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/internal/textsafe"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -72,7 +71,7 @@ credentials file of the engine's data directory (--data; by default
 		fmt.Fprintf(e.stderr, "engine bind: %s: %s\n", resp.Status, bytes.TrimSpace(body))
 		return exitUsage
 	}
-	var moments []service.BindingMoment
+	var moments []binding.Moment
 	if err := json.Unmarshal(body, &moments); err != nil {
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage
