@@ -367,8 +367,7 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs 
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(id))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if ledger.IsWrongLastSequence(err) {
 			return 0, fmt.Errorf("archive: deliberation %s received another import's messages during this one; nothing of this batch was published (%w)", id, err)
 		}
 		return 0, fmt.Errorf("archive: atomic batch publish: %w (nothing of this batch was published; run the import again to resume)", err)

@@ -227,15 +227,12 @@ func (r *Reader) Stop() {
 // passes: no answer (no server, no JetStream yet, a lost connection), or a
 // cluster that is electing or restarting a peer.
 func retryable(err error) bool {
-	var apiErr *nats.APIError
 	switch {
 	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, nats.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
-	case errors.As(err, &apiErr):
-		return apiErr.ErrorCode == nats.JSErrCodeInsufficientResourcesErr || apiErr.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
 	}
-	return false
+	return HasErrorCode(err, ErrCodeInsufficientResources, ErrCodeJetStreamNotAvailable)
 }
 
 // matches reports whether subject is one of filter's ("" matches every

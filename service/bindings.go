@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
@@ -108,8 +109,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if ledger.IsWrongLastSequence(err) {
 			return nil, &apiError{Status: http.StatusConflict, Code: "binding.concurrent", Message: "the deliberation moved while the resolution was checked; nothing was published: read the binding moments again and retry"}
 		}
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "publish: " + err.Error()}

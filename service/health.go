@@ -472,17 +472,6 @@ func free(r StorageReport) int64 { return r.Limit - int64(r.Used) }
 // limit.
 func full(r StorageReport) bool { return free(r) <= min(1<<20, r.Limit/20) }
 
-// storageCodes are the JetStream errors of a write refused for storage or
-// resources: insufficient resources (the server's limit), account
-// resources exceeded, insufficient storage, insufficient memory.
-var storageCodes = []jetstream.ErrorCode{10023, 10002, 10047, 10028}
-
-// racedCodes are the refusals of an expected lost race, not of a fault:
-// wrong last sequence (the deliberation moved on after the position
-// judged, 10071 and 10164), and a duplicate of a message being stored
-// (10158).
-var racedCodes = []jetstream.ErrorCode{10071, 10164, 10158}
-
 // wrote records the result of one of the engine's publishes.
 func (w *streamWatch) wrote(err error) {
 	if w == nil {
@@ -492,9 +481,11 @@ func (w *streamWatch) wrote(err error) {
 	result := "stored"
 	switch {
 	case err == nil:
-	case errors.As(err, &apiErr) && slices.Contains(racedCodes, apiErr.ErrorCode):
+	case ledger.IsLostRace(err):
+		// an expected lost race, not a fault: the deliberation moved on
+		// after the position judged, or a duplicate is being stored
 		result = "superseded"
-	case errors.As(err, &apiErr) && slices.Contains(storageCodes, apiErr.ErrorCode):
+	case ledger.IsResourcesExceeded(err):
 		result = "refused_storage"
 	case errors.As(err, &apiErr):
 		result = "refused"

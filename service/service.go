@@ -343,9 +343,8 @@ func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		st, err := ledger.Ensure(actx, s.js, s.cfg.Replicas)
 		cancel()
-		var apiErr *jetstream.APIError
 		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.ErrorCode == 10008))
+			errors.Is(err, jetstream.ErrNoStreamResponse) || ledger.IsJetStreamNotAvailable(err))
 		if !retry {
 			if err != nil && ctx.Err() != nil {
 				return nil, fmt.Errorf("%w (the stream did not answer: is JetStream up, with a leader?)", err)
