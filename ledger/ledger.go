@@ -1,7 +1,9 @@
 // Package ledger is the JetStream side of parley: the PARLEY stream that
 // holds every artifact and control message, the configuration that keeps
-// it whole, and publishing with the idempotency and concurrency headers the
-// engine relies on.
+// it whole, the ordered consumer participants read it with (Reader), and
+// the JetStream API errors the engine tells apart (IsWrongLastSequence,
+// IsLostRace and the others: errors.go). Its name, subjects and the
+// publishers' dedupe ids are wire's.
 //
 // The stream is the record. Its configuration must make dropping or
 // erasing a message impossible through the engine: file storage, no age,
