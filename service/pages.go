@@ -356,7 +356,8 @@ func writeItems[T any](w http.ResponseWriter, items []T) {
 	w.Write([]byte("]\n"))
 }
 
-// writeRejections writes a RejectionList, its rejections item by item.
+// writeRejections writes a projector.RejectionList, its rejections item
+// by item.
 func writeRejections(w http.ResponseWriter, l projector.RejectionList) {
 	items := l.Rejections
 	l.Rejections = nil
