@@ -80,7 +80,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		return 0, err
 	}
@@ -96,7 +96,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
 	// An ordered push consumer: whoever exports may be a participant, and
 	// participants may not pull (ledger.Reader).
-	rd, err := ledger.Read(ctx, js.Conn(), projector.DeliberationFilter(id), 0)
+	rd, err := ledger.Read(ctx, js.Conn(), wire.DeliberationFilter(id), 0)
 	if err != nil {
 		return 0, err
 	}
@@ -121,7 +121,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 			if im := projector.ImportOf(msg.msg.Subject, h.Get); im != nil {
 				msg.msg.Import = im
 				begun = true
-				if projector.DeliberationOf(im.Subject) == id {
+				if wire.DeliberationOf(im.Subject) == id {
 					msg.Subject = im.Subject
 				}
 				if im.Position > lastOrig && !im.End {
@@ -256,7 +256,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	if to == "" {
 		to = from
 	}
-	if !projector.ValidDeliberation(to) {
+	if !wire.ValidDeliberation(to) {
 		return res, fmt.Errorf("archive: %q is not a deliberation id", to)
 	}
 	res.Deliberation = to
@@ -367,8 +367,7 @@ func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs 
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(id))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if ledger.IsWrongLastSequence(err) {
 			return 0, fmt.Errorf("archive: deliberation %s received another import's messages during this one; nothing of this batch was published (%w)", id, err)
 		}
 		return 0, fmt.Errorf("archive: atomic batch publish: %w (nothing of this batch was published; run the import again to resume)", err)
@@ -410,5 +409,5 @@ func rewrite(subject, from, to string) string {
 	if from == to {
 		return subject
 	}
-	return strings.Replace(subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
+	return strings.Replace(subject, wire.SubjectPrefix+from+".", wire.SubjectPrefix+to+".", 1)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Finding codes.
@@ -131,11 +132,11 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 			rep.find(CodeOrder, m.Position, "", "message %d is at position %d, not after %d: the recording is out of order", rep.Messages, m.Position, last)
 			continue // the fold ignores it too
 		}
-		if !strings.HasPrefix(m.Subject, projector.SubjectPrefix+id+".") {
+		if !strings.HasPrefix(m.Subject, wire.SubjectPrefix+id+".") {
 			rep.find(CodeForeign, m.Position, "", "subject %s is not deliberation %s's", m.Subject, id)
 		}
 		last, lastTime = m.Position, m.Time
-		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+		if strings.HasSuffix(m.Subject, ".art."+wire.SupervisorToken) {
 			rep.Supervisor++
 		}
 		// The fold judges every supervisor emission and every TERMINATION

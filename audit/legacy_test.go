@@ -9,6 +9,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/wire"
 )
 
 // A recording with rejections exported by an engine from before the
@@ -33,7 +34,7 @@ func TestAudit_LegacyDigest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScript(t)
-			s.msg(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`))
+			s.msg(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`))
 			s.art("alice", events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "mine"}}))
 			if o := s.art("mallory", events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "not in the charter"}})); o.Rejection == nil {
 				t.Fatal("mallory's claim was admitted")

@@ -7,6 +7,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // lying are supervisor rules that call for whatever they are told to: a
@@ -39,12 +40,12 @@ func TestCheckStatus_FalseCompletion(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := projector.New(projector.Options{Rules: tc.rules})
-			p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t"}}`)})
+			p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t"}}`)})
 			for i, m := range []struct {
 				who string
 				a   *events.Artifact
-			}{{"alice", c}, {"bob", ob}, {"alice", dec}, {projector.SupervisorToken, tm}} {
-				p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(id, m.who), Data: m.a.Canonical})
+			}{{"alice", c}, {"bob", ob}, {"alice", dec}, {wire.SupervisorToken, tm}} {
+				p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: wire.ArtifactSubject(id, m.who), Data: m.a.Canonical})
 			}
 			rep := &Report{}
 			checkStatus(rep, p.Deliberation(id))

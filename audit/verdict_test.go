@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -45,12 +46,12 @@ func (s *script) msg(subject string, data []byte) projector.Outcome {
 }
 
 func (s *script) art(who string, a *events.Artifact) projector.Outcome {
-	return s.msg(projector.ArtifactSubject(delib, who), a.Canonical)
+	return s.msg(wire.ArtifactSubject(delib, who), a.Canonical)
 }
 
 func (s *script) supervise() {
 	for _, e := range termination.Decide(s.p.Deliberation(delib), s.now.Add(time.Second)) {
-		if o := s.art(projector.SupervisorToken, e.Artifact); o.Rejection != nil {
+		if o := s.art(wire.SupervisorToken, e.Artifact); o.Rejection != nil {
 			s.t.Fatalf("the supervisor's %s: %+v", e.Artifact.Type, o.Rejection)
 		}
 	}
@@ -85,7 +86,7 @@ func findings(rep *audit.Report) []string {
 // open blocking objection, and the supervisor answers with a FAILURE.
 func hiding(t *testing.T) (*script, *events.Artifact) {
 	s := newScript(t)
-	s.msg(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"Adopt the cache?","participants":["alice","bob"]}}`))
+	s.msg(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"Adopt the cache?","participants":["alice","bob"]}}`))
 	c := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}})
 	s.art("alice", c)
 	s.art("bob", events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "One workload only.", Blocking: true},
@@ -130,10 +131,10 @@ func TestAudit_SelfTerminationIsAFinding(t *testing.T) {
 // deliberation is refused by the fold, and the audit reports it.
 func TestAudit_ForgedSupervisorIsAFinding(t *testing.T) {
 	s := newScript(t)
-	s.msg(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"Adopt the cache?"}}`))
+	s.msg(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"Adopt the cache?"}}`))
 	s.art("alice", events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}}))
 	forged := events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "exhausted.budget: forged"}})
-	if o := s.art(projector.SupervisorToken, forged); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
+	if o := s.art(wire.SupervisorToken, forged); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
 		t.Fatalf("%+v", o)
 	}
 	rep := s.audit()

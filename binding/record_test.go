@@ -9,6 +9,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -33,11 +34,11 @@ func TestRecord_FourOutcomes(t *testing.T) {
 			}
 			art := func(who string, a *events.Artifact) {
 				t.Helper()
-				if o := apply(projector.ArtifactSubject(delib, who), a.Canonical); o.Rejection != nil || len(o.Accepted) != 1 {
+				if o := apply(wire.ArtifactSubject(delib, who), a.Canonical); o.Rejection != nil || len(o.Accepted) != 1 {
 					t.Fatalf("%s's %s: %+v", who, a.Type, o.Rejection)
 				}
 			}
-			apply(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"share?"}}`))
+			apply(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"share?"}}`))
 			claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
 			obj := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "The airline needs the passport.", Blocking: true},
 				References: []events.Reference{{Target: claim.ID, Relation: events.ObjectsTo}}})
@@ -95,14 +96,14 @@ func TestRecord_FourOutcomes(t *testing.T) {
 				}
 				// The decline ends the deliberation through its cancel,
 				// which the supervisor records.
-				if o := apply(projector.ControlSubject(delib), binding.DeclineControl(env)); o.Control != "cancel" {
+				if o := apply(wire.ControlSubject(delib), binding.DeclineControl(env)); o.Control != "cancel" {
 					t.Fatalf("the decline's control: %+v", o.Rejection)
 				}
 				es := termination.Decide(d, d.LastActivity)
 				if len(es) != 1 || es[0].Artifact.TerminationPayload() == nil || es[0].Artifact.TerminationPayload().State != events.Cancelled {
 					t.Fatalf("the supervisor emits %+v", es)
 				}
-				art(projector.SupervisorToken, es[0].Artifact)
+				art(wire.SupervisorToken, es[0].Artifact)
 				if d.View().Status != projector.StatusCancelled {
 					t.Fatal(d.View().Status)
 				}

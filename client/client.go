@@ -62,7 +62,7 @@ func New(nc *nats.Conn, participant string, opts ...jetstream.JetStreamOpt) (*Cl
 // retried, so that with several engines on one cluster a client reads
 // its own writes whichever engine answers.
 func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, error) {
-	if !projector.ValidToken(participant) {
+	if !wire.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
 	// DefaultAsyncMaxPending first: the caller's options override it.
@@ -164,7 +164,7 @@ type Control struct {
 // applied it. The open and round messages carry a Nats-Msg-Id, so that a
 // retry is stored once.
 func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstream.PubAck, error) {
-	if !projector.ValidDeliberation(id) {
+	if !wire.ValidDeliberation(id) {
 		return nil, fmt.Errorf("client: %q is not a canonical UUID", id)
 	}
 	v := map[string]any{"op": ctl.Op}
@@ -194,10 +194,10 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 		return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 	}
 	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(c.ids.Control(projector.ControlSubject(id), msgID)))
+		opts = append(opts, jetstream.WithMsgID(c.ids.Control(wire.ControlSubject(id), msgID)))
 		retryable = retryablePublish
 	}
-	ack, err := c.publish(ctx, "control "+id, projector.ControlSubject(id), b, retryable, opts...)
+	ack, err := c.publish(ctx, "control "+id, wire.ControlSubject(id), b, retryable, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: control %s: %w", id, err)
 	}
@@ -241,7 +241,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 	if _, err := events.Validate(a.Canonical); err != nil {
 		return nil, err
 	}
-	subject := projector.ArtifactSubject(id, c.participant)
+	subject := wire.ArtifactSubject(id, c.participant)
 	ack, err := c.publish(ctx, "publish "+a.ID.String(), subject, a.Canonical, retryablePublish,
 		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
 	if err != nil {
@@ -255,7 +255,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 // re-validate a (Seal already did). Use it for independent artifacts: async
 // publishes may be stored out of order when retried.
 func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
 	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 		jetstream.WithStallWait(30*time.Second))
 	if err != nil {
@@ -480,7 +480,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) bool) error {
 	// An ordered push consumer (participants may not pull:
 	// ledger.Reader), stopped no later than Watch's return.
-	rd, err := ledger.Read(ctx, c.nc, projector.DeliberationFilter(id), 0)
+	rd, err := ledger.Read(ctx, c.nc, wire.DeliberationFilter(id), 0)
 	if err != nil {
 		return err
 	}

@@ -422,7 +422,7 @@ func TestClient_AsyncInFlightBounded(t *testing.T) {
 			release := make(chan struct{})
 			var once sync.Once
 			defer once.Do(func() { close(release) })
-			sink, err := nc.Subscribe(projector.ArtifactSubject(delib, ">"), func(m *nats.Msg) {
+			sink, err := nc.Subscribe(wire.ArtifactSubject(delib, ">"), func(m *nats.Msg) {
 				<-release
 				m.Respond([]byte(`{"stream":"` + wire.StreamName + `","seq":1}`))
 			})

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -136,11 +137,11 @@ func unanswered(err error) bool {
 // retryablePublish says whether a publish that carries a Nats-Msg-Id may
 // be sent again after err: the stream's dedupe window absorbs a copy that
 // was stored after all. The stream had no leader (503), the answer was
-// lost, or a first attempt under the same id is still in process (10158).
+// lost, or a first attempt under the same id is still in process.
 func retryablePublish(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503 || apiErr.ErrorCode == 10158
+		return ledger.IsStatusUnavailable(err) || ledger.IsDuplicateInProcess(err)
 	}
 	return unanswered(err)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 var nodes = []string{"cluster/nats-1.conf", "cluster/nats-2.conf", "cluster/nats-3.conf"}
@@ -86,8 +87,8 @@ func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + ".c", "$JS.API.DIRECT.GET." + ledger.StreamName,
-		"$JS.API.DIRECT.GET." + ledger.StreamName + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + ledger.StreamName}
+	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + ".c", "$JS.API.DIRECT.GET." + wire.StreamName,
+		"$JS.API.DIRECT.GET." + wire.StreamName + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + wire.StreamName}
 	readers := 0
 	for _, u := range o.Users {
 		if u.Username == "admin" || u.Username == "engine" {
@@ -319,7 +320,7 @@ func TestClusterConfig_Processes(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, ledger.StreamName)
+	st, err := js.Stream(ctx, wire.StreamName)
 	if err != nil || st.CachedInfo().Config.Replicas != 3 || st.CachedInfo().Cluster == nil || len(st.CachedInfo().Cluster.Replicas) != 2 {
 		t.Fatalf("the stream on the processes' cluster: %v", err)
 	}

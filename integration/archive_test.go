@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // a completed deliberation with a rejection, a supervisor FAILURE and
@@ -33,7 +34,7 @@ func recordedDeliberation(t *testing.T, s *service.Service, c *client.Client, js
 	cl, _, _ := c.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "ship it"}})
 	o, _, _ := c.Publish(ctx, id, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "untested", Blocking: true},
 		References: []events.Reference{{Target: cl.ID, Relation: events.ObjectsTo}}})
-	js.Publish(ctx, projector.ArtifactSubject(id, "alice"), []byte("garbage"))
+	js.Publish(ctx, wire.ArtifactSubject(id, "alice"), []byte("garbage"))
 	c.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: strings.Repeat("long ", 500)}}) // breaks max_artifact_bytes
 	c.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "ship", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{{Objection: o.ID, Disposition: events.Addressed, Rationale: "tested"}}},
@@ -279,7 +280,7 @@ func TestAudit_Tampering(t *testing.T) {
 		}
 		w.Write(m)
 		if i == 2 {
-			w.Write(recording.Message{Position: m.Position + 1, Subject: projector.ArtifactSubject(id, projector.SupervisorToken), Time: m.Time, Data: fake.Canonical})
+			w.Write(recording.Message{Position: m.Position + 1, Subject: wire.ArtifactSubject(id, wire.SupervisorToken), Time: m.Time, Data: fake.Canonical})
 		}
 	}
 	w.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // hostile is a deployment on deploy/nats.conf: the engine with its own
@@ -166,7 +167,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	guesses := append(seen, id+":"+bobsNext.ID.String(), id+":round-2", id+":"+fixed.ID.String())
 	squat := func(ids ...string) {
 		for _, g := range ids {
-			if _, err := aliceJS.Publish(ctx, projector.ArtifactSubject(id, "alice"), []byte("junk"), jetstream.WithMsgID(g)); err != nil {
+			if _, err := aliceJS.Publish(ctx, wire.ArtifactSubject(id, "alice"), []byte("junk"), jetstream.WithMsgID(g)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -263,7 +264,7 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	super := projector.ArtifactSubject(id, projector.SupervisorToken)
+	super := wire.ArtifactSubject(id, wire.SupervisorToken)
 	for _, forged := range []*events.Artifact{
 		events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "exhausted.budget: forged"}}),
 		events.MustSeal(events.Draft{Type: events.TypeFailure, Payload: events.Failure{Code: "closure.hidden_blocking_objection", Description: "forged"},

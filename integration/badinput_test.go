@@ -14,6 +14,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Bad input on artifact subjects is recorded as a rejection with its code,
@@ -71,11 +72,11 @@ func TestBadInput(t *testing.T) {
 		}
 		return !ack.Duplicate
 	})
-	pub(projector.ArtifactSubject(id, "alice"), []byte("\x00\x01 not json"))
-	pub(projector.ArtifactSubject(id, "alice"), []byte(`{"s":"`+strings.Repeat("a", 2<<20)+`"}`))
-	pub(projector.ArtifactSubject(id, "carol"), claim.Canonical)
-	pub(projector.ArtifactSubject(id, "alice"), []byte(`{"artifact_id":"sha256:`+strings.Repeat("0", 64)+`","protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"x"},"references":[]}`))
-	last := pub(projector.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), claim.Canonical)
+	pub(wire.ArtifactSubject(id, "alice"), []byte("\x00\x01 not json"))
+	pub(wire.ArtifactSubject(id, "alice"), []byte(`{"s":"`+strings.Repeat("a", 2<<20)+`"}`))
+	pub(wire.ArtifactSubject(id, "carol"), claim.Canonical)
+	pub(wire.ArtifactSubject(id, "alice"), []byte(`{"artifact_id":"sha256:`+strings.Repeat("0", 64)+`","protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"x"},"references":[]}`))
+	last := pub(wire.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), claim.Canonical)
 	if err := s.Runner.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // envelope64 is seed 002 §6.4's envelope, binding's first vector.
@@ -122,7 +123,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 	if _, err := alice.PublishArtifact(ctx, id, prov); err != nil {
 		t.Fatal(err)
 	}
-	again, err := bobJS.Publish(ctx, projector.ArtifactSubject(id, "bob"), early.Canonical)
+	again, err := bobJS.Publish(ctx, wire.ArtifactSubject(id, "bob"), early.Canonical)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "forged " + strings.Repeat("!", i)},
 			References: []events.Reference{{Target: prov.ID, Relation: events.Considers}},
 			Extensions: map[string]any{binding.ExtResolution: map[string]any{"envelope_digest": env.Digest.String(), "resolution": strconv.Itoa(i) + huge}}})
-		ack, err := bobJS.Publish(ctx, projector.ArtifactSubject(id, "bob"), a.Canonical)
+		ack, err := bobJS.Publish(ctx, wire.ArtifactSubject(id, "bob"), a.Canonical)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 	if v.Status != projector.StatusOpen || v.RejectionsByCode[projector.CodeBindingNotPrincipal] != 203 {
 		t.Fatalf("status %s, rejections %v", v.Status, v.RejectionsByCode)
 	}
-	var moments []service.BindingMoment
+	var moments []binding.Moment
 	getJSON(t, "http://"+h.s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings", &moments)
 	if len(moments) != 1 || moments[0].Status != "open" || moments[0].Principal != "principal" {
 		t.Fatalf("moments %+v", moments)

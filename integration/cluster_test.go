@@ -20,10 +20,10 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // jsCluster is a JetStream cluster of nats-server nodes in this process,
@@ -123,7 +123,7 @@ func (c *jsCluster) streamLeader() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, s := range c.nodes {
-		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, ledger.StreamName) {
+		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, wire.StreamName) {
 			return i
 		}
 	}
@@ -263,7 +263,7 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	js, _ := jetstream.New(nc)
 	stored := map[string]map[string]int{} // deliberation -> artifact id -> messages
 	failures, terms := map[string]int{}, map[string]int{}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

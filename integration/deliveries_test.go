@@ -21,9 +21,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -58,7 +56,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 // subject, which is where the server delivers them, set to onto.
 func pullOnto(t *testing.T, nc *nats.Conn, consumer, onto string, batch int) {
 	t.Helper()
-	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + consumer)
+	m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + consumer)
 	m.Reply = onto
 	m.Data = []byte(`{"batch":` + strconv.Itoa(batch) + `,"no_wait":true}`)
 	if err := nc.PublishMsg(m); err != nil {
@@ -121,7 +119,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	}
 	forged, _ := json.Marshal(map[string]any{"deliberation": id, "decision": "sha256:" + strings.Repeat("ab", 32), "decider": "judge",
 		"position": 1, "envelope_digest": env.Digest.String(), "envelope": json.RawMessage(env.Canonical)})
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	forgedAck, err := aliceJS.Publish(ctx, aliceSubject, forged)
 	if err != nil {
 		t.Fatal(err)
@@ -141,15 +139,15 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer subs.Unsubscribe()
-	raw, _ := adminNC.SubscribeSync(service.BindingSubject(id))
+	raw, _ := adminNC.SubscribeSync(wire.BindingSubject(id))
 	adminNC.Flush()
 
 	// 1. A delivery of the forged announcement onto the binding subject.
-	if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
+	if _, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-binding", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: forgedAck.Sequence}); err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, adminNC, "onto-binding", service.BindingSubject(id), 1)
+	pullOnto(t, adminNC, "onto-binding", wire.BindingSubject(id), 1)
 	m, err := raw.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("the server did not deliver: %v", err)
@@ -165,12 +163,12 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 2. A delivery of the query-shaped body onto the query API: the
 	// engine does not answer (an answer would acknowledge it).
 	before := h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`)
-	api, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
+	api, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-api", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: query.Sequence})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pullOnto(t, adminNC, "onto-api", service.MicroPrefix+".deliberation", 1)
+	pullOnto(t, adminNC, "onto-api", wire.MicroPrefix+".deliberation", 1)
 	eventually(t, "the engine counts the delivery", func() bool {
 		return h.metricValue(`parley_ignored_messages_total{reason="jetstream_delivery"}`) > before
 	})
@@ -186,9 +184,9 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// 3. Requests whose reply subject is the binding subject, or the
 	// principal's artifacts: not answered.
 	beforeReply := h.metricValue(`parley_ignored_messages_total{reason="reply_subject"}`)
-	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
-	for _, reply := range []string{service.BindingSubject(id), principal} {
-		r := nats.NewMsg(service.MicroPrefix + ".deliberation")
+	principal := wire.ArtifactSubject(id, wire.PrincipalToken)
+	for _, reply := range []string{wire.BindingSubject(id), principal} {
+		r := nats.NewMsg(wire.MicroPrefix + ".deliberation")
 		r.Reply, r.Data = reply, []byte(`{"id":"`+id+`"}`)
 		if err := aliceNC.PublishMsg(r); err != nil {
 			t.Fatal(err)
@@ -200,8 +198,8 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 
 	// 4. Push consumers delivering there: the engine deletes them.
 	removed := h.metricValue("parley_consumers_removed_total")
-	for _, c := range []struct{ name, onto string }{{"push-api", service.MicroPrefix + ".deliberation"}, {"push-binding", service.BindingSubject(id)}} {
-		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
+	for _, c := range []struct{ name, onto string }{{"push-api", wire.MicroPrefix + ".deliberation"}, {"push-binding", wire.BindingSubject(id)}} {
+		if _, err := aliceJS.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: c.name, DeliverSubject: c.onto,
 			AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject}); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -318,12 +316,12 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		t.Helper()
 		consumers++
 		name := "pull-" + strconv.Itoa(consumers)
-		if _, err := aliceJS.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
+		if _, err := aliceJS.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
 			FilterSubject: filter, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}); err != nil {
 			t.Fatal(err)
 		}
 		pullOnto(t, aliceNC, name, onto, 1)
-		if !violated("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + name) {
+		if !violated("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + name) {
 			t.Errorf("alice pulled onto %s", onto)
 		}
 	}
@@ -332,7 +330,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctl := projector.ControlSubject(id)
+	ctl := wire.ControlSubject(id)
 	if err := orch.Suspend(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +347,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 
 	// 2. Her own messages onto the reserved subjects, and an empty pull's
 	// status onto each.
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
 	decision := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Book the 9:40.", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
@@ -358,10 +356,10 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		References: []events.Reference{{Target: decision.ID, Relation: events.Decides}}})
 	imported := nats.NewMsg(aliceSubject)
 	imported.Data = decision.Canonical
-	imported.Header.Set(wire.OriginalSubjectHeader, projector.ArtifactSubject(id, service.DefaultPrincipal))
+	imported.Header.Set(wire.OriginalSubjectHeader, wire.ArtifactSubject(id, wire.PrincipalToken))
 	imported.Header.Set(wire.OriginalPositionHeader, "2")
 	imported.Header.Set(wire.OriginalTimeHeader, "2020-01-01T00:00:00Z")
-	reserved := []string{projector.ArtifactSubject(id, service.DefaultPrincipal), wire.ImportSubject(id), projector.ArtifactSubject(id, projector.SupervisorToken)}
+	reserved := []string{wire.ArtifactSubject(id, wire.PrincipalToken), wire.ImportSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken)}
 	targets := []struct {
 		onto string
 		body *nats.Msg
@@ -384,7 +382,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 		pull(aliceSubject, last+1000, onto)
 	}
 
-	info, err := h.s.Stream.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := h.s.Stream.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +405,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	}
 
 	// A push consumer may not deliver onto a stream subject.
-	_, err = aliceJS.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
+	_, err = aliceJS.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
 		DeliverSubject: reserved[0], AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr

@@ -188,7 +188,7 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 		rd   *ledger.Reader
 	)
 	err := retryEach(ctx, func(actx context.Context) error {
-		s, err := js.Stream(actx, ledger.StreamName)
+		s, err := js.Stream(actx, wire.StreamName)
 		if err == nil {
 			info, err = s.Info(actx)
 		}

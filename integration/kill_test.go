@@ -106,7 +106,7 @@ func TestKillDuringIngest(t *testing.T) {
 	if v.Artifacts != total {
 		t.Errorf("projection holds %d artifacts, want %d", v.Artifacts, total)
 	}
-	list := getPages[service.ArtifactEntry](t, e.url("/api/v1/deliberations/"+id+"/artifacts?limit=1000"))
+	list := getPages[projector.ArtifactEntry](t, e.url("/api/v1/deliberations/"+id+"/artifacts?limit=1000"))
 	seen := map[canon.Digest]int{}
 	for _, a := range list {
 		seen[a.ArtifactID]++

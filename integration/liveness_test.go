@@ -69,7 +69,7 @@ func TestHostile_JunkCannotPostponeJudgment(t *testing.T) {
 			var at uint64
 			s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) {
 				d.Nodes(func(_ canon.Digest, n projector.Node) {
-					if at == 0 && n.Participant == projector.SupervisorToken && n.Type == typ && n.Seq > after {
+					if at == 0 && n.Participant == wire.SupervisorToken && n.Type == typ && n.Seq > after {
 						at = n.Seq
 					}
 				})

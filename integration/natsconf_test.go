@@ -18,7 +18,7 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -70,14 +70,14 @@ func TestNATSConf_Permissions(t *testing.T) {
 		t.Fatalf("the engine user cannot create the stream: %v", err)
 	}
 	orch := login("orchestrator")
-	if _, err := orch.js.Publish(ctx, projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
+	if _, err := orch.js.Publish(ctx, wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
 		t.Fatalf("orchestrator open: %v", err)
 	}
 	alice, bob := login("alice"), login("bob")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
 
 	// A participant publishes under its own token...
-	if _, err := alice.js.Publish(ctx, projector.ArtifactSubject(delib, "alice"), claim.Canonical); err != nil {
+	if _, err := alice.js.Publish(ctx, wire.ArtifactSubject(delib, "alice"), claim.Canonical); err != nil {
 		t.Fatalf("alice as alice: %v", err)
 	}
 	// ...and under no other, nor as the supervisor, nor on control.
@@ -87,18 +87,18 @@ func TestNATSConf_Permissions(t *testing.T) {
 		_, err := c.js.Publish(short, subject, claim.Canonical)
 		return err != nil
 	}
-	for _, subject := range []string{projector.ArtifactSubject(delib, "bob"), projector.ArtifactSubject(delib, projector.SupervisorToken), projector.ControlSubject(delib)} {
+	for _, subject := range []string{wire.ArtifactSubject(delib, "bob"), wire.ArtifactSubject(delib, wire.SupervisorToken), wire.ControlSubject(delib)} {
 		if !denied(alice, subject) {
 			t.Errorf("alice published on %s", subject)
 		}
 	}
-	if !denied(bob, projector.ArtifactSubject(delib, "alice")) {
+	if !denied(bob, wire.ArtifactSubject(delib, "alice")) {
 		t.Error("bob published as alice")
 	}
 	// ...and reads the stream with an ordered push consumer, but neither
 	// by direct get nor by pull (the answer goes to whatever reply subject
 	// the requester names).
-	if as, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+	if as, err := alice.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("alice stream info: %v", err)
 	} else {
 		short, cancel := context.WithTimeout(ctx, time.Second)
@@ -107,15 +107,15 @@ func TestNATSConf_Permissions(t *testing.T) {
 		if err == nil {
 			t.Error("alice read by direct get")
 		}
-		rd, err := ledger.Read(ctx, alice.nc, projector.ArtifactSubject(delib, "alice"), 0)
+		rd, err := ledger.Read(ctx, alice.nc, wire.ArtifactSubject(delib, "alice"), 0)
 		if err != nil {
 			t.Fatalf("alice ordered push consumer: %v", err)
 		}
-		if m, err := rd.Next(ctx); err != nil || m.Subject != projector.ArtifactSubject(delib, "alice") {
+		if m, err := rd.Next(ctx); err != nil || m.Subject != wire.ArtifactSubject(delib, "alice") {
 			t.Errorf("alice ordered push consumer: %v", err)
 		}
 		rd.Stop()
-		cons, err := as.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{projector.ArtifactSubject(delib, "alice")}})
+		cons, err := as.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{wire.ArtifactSubject(delib, "alice")}})
 		if err != nil {
 			t.Fatalf("alice pull consumer: %v", err)
 		}
@@ -127,7 +127,7 @@ func TestNATSConf_Permissions(t *testing.T) {
 		t.Errorf("alice saw no permission violation: %q", v)
 	}
 	// The engine publishes as _supervisor.
-	if _, err := engine.js.Publish(ctx, projector.ArtifactSubject(delib, projector.SupervisorToken), claim.Canonical); err != nil {
+	if _, err := engine.js.Publish(ctx, wire.ArtifactSubject(delib, wire.SupervisorToken), claim.Canonical); err != nil {
 		t.Errorf("engine as _supervisor: %v", err)
 	}
 	info, err := stream.Info(ctx)
@@ -147,7 +147,7 @@ func TestNATSConf_Permissions(t *testing.T) {
 		defer cancel()
 		return f(short) != nil
 	}
-	if !fails(func(c context.Context) error { return engine.js.DeleteStream(c, ledger.StreamName) }) {
+	if !fails(func(c context.Context) error { return engine.js.DeleteStream(c, wire.StreamName) }) {
 		t.Error("engine deleted the stream")
 	}
 	if !fails(func(c context.Context) error { return stream.Purge(c) }) {
@@ -162,23 +162,23 @@ func TestNATSConf_Permissions(t *testing.T) {
 		t.Error("engine updated the stream")
 	}
 	// Participants cannot either.
-	if !fails(func(c context.Context) error { return alice.js.DeleteStream(c, ledger.StreamName) }) {
+	if !fails(func(c context.Context) error { return alice.js.DeleteStream(c, wire.StreamName) }) {
 		t.Error("alice deleted the stream")
 	}
 	// Only the administrator can delete the stream (and even they cannot
 	// purge it: the stream denies it).
 	admin := login("admin")
-	as, err := admin.js.Stream(ctx, ledger.StreamName)
+	as, err := admin.js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := as.Purge(ctx); err == nil {
 		t.Error("admin purged a DenyPurge stream")
 	}
-	if err := admin.js.DeleteStream(ctx, ledger.StreamName); err != nil {
+	if err := admin.js.DeleteStream(ctx, wire.StreamName); err != nil {
 		t.Errorf("admin cannot delete the stream: %v", err)
 	}
-	if _, err := engine.js.Stream(ctx, ledger.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if _, err := engine.js.Stream(ctx, wire.StreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("after admin delete: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/substrate"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The done-when of substrate provenance, against a live engine that
@@ -123,7 +124,7 @@ func TestProvenance_Live(t *testing.T) {
 	for _, a := range list {
 		if a.Type == string(events.TypeFailure) {
 			failure := fetch(t, s, id2, a.ArtifactID)
-			if f, ok := failure.Payload.(*events.Failure); !ok || f.Code != closure.CodeInadmissible || a.Participant != projector.SupervisorToken {
+			if f, ok := failure.Payload.(*events.Failure); !ok || f.Code != closure.CodeInadmissible || a.Participant != wire.SupervisorToken {
 				t.Fatalf("%s", failure.Canonical)
 			}
 			found = true

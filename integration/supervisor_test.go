@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // engineWith starts an in-process engine (embedded NATS) for a test.
@@ -273,7 +274,7 @@ func TestSupervisor_DoubleRunAndCrash(t *testing.T) {
 			}
 			meta, _ := m.Metadata()
 			pos = meta.Sequence.Stream
-			if m.Subject == projector.ArtifactSubject(id, projector.SupervisorToken) {
+			if m.Subject == wire.ArtifactSubject(id, wire.SupervisorToken) {
 				n++
 			}
 		}

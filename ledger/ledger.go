@@ -1,7 +1,9 @@
 // Package ledger is the JetStream side of parley: the PARLEY stream that
 // holds every artifact and control message, the configuration that keeps
-// it whole, and publishing with the idempotency and concurrency headers the
-// engine relies on.
+// it whole, the ordered consumer participants read it with (Reader), and
+// the JetStream API errors the engine tells apart (IsWrongLastSequence,
+// IsLostRace and the others: errors.go). Its name, subjects and the
+// publishers' dedupe ids are wire's.
 //
 // The stream is the record. Its configuration must make dropping or
 // erasing a message impossible through the engine: file storage, no age,
@@ -26,14 +28,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// StreamName is the one stream.
-const StreamName = wire.StreamName
-
-// Subjects the stream holds: artifacts and control messages. They are the
-// only subjects of parley.<deliberation>.…; the query service's
-// parley.api.* subjects stay out of the stream.
-var Subjects = wire.StreamSubjects
-
 // DuplicateWindow is the stream's dedupe window. It only absorbs client
 // retries; permanent idempotency is the projector's.
 const DuplicateWindow = 2 * time.Minute
@@ -45,9 +39,9 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 		replicas = 1
 	}
 	return jetstream.StreamConfig{
-		Name:              StreamName,
+		Name:              wire.StreamName,
 		Description:       "parley: the append-only record of every deliberation",
-		Subjects:          Subjects,
+		Subjects:          wire.StreamSubjects,
 		Retention:         jetstream.LimitsPolicy,
 		MaxConsumers:      -1,
 		MaxMsgs:           -1,
@@ -113,7 +107,7 @@ func Check(cfg jetstream.StreamConfig) error {
 	if cfg.SubjectDeleteMarkerTTL > 0 {
 		p = append(p, "subject_delete_marker_ttl is set")
 	}
-	for _, s := range Subjects {
+	for _, s := range wire.StreamSubjects {
 		if !slices.Contains(cfg.Subjects, s) {
 			p = append(p, "subjects do not include "+s)
 		}
@@ -128,25 +122,19 @@ func Check(cfg jetstream.StreamConfig) error {
 // checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
 // could drop or erase messages. It never changes an existing stream.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, StreamName)
+	s, err := js.Stream(ctx, wire.StreamName)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		s, err = js.CreateStream(ctx, StreamConfig(replicas))
 		if err != nil {
-			return nil, fmt.Errorf("ledger: create stream %s: %w", StreamName, err)
+			return nil, fmt.Errorf("ledger: create stream %s: %w", wire.StreamName, err)
 		}
 		return s, nil
 	case err != nil:
-		return nil, fmt.Errorf("ledger: look up stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("ledger: look up stream %s: %w", wire.StreamName, err)
 	}
 	if err := Check(s.CachedInfo().Config); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
-
-// MsgIDs makes the Nats-Msg-Ids of one publisher (wire.MsgIDs).
-type MsgIDs = wire.MsgIDs
-
-// NewMsgIDs returns the ids of a new publisher (wire.NewMsgIDs).
-func NewMsgIDs() *MsgIDs { return wire.NewMsgIDs() }

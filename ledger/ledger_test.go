@@ -11,6 +11,7 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/wire"
 )
 
 func connect(t *testing.T) jetstream.JetStream {
@@ -108,7 +109,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestMsgIDs_For(t *testing.T) {
-	a, b := ledger.NewMsgIDs(), ledger.NewMsgIDs()
+	a, b := wire.NewMsgIDs(), wire.NewMsgIDs()
 	subject := "parley.019ad3f0-0000-7000-8000-000000000001.art.bob"
 	id := "sha256:" + strings.Repeat("ab", 32)
 	got := a.Artifact(subject, id)
@@ -137,14 +138,14 @@ func TestMsgIDs_NoSquatting(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := "019ad3f0-0000-7000-8000-000000000001"
-	bob := ledger.NewMsgIDs()
+	bob := wire.NewMsgIDs()
 	art := "sha256:" + strings.Repeat("cd", 32)
 	subject := "parley." + d + ".art.bob"
 	first, err := js.Publish(ctx, subject, []byte("first"), jetstream.WithMsgID(bob.Artifact(subject, "sha256:"+strings.Repeat("01", 32))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen, err := js.Stream(ctx, ledger.StreamName)
+	seen, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

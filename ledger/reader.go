@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/parley-engine/parley/wire"
 )
 
 // ReaderHeartbeat is how often the server tells an idle Reader that its
@@ -22,8 +24,8 @@ const ReaderHeartbeat = time.Second
 // deletion, and the replies to the server's flow control. Nothing else: a
 // Reader never pulls.
 var ReaderSubjects = []string{
-	"$JS.API.CONSUMER.CREATE." + StreamName + ".>",
-	"$JS.API.CONSUMER.DELETE." + StreamName + ".*",
+	"$JS.API.CONSUMER.CREATE." + wire.StreamName + ".>",
+	"$JS.API.CONSUMER.DELETE." + wire.StreamName + ".*",
 	"$JS.FC.>",
 }
 
@@ -83,9 +85,9 @@ func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Read
 
 func (r *Reader) what() string {
 	if r.filter == "" {
-		return "the stream " + StreamName
+		return "the stream " + wire.StreamName
 	}
-	return StreamName + " " + r.filter
+	return wire.StreamName + " " + r.filter
 }
 
 // subscribe creates the Reader's consumer from r.next, within ctx.
@@ -106,7 +108,7 @@ func (r *Reader) subscribe(ctx context.Context) error {
 	// with ctx, so ctx is raced here instead.
 	done := make(chan created, 1)
 	go func() {
-		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(StreamName), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
+		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(wire.StreamName), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
 		done <- created{sub, err}
 	}()
 	select {
@@ -192,7 +194,7 @@ func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
 			return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 		}
 		meta, err := m.Metadata()
-		if err != nil || meta.Stream != StreamName || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
+		if err != nil || meta.Stream != wire.StreamName || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
 			// Not a message of this Reader's: anything published onto its
 			// inbox (another's push consumer may deliver there), a message
 			// already read, or one outside its filter.
@@ -225,15 +227,12 @@ func (r *Reader) Stop() {
 // passes: no answer (no server, no JetStream yet, a lost connection), or a
 // cluster that is electing or restarting a peer.
 func retryable(err error) bool {
-	var apiErr *nats.APIError
 	switch {
 	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, nats.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
-	case errors.As(err, &apiErr):
-		return apiErr.ErrorCode == nats.JSErrCodeInsufficientResourcesErr || apiErr.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
 	}
-	return false
+	return HasErrorCode(err, ErrCodeInsufficientResources, ErrCodeJetStreamNotAvailable)
 }
 
 // matches reports whether subject is one of filter's ("" matches every

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/wire"
 )
 
 // BenchmarkReader reads a stream of 100,000 messages of 600 B from its
@@ -60,7 +61,7 @@ func BenchmarkReader(b *testing.B) {
 	})
 	b.Run("pull", func(b *testing.B) {
 		for b.Loop() {
-			cons, err := js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{})
+			cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/wire"
 )
 
 // readerServer starts a server listening on a port, with the stream, and
@@ -184,7 +185,7 @@ func TestReader_NeedsOnlyReaderSubjects(t *testing.T) {
 	r.Stop()
 	// Stopped, its consumer is deleted.
 	for {
-		info, err := js.Stream(ctx, StreamName)
+		info, err := js.Stream(ctx, wire.StreamName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,13 +225,13 @@ func TestReader_SkipsWhatIsNotItsOwn(t *testing.T) {
 		inject func(inbox string)
 	}{
 		{"another subject", func(inbox string) {
-			if _, err := js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{Name: "onto-the-inbox-0", DeliverSubject: inbox,
+			if _, err := js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-the-inbox-0", DeliverSubject: inbox,
 				AckPolicy: jetstream.AckNonePolicy, FilterSubject: theirs}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"before the start", func(inbox string) {
-			if _, err := js.CreateOrUpdatePushConsumer(ctx, StreamName, jetstream.ConsumerConfig{Name: "onto-the-inbox-1", DeliverSubject: inbox,
+			if _, err := js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "onto-the-inbox-1", DeliverSubject: inbox,
 				AckPolicy: jetstream.AckNonePolicy, FilterSubject: mine, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: old}); err != nil {
 				t.Fatal(err)
 			}

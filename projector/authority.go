@@ -8,6 +8,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Rules are the termination supervisor's rules, as the fold applies them
@@ -55,7 +56,7 @@ func (d *Deliberation) terminator(participant string) bool {
 // position. Both are judged at their own position, so every reference must
 // already be in the DAG. It returns the rejection code and message, or "".
 func (d *Deliberation) authorize(m Msg, a *events.Artifact, participant string) (string, string) {
-	super := participant == SupervisorToken
+	super := participant == wire.SupervisorToken
 	if !super && a.Type != events.TypeTermination {
 		return "", ""
 	}

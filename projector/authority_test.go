@@ -8,6 +8,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // clock is a feed whose messages carry a stream time the test sets.
@@ -22,12 +23,12 @@ func newClock(t *testing.T, opts projector.Options) *clock {
 
 func (c *clock) send(participant string, a *events.Artifact) projector.Outcome {
 	c.seq++
-	return c.p.Apply(projector.Msg{Seq: c.seq, Subject: projector.ArtifactSubject(delib, participant), Data: a.Canonical, Time: c.now})
+	return c.p.Apply(projector.Msg{Seq: c.seq, Subject: wire.ArtifactSubject(delib, participant), Data: a.Canonical, Time: c.now})
 }
 
 func (c *clock) control(json string) projector.Outcome {
 	c.seq++
-	return c.p.Apply(projector.Msg{Seq: c.seq, Subject: projector.ControlSubject(delib), Data: []byte(json), Time: c.now})
+	return c.p.Apply(projector.Msg{Seq: c.seq, Subject: wire.ControlSubject(delib), Data: []byte(json), Time: c.now})
 }
 
 func (c *clock) admit(participant string, a *events.Artifact) {
@@ -43,7 +44,7 @@ func (c *clock) publishDecided() []supervisor.Emission {
 	c.t.Helper()
 	es := supervisor.Decide(c.d(), c.now)
 	for _, e := range es {
-		c.admit(projector.SupervisorToken, e.Artifact)
+		c.admit(wire.SupervisorToken, e.Artifact)
 	}
 	return es
 }
@@ -76,9 +77,9 @@ func TestApply_AuthorityToEnd(t *testing.T) {
 		{"alice completes her own decision", "alice", term(events.Completed, nil, decides), projector.CodeTerminationUnauthorized},
 		{"bob cancels without a control message", "bob", term(events.Cancelled, nil), projector.CodeTerminationUnauthorized},
 		{"bob suspends", "bob", term(events.Suspended, nil), projector.CodeTerminationUnauthorized},
-		{"a forged supervisor exhausts it", projector.SupervisorToken, term(events.Exhausted, []canon.Digest{ob.ID}, events.Reference{Target: ob.ID, Relation: events.Considers}), projector.CodeSupervisorUnjustified},
-		{"a forged supervisor completes it", projector.SupervisorToken, term(events.Completed, nil, decides), projector.CodeSupervisorUnjustified},
-		{"a forged supervisor FAILURE judges the decision", projector.SupervisorToken, events.MustSeal(events.Draft{Type: events.TypeFailure,
+		{"a forged supervisor exhausts it", wire.SupervisorToken, term(events.Exhausted, []canon.Digest{ob.ID}, events.Reference{Target: ob.ID, Relation: events.Considers}), projector.CodeSupervisorUnjustified},
+		{"a forged supervisor completes it", wire.SupervisorToken, term(events.Completed, nil, decides), projector.CodeSupervisorUnjustified},
+		{"a forged supervisor FAILURE judges the decision", wire.SupervisorToken, events.MustSeal(events.Draft{Type: events.TypeFailure,
 			Payload: events.Failure{Code: "closure.hidden_blocking_objection", Description: "forged"}, References: []events.Reference{{Target: hiding.ID, Relation: events.Considers}}}), projector.CodeSupervisorUnjustified},
 		{"the moderator completes a decision that does not verify", "moderator", term(events.Completed, nil, decides), projector.CodeTerminationUnjustified},
 		{"the moderator deadlocks it before any idle timeout", "moderator", term(events.Deadlock, []canon.Digest{ob.ID}, events.Reference{Target: ob.ID, Relation: events.Considers}), projector.CodeTerminationUnjustified},
@@ -180,7 +181,7 @@ func TestApply_NoRules(t *testing.T) {
 	if len(es) != 1 {
 		t.Fatal(es)
 	}
-	if o := c.send(projector.SupervisorToken, es[0].Artifact); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
+	if o := c.send(wire.SupervisorToken, es[0].Artifact); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
 		t.Fatalf("%+v", o)
 	}
 }
@@ -201,7 +202,7 @@ func TestApply_SupervisorClock(t *testing.T) {
 		t.Fatalf("%+v", ahead)
 	}
 	c.now = t0.Add(10*time.Minute - projector.ClockSkew - time.Second)
-	if o := c.send(projector.SupervisorToken, ahead[0].Artifact); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
+	if o := c.send(wire.SupervisorToken, ahead[0].Artifact); o.Rejection == nil || o.Rejection.Code != projector.CodeSupervisorUnjustified {
 		t.Fatalf("an emission from a clock %s ahead: %+v", projector.ClockSkew+time.Second, o)
 	}
 	// Judged a minute before the idle timeout passed, the stall FAILURE
@@ -219,8 +220,8 @@ func TestApply_SupervisorClock(t *testing.T) {
 	if first := supervisor.Decide(c.d(), c.now); first[0].Reason != supervisor.CodeDeadlockIdle {
 		t.Fatalf("%+v", first)
 	}
-	c.admit(projector.SupervisorToken, stall[0].Artifact)
-	c.admit(projector.SupervisorToken, stall[1].Artifact)
+	c.admit(wire.SupervisorToken, stall[0].Artifact)
+	c.admit(wire.SupervisorToken, stall[1].Artifact)
 	if c.d().Status != projector.StatusDeadlock {
 		t.Fatal(c.d().Status)
 	}
@@ -258,7 +259,7 @@ func TestStateDigest_Cached(t *testing.T) {
 	}
 	f.art("alice", claim("a"))
 	second := d.StateDigest()
-	f.raw(projector.ArtifactSubject(delib, "alice"), []byte("junk")) // a rejection
+	f.raw(wire.ArtifactSubject(delib, "alice"), []byte("junk")) // a rejection
 	third := d.StateDigest()
 	if second == first || third == second {
 		t.Fatal("the cached digest did not follow the state")
@@ -266,7 +267,7 @@ func TestStateDigest_Cached(t *testing.T) {
 	g := newFeed(t)
 	g.ctl(`{"op":"open","charter":{"title":"t"}}`)
 	g.art("alice", claim("a"))
-	g.raw(projector.ArtifactSubject(delib, "alice"), []byte("junk"))
+	g.raw(wire.ArtifactSubject(delib, "alice"), []byte("junk"))
 	if g.d().StateDigest() != third {
 		t.Fatal("a fresh fold of the same messages gives another digest")
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // BenchmarkApply folds a chain of objections (one reference each) into one
@@ -17,14 +18,14 @@ import (
 func BenchmarkApply(b *testing.B) {
 	const n = 20000
 	msgs := make([]projector.Msg, 0, n+1)
-	msgs = append(msgs, projector.Msg{Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"bench"}}`)})
+	msgs = append(msgs, projector.Msg{Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"bench"}}`)})
 	prev := claim("root")
-	msgs = append(msgs, projector.Msg{Subject: projector.ArtifactSubject(delib, "p0"), Data: prev.Canonical})
+	msgs = append(msgs, projector.Msg{Subject: wire.ArtifactSubject(delib, "p0"), Data: prev.Canonical})
 	for i := 1; i < n; i++ {
 		a := events.MustSeal(events.Draft{Type: events.TypeObjection,
 			Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
 			References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
-		msgs = append(msgs, projector.Msg{Subject: projector.ArtifactSubject(delib, fmt.Sprintf("p%d", i%10)), Data: a.Canonical})
+		msgs = append(msgs, projector.Msg{Subject: wire.ArtifactSubject(delib, fmt.Sprintf("p%d", i%10)), Data: a.Canonical})
 		prev = a
 	}
 	b.ReportAllocs()
@@ -50,16 +51,16 @@ func snapshotBench(b *testing.B, n int) *projector.Projection {
 	prev := make([]*events.Artifact, k)
 	for d := range k {
 		id := fmt.Sprintf("%s%d", delib[:len(delib)-1], d)
-		p.Apply(projector.Msg{Seq: next(), Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"bench"}}`)})
+		p.Apply(projector.Msg{Seq: next(), Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"bench"}}`)})
 		prev[d] = claim("root")
-		p.Apply(projector.Msg{Seq: next(), Subject: projector.ArtifactSubject(id, "p0"), Data: prev[d].Canonical})
+		p.Apply(projector.Msg{Seq: next(), Subject: wire.ArtifactSubject(id, "p0"), Data: prev[d].Canonical})
 	}
 	for i := 1; i < n/k; i++ {
 		for d := range k {
 			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
 				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold", i), Blocking: i%10 == 0},
 				References: []events.Reference{{Target: prev[d].ID, Relation: events.ObjectsTo}}})
-			p.Apply(projector.Msg{Seq: next(), Subject: projector.ArtifactSubject(fmt.Sprintf("%s%d", delib[:len(delib)-1], d), fmt.Sprintf("p%d", i%10)), Data: a.Canonical})
+			p.Apply(projector.Msg{Seq: next(), Subject: wire.ArtifactSubject(fmt.Sprintf("%s%d", delib[:len(delib)-1], d), fmt.Sprintf("p%d", i%10)), Data: a.Canonical})
 			prev[d] = a
 		}
 	}
@@ -153,7 +154,7 @@ func BenchmarkHeldPerOpen(b *testing.B) {
 					pad := size - len(open) - len(`,"limits":{}`) - 40
 					open = fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","participants":[%s]}}`, i, tokens(pad))
 				}
-				msgs[i] = projector.Msg{Seq: uint64(i + 1), Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(open)}
+				msgs[i] = projector.Msg{Seq: uint64(i + 1), Subject: wire.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(open)}
 			}
 			var held float64
 			for b.Loop() {
@@ -193,16 +194,16 @@ func tokens(size int) string {
 // kept rejections are full (MaxKept, 10,000): what junk costs the fold.
 func BenchmarkRejectionPastKept(b *testing.B) {
 	p := projector.New(projector.Options{})
-	p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"junk","participants":["alice"]}}`)})
+	p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"junk","participants":["alice"]}}`)})
 	junk := claim("junk").Canonical
 	seq := uint64(1)
 	for range p.MaxKept() {
 		seq++
-		p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "mallory"), Data: junk})
+		p.Apply(projector.Msg{Seq: seq, Subject: wire.ArtifactSubject(delib, "mallory"), Data: junk})
 	}
 	for b.Loop() {
 		seq++
-		if o := p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "mallory"), Data: junk}); o.Rejection == nil {
+		if o := p.Apply(projector.Msg{Seq: seq, Subject: wire.ArtifactSubject(delib, "mallory"), Data: junk}); o.Rejection == nil {
 			b.Fatal("admitted")
 		}
 	}
@@ -217,18 +218,18 @@ func BenchmarkHeldPerHostileMessage(b *testing.B) {
 	pad := strings.Repeat("x", 900<<10)
 	kinds := map[string]func(i int) projector.Msg{
 		"control_900KB": func(i int) projector.Msg {
-			return projector.Msg{Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"` + pad + `"}`)}
+			return projector.Msg{Subject: wire.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"` + pad + `"}`)}
 		},
 		"artifact_900KB_unknown_reference": func(i int) projector.Msg {
 			a := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: pad, Blocking: true},
 				References: []events.Reference{{Target: claim(fmt.Sprint("never ", i)).ID, Relation: events.ObjectsTo}}})
-			return projector.Msg{Subject: projector.ArtifactSubject(delib, "mallory"), Data: a.Canonical}
+			return projector.Msg{Subject: wire.ArtifactSubject(delib, "mallory"), Data: a.Canonical}
 		},
 		"open_900KB_title": func(i int) projector.Msg {
-			return projector.Msg{Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"open","charter":{"title":"` + pad + `"}}`)}
+			return projector.Msg{Subject: wire.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"open","charter":{"title":"` + pad + `"}}`)}
 		},
 		"junk_claim": func(i int) projector.Msg {
-			return projector.Msg{Subject: projector.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
+			return projector.Msg{Subject: wire.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
 		},
 	}
 	for _, name := range []string{"control_900KB", "artifact_900KB_unknown_reference", "open_900KB_title", "junk_claim"} {
@@ -240,7 +241,7 @@ func BenchmarkHeldPerHostileMessage(b *testing.B) {
 			var held, size float64
 			for b.Loop() {
 				p := projector.New(projector.Options{})
-				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+				p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
 				runtime.GC()
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
@@ -276,12 +277,12 @@ func BenchmarkHeldPastBounds(b *testing.B) {
 			var held float64
 			for b.Loop() {
 				p := projector.New(projector.Options{})
-				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+				p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
 				msg := func(i int) projector.Msg {
 					if name == "junk_claim" {
-						return projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
+						return projector.Msg{Seq: uint64(i + 2), Subject: wire.ArtifactSubject(delib, "mallory"), Data: claim(fmt.Sprint("junk ", i)).Canonical}
 					}
-					return projector.Msg{Seq: uint64(i + 2), Subject: projector.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"x"}`)}
+					return projector.Msg{Seq: uint64(i + 2), Subject: wire.ControlSubject(fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)), Data: []byte(`{"op":"x"}`)}
 				}
 				heap := func() int64 {
 					runtime.GC()

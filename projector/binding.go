@@ -62,7 +62,7 @@ func (d *Deliberation) Principal() string {
 func (ch *Charter) checkPrincipal() error {
 	switch {
 	case ch.Principal == "":
-	case !ValidToken(ch.Principal):
+	case !wire.ValidToken(ch.Principal):
 		return errors.New("charter: principal token " + strconv.Quote(ch.Principal))
 	case len(ch.Participants) > 0 && !slices.Contains(ch.Participants, ch.Principal):
 		return errors.New("charter: the principal " + ch.Principal + " is not one of the participants")
@@ -91,7 +91,7 @@ func (ch *Charter) checkPrincipal() error {
 // (reference.unavailable), so every artifact is judged here against the
 // DECISIONs it decides.
 func (d *Deliberation) bindingRule(a *events.Artifact, participant string) (code, msg string) {
-	if participant == SupervisorToken {
+	if participant == wire.SupervisorToken {
 		return "", "" // authorize admits only what the supervisor's rules call for
 	}
 	principal := d.Principal()

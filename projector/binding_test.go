@@ -13,6 +13,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // envelope64 returns seed 002 §6.4's envelope (the first vector of
@@ -373,10 +374,10 @@ func TestBindingRule_Snapshot(t *testing.T) {
 	}{{"architect", cl}, {"judge", prov}, {"bob", early}, {"bob", r}, {"principal", r}}
 	fold := func(p *projector.Projection, from, to int) {
 		for i := from; i < to; i++ {
-			p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(delib, msgs[i].who), Data: msgs[i].a.Canonical, Time: t0})
+			p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: wire.ArtifactSubject(delib, msgs[i].who), Data: msgs[i].a.Canonical, Time: t0})
 		}
 	}
-	open := projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"share?","principal":"principal"}}`), Time: t0}
+	open := projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"share?","principal":"principal"}}`), Time: t0}
 	whole := projector.New(projector.Options{Rules: supervisor.Rules{}})
 	whole.Apply(open)
 	fold(whole, 0, len(msgs))
@@ -426,15 +427,15 @@ func BenchmarkBindingRule_Forged(b *testing.B) {
 			opts.Rules, opts.MaxKept = supervisor.Rules{}, 100
 			p := projector.New(opts)
 			seq := uint64(1)
-			p.Apply(projector.Msg{Seq: seq, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["judge","mallory","principal"]}}`), Time: t0})
+			p.Apply(projector.Msg{Seq: seq, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["judge","mallory","principal"]}}`), Time: t0})
 			for _, a := range []*events.Artifact{cl, prov} {
 				seq++
-				p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "judge"), Data: a.Canonical, Time: t0})
+				p.Apply(projector.Msg{Seq: seq, Subject: wire.ArtifactSubject(delib, "judge"), Data: a.Canonical, Time: t0})
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				seq++
-				if o := p.Apply(projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, bc.who), Data: forged[i%len(forged)], Time: t0}); o.Rejection == nil || o.Rejection.Code != "binding."+bc.name && o.Rejection.Code != "participant."+bc.name {
+				if o := p.Apply(projector.Msg{Seq: seq, Subject: wire.ArtifactSubject(delib, bc.who), Data: forged[i%len(forged)], Time: t0}); o.Rejection == nil || o.Rejection.Code != "binding."+bc.name && o.Rejection.Code != "participant."+bc.name {
 					b.Fatalf("%+v", o)
 				}
 			}

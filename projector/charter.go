@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Limits are a charter's limits (the "limits" member of the open control
@@ -214,7 +216,7 @@ func effective(ch *Charter, def Defaults) (Limits, Policy, error) {
 		}
 	}
 	for _, t := range p.RequiredParticipants {
-		if !ValidToken(t) {
+		if !wire.ValidToken(t) {
 			return l, p, errors.New("policy.required_participants: " + t + " is not a participant token")
 		}
 	}
@@ -224,7 +226,7 @@ func effective(ch *Charter, def Defaults) (Limits, Policy, error) {
 // strictJSON decodes an object, refusing unknown members: a misspelt limit
 // must not silently mean no limit.
 func strictJSON(b []byte, v any) error {
-	dec := json.NewDecoder(bytesReader(b))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // typeIndex numbers the artifact types compactly; typeOf reverses it.
@@ -268,7 +269,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}
 	id := func() string { return a.ID.String() }
-	super := participant == SupervisorToken
+	super := participant == wire.SupervisorToken
 	// A TERMINATION from one of the charter's terminators (authorize
 	// judges whether the record justifies it).
 	term := a.Type == events.TypeTermination && d.terminator(participant)
@@ -343,7 +344,7 @@ func (d *Deliberation) admit(p *candidate, out *Outcome) {
 	for _, r := range a.References {
 		depth = max(depth, d.nodes[d.node(r.Target)].depth+1)
 	}
-	if l := d.limits.MaxDepth; l > 0 && int(depth) > l && p.participant != SupervisorToken {
+	if l := d.limits.MaxDepth; l > 0 && int(depth) > l && p.participant != wire.SupervisorToken {
 		out.Rejection = d.reject(p.seq, p.participant, a.ID.String(), ClassInvalidSubmission, CodeLimitGraphDepth,
 			"graph depth "+strconv.Itoa(int(depth))+" exceeds max_depth "+strconv.Itoa(l)).Rejection
 		return
@@ -351,7 +352,7 @@ func (d *Deliberation) admit(p *candidate, out *Outcome) {
 	d.Position = p.seq
 	n := node{seq: p.seq, depth: depth, part: d.participant(p.participant), typ: typeIndex[a.Type], extra: -1,
 		refStart: uint32(len(d.refs)), refLen: uint32(len(a.References))}
-	if p.participant != SupervisorToken {
+	if p.participant != wire.SupervisorToken {
 		d.LastActivity, d.LastActivityAt = d.now, p.seq
 		d.account(a)
 	} else {
@@ -393,7 +394,7 @@ func (d *Deliberation) admit(p *candidate, out *Outcome) {
 	if len(a.Extensions) > 0 {
 		ex.extensions = a.Extensions
 	}
-	if a.Type == events.TypeEvidence && d.policy.Provenance != nil && p.participant != SupervisorToken {
+	if a.Type == events.TypeEvidence && d.policy.Provenance != nil && p.participant != wire.SupervisorToken {
 		ex.provenance = d.judge(a, p.time, p.reverified)
 	}
 	if ex.decision != nil || ex.termination != nil || ex.extensions != nil || ex.provenance != nil {

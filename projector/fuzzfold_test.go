@@ -43,7 +43,7 @@ const (
 
 var (
 	fuzzDelibs   = delibs[:2]
-	fuzzParts    = []string{"alice", "bob", "moderator", projector.SupervisorToken, "not a token", "alice"}
+	fuzzParts    = []string{"alice", "bob", "moderator", wire.SupervisorToken, "not a token", "alice"}
 	fuzzCharters = []string{
 		`{"title":"t","terminators":["moderator"]}`,
 		`{"title":"t","terminators":["moderator"],"limits":{"max_artifacts":6}}`,
@@ -121,10 +121,10 @@ func decodeScript(data []byte, opts projector.Options) folded {
 		var a *events.Artifact
 		switch int(h&0x7f) % opKinds {
 		case opOpen:
-			emit(projector.ControlSubject(d), []byte(`{"op":"open","charter":`+fuzzCharters[int(in.next())%len(fuzzCharters)]+`}`), nil)
+			emit(wire.ControlSubject(d), []byte(`{"op":"open","charter":`+fuzzCharters[int(in.next())%len(fuzzCharters)]+`}`), nil)
 			continue
 		case opControl:
-			emit(projector.ControlSubject(d), []byte(fuzzControls[int(in.next())%len(fuzzControls)]), nil)
+			emit(wire.ControlSubject(d), []byte(fuzzControls[int(in.next())%len(fuzzControls)]), nil)
 			continue
 		case opClaim:
 			a = claim(fmt.Sprint("claim ", in.next()))
@@ -183,12 +183,12 @@ func decodeScript(data []byte, opts projector.Options) folded {
 			}
 			a = known[from][len(known[from])-1]
 		case opRaw:
-			emit(projector.ArtifactSubject(d, who), in.take(int(in.next())%64), nil)
+			emit(wire.ArtifactSubject(d, who), in.take(int(in.next())%64), nil)
 			continue
 		case opSupervisor:
 			if dd := f.p.Deliberation(d); dd != nil {
 				for _, e := range supervisor.Decide(dd, now) {
-					emit(projector.ArtifactSubject(d, projector.SupervisorToken), e.Artifact.Canonical, nil)
+					emit(wire.ArtifactSubject(d, wire.SupervisorToken), e.Artifact.Canonical, nil)
 					known[d] = append(known[d], e.Artifact)
 				}
 			}
@@ -198,15 +198,15 @@ func decodeScript(data []byte, opts projector.Options) folded {
 			// ends the import, names another deliberation's message, or
 			// says nothing of what it restores.
 			c := claim(fmt.Sprint("imported ", in.next()))
-			im := &projector.Import{Subject: projector.ArtifactSubject(d, who), Position: uint64(len(f.msgs)), Time: now.Add(-time.Hour)}
+			im := &projector.Import{Subject: wire.ArtifactSubject(d, who), Position: uint64(len(f.msgs)), Time: now.Add(-time.Hour)}
 			body := c.Canonical
 			switch k := in.next() % 6; k {
 			case 0:
-				im.Subject, body = projector.ControlSubject(d), []byte(`{"op":"open","charter":`+fuzzCharters[0]+`}`)
+				im.Subject, body = wire.ControlSubject(d), []byte(`{"op":"open","charter":`+fuzzCharters[0]+`}`)
 			case 1:
 				im, body = &projector.Import{End: true}, nil
 			case 2:
-				im.Subject = projector.ArtifactSubject(other, who)
+				im.Subject = wire.ArtifactSubject(other, who)
 			case 3:
 				im = nil
 			}
@@ -227,7 +227,7 @@ func decodeScript(data []byte, opts projector.Options) folded {
 			a = events.MustSeal(events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: fmt.Sprint("instead ", in.next())},
 				References: []events.Reference{{Target: target(d).ID, Relation: events.Supersedes}}})
 		}
-		emit(projector.ArtifactSubject(d, who), a.Canonical, nil)
+		emit(wire.ArtifactSubject(d, who), a.Canonical, nil)
 		known[d] = append(known[d], a)
 	}
 	return f
@@ -347,7 +347,7 @@ func TestFuzzFold_SeedsExercise(t *testing.T) {
 		})
 	}
 	for _, must := range []string{"status completed", "status cancelled", "status exhausted", "status open", "imported", "late",
-		"terminated by moderator", "terminated by " + projector.SupervisorToken,
+		"terminated by moderator", "terminated by " + wire.SupervisorToken,
 		projector.CodeDuplicate, projector.CodeImporting, projector.CodeImportInvalid, projector.CodeLimitArtifactSize,
 		projector.CodeTerminationUnjustified, projector.CodeSupervisorUnjustified, projector.CodeUnknownTarget, projector.CodeNotOpen,
 		projector.CodeAlreadyOpen, projector.CodeTerminal, projector.CodeSubjectInvalid, projector.CodeDeliberationInvalid,
@@ -429,7 +429,7 @@ func checkFold(t *testing.T, s folded, opts projector.Options, cutAt int) {
 	for _, id := range fuzzDelibs {
 		var own []projector.Msg
 		for _, m := range s.msgs {
-			if projector.DeliberationOf(m.Subject) == id {
+			if wire.DeliberationOf(m.Subject) == id {
 				own = append(own, m)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // What the engine keeps of rejected messages is bounded in bytes across
@@ -65,14 +66,14 @@ func TestKeptBytes_DigestCoversDropped(t *testing.T) {
 	digest := func(first string) (string, *projector.Deliberation) {
 		p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 4, MaxKeptBytes: 1000})
 		id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4c01"
-		p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+		p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
 		for i := range 50 {
 			who := "mallory"
 			if i == 0 {
 				who = first
 			}
 			a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint("junk ", i)}})
-			if o := p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(id, who), Data: a.Canonical}); o.Rejection == nil {
+			if o := p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: wire.ArtifactSubject(id, who), Data: a.Canonical}); o.Rejection == nil {
 				t.Fatalf("message %d admitted", i)
 			}
 		}
@@ -97,10 +98,10 @@ func TestKeptBytes_DigestCoversDropped(t *testing.T) {
 func TestKeptBytes_QueueBounded(t *testing.T) {
 	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 10})
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4c02"
-	p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
+	p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"t","participants":["alice"]}}`)})
 	worst := 0
 	for i := range 20000 {
-		p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: projector.ArtifactSubject(id, "mallory"), Data: []byte("not json")})
+		p.Apply(projector.Msg{Seq: uint64(i + 2), Subject: wire.ArtifactSubject(id, "mallory"), Data: []byte("not json")})
 		q, _ := projector.KeptQueue(p)
 		worst = max(worst, q)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Verdict is what the fold did with one message.
@@ -72,13 +73,13 @@ var (
 // were evicted, a message found nowhere is VerdictUnknown rather than
 // guessed.
 func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOutcome, error) {
-	delib, kind, participant := route(m.Subject)
+	delib, kind, participant := wire.Parse(m.Subject)
 	if delib != id || kind == "" {
 		return MessageOutcome{}, ErrOtherDeliberation
 	}
-	if im := m.Import; kind == "art" && participant == ImportToken && im != nil && DeliberationOf(im.Subject) == delib {
+	if im := m.Import; kind == "art" && participant == wire.ImportToken && im != nil && wire.DeliberationOf(im.Subject) == delib {
 		// An importer's message is judged as the message it restores.
-		if _, k, pt := route(im.Subject); k != "" {
+		if _, k, pt := wire.Parse(im.Subject); k != "" {
 			kind, participant = k, pt
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // tape applies messages with consecutive positions and keeps them, as the
@@ -35,20 +36,20 @@ func TestProjection_OutcomeOf(t *testing.T) {
 	const other = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
 	tp := &tape{p: projector.New(projector.Options{})}
 	art := func(who string, a *events.Artifact) uint64 {
-		return tp.put(projector.ArtifactSubject(delib, who), string(a.Canonical))
+		return tp.put(wire.ArtifactSubject(delib, who), string(a.Canonical))
 	}
 	c := claim("the cache halves p99")
 	missing := claim("not yet published")
-	refused := tp.put(projector.ControlSubject(other), `{"op":"open","charter":{"title":"x","limits":{"max_artifactz":3}}}`)
+	refused := tp.put(wire.ControlSubject(other), `{"op":"open","charter":{"title":"x","limits":{"max_artifactz":3}}}`)
 	early := art("alice", c)
-	open := tp.put(projector.ControlSubject(delib), `{"op":"open","charter":{"title":"t","participants":["alice"]}}`)
+	open := tp.put(wire.ControlSubject(delib), `{"op":"open","charter":{"title":"t","participants":["alice"]}}`)
 	accepted := art("alice", c)
 	pending := art("alice", objection(missing.ID, true))
 	stranger := art("bob", claim("hello"))
-	garbage := tp.put(projector.ArtifactSubject(delib, "alice"), `{"a":1.5}`)
-	round := tp.put(projector.ControlSubject(delib), `{"op":"round","round":1}`)
-	again := tp.put(projector.ControlSubject(delib), `{"op":"round","round":1}`)
-	cancel := tp.put(projector.ControlSubject(delib), `{"op":"cancel","reason":"done"}`)
+	garbage := tp.put(wire.ArtifactSubject(delib, "alice"), `{"a":1.5}`)
+	round := tp.put(wire.ControlSubject(delib), `{"op":"round","round":1}`)
+	again := tp.put(wire.ControlSubject(delib), `{"op":"round","round":1}`)
+	cancel := tp.put(wire.ControlSubject(delib), `{"op":"cancel","reason":"done"}`)
 	late := art("alice", claim("after the end"))
 
 	tests := []struct {
@@ -99,7 +100,7 @@ func TestProjection_OutcomeOf(t *testing.T) {
 	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &c.ID); err != nil || o.Verdict != projector.VerdictAccepted {
 		t.Errorf("with its id: %+v %v", o, err)
 	}
-	ahead := projector.Msg{Seq: late + 1, Subject: projector.ArtifactSubject(delib, "alice"), Data: c.Canonical}
+	ahead := projector.Msg{Seq: late + 1, Subject: wire.ArtifactSubject(delib, "alice"), Data: c.Canonical}
 	if o, err := tp.p.OutcomeOf(delib, ahead, nil); err != nil || o.Verdict != projector.VerdictUnprojected || o.Note == "" {
 		t.Errorf("beyond the projection: %+v %v", o, err)
 	}
@@ -109,13 +110,13 @@ func TestProjection_OutcomeOf(t *testing.T) {
 // and a message that is found nowhere is unknown, not guessed.
 func TestProjection_OutcomeOfEvicted(t *testing.T) {
 	tp := &tape{p: projector.New(projector.Options{MaxKept: 2})}
-	ctl := func(s string) uint64 { return tp.put(projector.ControlSubject(delib), s) }
+	ctl := func(s string) uint64 { return tp.put(wire.ControlSubject(delib), s) }
 	open := ctl(`{"op":"open","charter":{"title":"t"}}`)
-	first := tp.put(projector.ArtifactSubject(delib, "alice"), `garbage`)
+	first := tp.put(wire.ArtifactSubject(delib, "alice"), `garbage`)
 	round := ctl(`{"op":"round","round":1}`)
-	accepted := tp.put(projector.ArtifactSubject(delib, "alice"), string(claim("kept").Canonical))
-	tp.put(projector.ArtifactSubject(delib, "alice"), `garbage 2`)
-	last := tp.put(projector.ArtifactSubject(delib, "alice"), `garbage 3`)
+	accepted := tp.put(wire.ArtifactSubject(delib, "alice"), string(claim("kept").Canonical))
+	tp.put(wire.ArtifactSubject(delib, "alice"), `garbage 2`)
+	last := tp.put(wire.ArtifactSubject(delib, "alice"), `garbage 3`)
 	suspend := ctl(`{"op":"suspend"}`)
 
 	for _, tt := range []struct {

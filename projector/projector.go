@@ -75,7 +75,7 @@ type Import struct {
 // parse is left out; a message without its original subject is refused by
 // the fold (import.invalid).
 func ImportOf(subject string, get func(string) string) *Import {
-	if _, kind, participant := route(subject); kind != "art" || participant != ImportToken || get == nil {
+	if _, kind, participant := wire.Parse(subject); kind != "art" || participant != wire.ImportToken || get == nil {
 		return nil
 	}
 	im := &Import{Subject: get(wire.OriginalSubjectHeader), End: get(wire.ImportEndHeader) == "true"}
@@ -314,7 +314,7 @@ type Outcome struct {
 // stream order; one at or before the current position is ignored (a
 // redelivery after a restart), so Apply is idempotent per position.
 func (p *Projection) Apply(m Msg) Outcome {
-	delib, kind, participant := route(m.Subject)
+	delib, kind, participant := wire.Parse(m.Subject)
 	// Deliberations are independent: a message is ignored when its own
 	// deliberation has applied its position, so that a runner may apply
 	// the messages of different deliberations in any order (each
@@ -335,15 +335,15 @@ func (p *Projection) Apply(m Msg) Outcome {
 	p.kl.at = m.Time
 	// An importer's message stands for the message it restores; nobody
 	// else's headers mean anything.
-	imported := kind == "art" && participant == ImportToken
+	imported := kind == "art" && participant == wire.ImportToken
 	if imported && m.Import != nil && m.Import.End && m.Import.Subject == "" {
 		return p.endImport(d, m)
 	}
 	if imported {
-		if m.Import == nil || m.Import.End || DeliberationOf(m.Import.Subject) != delib || strings.HasSuffix(m.Import.Subject, "."+ImportToken) {
+		if m.Import == nil || m.Import.End || wire.DeliberationOf(m.Import.Subject) != delib || strings.HasSuffix(m.Import.Subject, "."+wire.ImportToken) {
 			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
 		}
-		_, kind, participant = route(m.Import.Subject)
+		_, kind, participant = wire.Parse(m.Import.Subject)
 		if kind == "" {
 			return p.foreign(d, m, CodeImportInvalid, "an importer's message names no message of deliberation "+delib)
 		}
@@ -392,7 +392,7 @@ func OutsideRecord(code string) bool { return code == CodeImporting || code == C
 // most recent MaxKept; or, without d, among the messages of no
 // deliberation), with nothing of d's record changed.
 func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
-	_, _, participant := route(m.Subject)
+	_, _, participant := wire.Parse(m.Subject)
 	if d == nil {
 		return p.unroutable(m, participant, code, msg)
 	}
@@ -407,7 +407,7 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 	switch {
 	case kind == "":
 		return p.unroutable(m, "", CodeSubjectInvalid, "not parley.<deliberation>.art.<participant> or parley.<deliberation>.ctl: "+strconv.Quote(m.Subject))
-	case !ValidDeliberation(delib):
+	case !wire.ValidDeliberation(delib):
 		return p.unroutable(m, participant, CodeDeliberationInvalid, "deliberation id is not a canonical UUID: "+strconv.Quote(delib))
 	}
 	defer p.count(delib, m.Seq)
@@ -415,7 +415,7 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 	if kind == "ctl" {
 		return p.control(d, delib, m)
 	}
-	if participant != SupervisorToken && !ValidToken(participant) {
+	if participant != wire.SupervisorToken && !wire.ValidToken(participant) {
 		if d == nil {
 			return p.unroutable(m, participant, CodeParticipantInvalid, "participant token "+strconv.Quote(participant))
 		}
@@ -439,7 +439,7 @@ func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
 	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
 	p.unrouted.add(r, p.opts.MaxKept, p.kl)
-	delib, _, _ := route(m.Subject)
+	delib, _, _ := wire.Parse(m.Subject)
 	return Outcome{Deliberation: delib, Rejection: &r}
 }
 
@@ -664,7 +664,7 @@ func (p *Projection) Prepare(m *Msg, verify provenance.Verifier) {
 	if verify == nil {
 		return
 	}
-	delib, kind, _ := route(m.Subject)
+	delib, kind, _ := wire.Parse(m.Subject)
 	d := p.delibs[delib]
 	if kind != "art" || d == nil || d.policy.Provenance == nil {
 		return
@@ -765,12 +765,12 @@ func parseControl(data []byte) (Control, *Charter, error) {
 			return c, nil, errors.New("charter: the title is " + strconv.Itoa(len(ch.Title)) + " bytes, over " + strconv.Itoa(MaxTitleBytes))
 		}
 		for _, t := range ch.Participants {
-			if !ValidToken(t) {
+			if !wire.ValidToken(t) {
 				return c, nil, errors.New("charter: participant token " + strconv.Quote(t))
 			}
 		}
 		for _, t := range ch.Terminators {
-			if !ValidToken(t) {
+			if !wire.ValidToken(t) {
 				return c, nil, errors.New("charter: terminator token " + strconv.Quote(t))
 			}
 		}

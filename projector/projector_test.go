@@ -13,6 +13,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -34,11 +35,11 @@ func (f *feed) raw(subject string, data []byte) projector.Outcome {
 }
 
 func (f *feed) ctl(json string) projector.Outcome {
-	return f.raw(projector.ControlSubject(delib), []byte(json))
+	return f.raw(wire.ControlSubject(delib), []byte(json))
 }
 
 func (f *feed) art(participant string, a *events.Artifact) projector.Outcome {
-	return f.raw(projector.ArtifactSubject(delib, participant), a.Canonical)
+	return f.raw(wire.ArtifactSubject(delib, participant), a.Canonical)
 }
 
 func (f *feed) d() *projector.Deliberation {
@@ -148,16 +149,16 @@ func TestApply_Rejections(t *testing.T) {
 	wantRejection(t, f.ctl(`{"op":"open","charter":{"title":"again"}}`), projector.CodeAlreadyOpen)
 	wantRejection(t, f.ctl(`{"op":"dance"}`), projector.CodeControlInvalid)
 	wantRejection(t, f.ctl(`not json`), projector.CodeControlInvalid)
-	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "alice"), []byte("\x00garbage")), "json.syntax")
-	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "alice"), []byte(`{"a":1}`)), "id.missing")
-	wantRejection(t, f.raw(projector.ArtifactSubject(delib, "-bad"), claim("x").Canonical), projector.CodeParticipantInvalid)
+	wantRejection(t, f.raw(wire.ArtifactSubject(delib, "alice"), []byte("\x00garbage")), "json.syntax")
+	wantRejection(t, f.raw(wire.ArtifactSubject(delib, "alice"), []byte(`{"a":1}`)), "id.missing")
+	wantRejection(t, f.raw(wire.ArtifactSubject(delib, "-bad"), claim("x").Canonical), projector.CodeParticipantInvalid)
 	wantRejection(t, f.art("mallory", claim("not invited")), projector.CodeNotInCharter)
 	c := claim("once")
 	f.art("alice", c)
 	wantRejection(t, f.art("bob", c), projector.CodeDuplicate)
 	// An identical redelivery at an old position changes nothing.
 	before := d.StateDigest()
-	if o := f.p.Apply(projector.Msg{Seq: 1, Subject: projector.ArtifactSubject(delib, "alice"), Data: claim("old").Canonical}); o.Rejection != nil || len(o.Accepted) != 0 {
+	if o := f.p.Apply(projector.Msg{Seq: 1, Subject: wire.ArtifactSubject(delib, "alice"), Data: claim("old").Canonical}); o.Rejection != nil || len(o.Accepted) != 0 {
 		t.Errorf("old position applied: %+v", o)
 	}
 	if d.StateDigest() != before {
@@ -245,7 +246,7 @@ func TestApply_NoRetroactiveObjection(t *testing.T) {
 	shadow := newFeed(t)
 	shadow.ctl(`{"op":"open","charter":{"title":"t"}}`)
 	shadow.art("alice", c)
-	shadow.raw(projector.ArtifactSubject(delib, "mallory"), []byte("{}")) // where the objection will land, before the decision
+	shadow.raw(wire.ArtifactSubject(delib, "mallory"), []byte("{}")) // where the objection will land, before the decision
 	shadow.art("alice", dec)
 	coming := supervisor.Decide(shadow.d(), time.Time{})
 	if len(coming) != 1 || coming[0].Artifact.Type != events.TypeTermination {
@@ -259,7 +260,7 @@ func TestApply_NoRetroactiveObjection(t *testing.T) {
 	if len(es) != 1 || es[0].Artifact.ID != coming[0].Artifact.ID {
 		t.Fatalf("the supervisor decides %+v", es)
 	}
-	if o := f.art(projector.SupervisorToken, es[0].Artifact); len(o.Accepted) != 1 {
+	if o := f.art(wire.SupervisorToken, es[0].Artifact); len(o.Accepted) != 1 {
 		t.Fatalf("%+v", o.Rejection)
 	}
 	// Published again now that its reference exists, the objection is
@@ -284,7 +285,7 @@ func TestStateDigest_Deterministic(t *testing.T) {
 			f.art([]string{"a", "b", "c"}[i%3], o)
 			prev = o
 		}
-		f.raw(projector.ArtifactSubject(delib, "a"), []byte("junk"))
+		f.raw(wire.ArtifactSubject(delib, "a"), []byte("junk"))
 		return f.d()
 	}
 	a, b := build(50), build(50)
@@ -323,7 +324,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 		t.Fatal("snapshot changed the state")
 	}
 	// Both go on identically from there.
-	next := projector.Msg{Seq: f.seq + 1, Subject: projector.ArtifactSubject(delib, "a"),
+	next := projector.Msg{Seq: f.seq + 1, Subject: wire.ArtifactSubject(delib, "a"),
 		Data: decision(events.Final, c.ID, events.Disposition{Objection: ob.ID, Disposition: events.Overruled, Rationale: "r"}).Canonical}
 	f.p.Apply(next)
 	q.Apply(next)
@@ -392,10 +393,10 @@ func TestStateDigest_PositionIndependent(t *testing.T) {
 	c := claim("root")
 	msgs := func(id string) [][2]string {
 		return [][2]string{
-			{projector.ControlSubject(id), `{"op":"open","charter":{"title":"t"}}`},
-			{projector.ArtifactSubject(id, "a"), string(c.Canonical)},
-			{projector.ArtifactSubject(id, "b"), string(objection(c.ID, true).Canonical)},
-			{projector.ArtifactSubject(id, "b"), "junk"},
+			{wire.ControlSubject(id), `{"op":"open","charter":{"title":"t"}}`},
+			{wire.ArtifactSubject(id, "a"), string(c.Canonical)},
+			{wire.ArtifactSubject(id, "b"), string(objection(c.ID, true).Canonical)},
+			{wire.ArtifactSubject(id, "b"), "junk"},
 		}
 	}
 	a := projector.New(projector.Options{Rules: supervisor.Rules{}})
@@ -406,7 +407,7 @@ func TestStateDigest_PositionIndependent(t *testing.T) {
 	seq := uint64(100)
 	for _, m := range msgs(other) {
 		seq += 7 // other deliberations' messages in between
-		b.Apply(projector.Msg{Seq: seq, Subject: projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"), Data: []byte(`{"op":"open","charter":{"title":"x"}}`)})
+		b.Apply(projector.Msg{Seq: seq, Subject: wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"), Data: []byte(`{"op":"open","charter":{"title":"x"}}`)})
 		seq++
 		b.Apply(projector.Msg{Seq: seq, Subject: m[0], Data: []byte(m[1])})
 	}
@@ -435,10 +436,10 @@ func TestApply_BoundedInBytes(t *testing.T) {
 		data    string
 		code    string
 	}{
-		{"an unknown op quoted whole", projector.ControlSubject(other(1)), `{"op":"` + strings.Repeat("x", 3000) + `"}`, projector.CodeControlInvalid},
-		{"a control message over the bound", projector.ControlSubject(other(2)), `{"op":"open","charter":{"title":"` + huge + `"}}`, projector.CodeControlTooLarge},
-		{"a title over the bound", projector.ControlSubject(other(3)), `{"op":"open","charter":{"title":"` + strings.Repeat("t", projector.MaxTitleBytes+1) + `"}}`, projector.CodeControlInvalid},
-		{"a participant token as long as a subject", projector.ArtifactSubject(other(4), strings.Repeat("p", 4000)), `{}`, projector.CodeParticipantInvalid},
+		{"an unknown op quoted whole", wire.ControlSubject(other(1)), `{"op":"` + strings.Repeat("x", 3000) + `"}`, projector.CodeControlInvalid},
+		{"a control message over the bound", wire.ControlSubject(other(2)), `{"op":"open","charter":{"title":"` + huge + `"}}`, projector.CodeControlTooLarge},
+		{"a title over the bound", wire.ControlSubject(other(3)), `{"op":"open","charter":{"title":"` + strings.Repeat("t", projector.MaxTitleBytes+1) + `"}}`, projector.CodeControlInvalid},
+		{"a participant token as long as a subject", wire.ArtifactSubject(other(4), strings.Repeat("p", 4000)), `{}`, projector.CodeParticipantInvalid},
 	}
 	for _, c := range checks {
 		o := apply(c.subject, c.data)
@@ -450,13 +451,13 @@ func TestApply_BoundedInBytes(t *testing.T) {
 		}
 	}
 	// A rejection inside a deliberation keeps a summary too.
-	apply(projector.ControlSubject(other(5)), `{"op":"open","charter":{"title":"t"}}`)
-	o := apply(projector.ControlSubject(other(5)), `{"op":"`+huge[:3000]+`"}`)
+	apply(wire.ControlSubject(other(5)), `{"op":"open","charter":{"title":"t"}}`)
+	o := apply(wire.ControlSubject(other(5)), `{"op":"`+huge[:3000]+`"}`)
 	if o.Rejection == nil || len(o.Rejection.Message) > projector.MaxRejectionText || !utf8.ValidString(o.Rejection.Message) {
 		t.Errorf("in a deliberation: %+v", o.Rejection)
 	}
-	apply(projector.ControlSubject(other(6)), `{"op":"open","charter":{"title":"t"}}`)
-	if o := apply(projector.ControlSubject(other(7)), `{"op":"open","charter":{"title":"t"}}`); o.Rejection == nil || o.Rejection.Code != projector.CodeDeliberationLimit {
+	apply(wire.ControlSubject(other(6)), `{"op":"open","charter":{"title":"t"}}`)
+	if o := apply(wire.ControlSubject(other(7)), `{"op":"open","charter":{"title":"t"}}`); o.Rejection == nil || o.Rejection.Code != projector.CodeDeliberationLimit {
 		t.Errorf("a third deliberation: %+v", o)
 	}
 	if p.Len() != 2 {

@@ -45,12 +45,12 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 			case 0:
 				m.Import = im // forged: ignored
 			case 1:
-				m.Subject = wire.ImportSubject(projector.DeliberationOf(subject)) // no headers: refused
+				m.Subject = wire.ImportSubject(wire.DeliberationOf(subject)) // no headers: refused
 			case 2:
 				// The importer ends an import (under way or not).
-				m.Subject, m.Import, m.Data = wire.ImportSubject(projector.DeliberationOf(subject)), &projector.Import{End: true}, nil
+				m.Subject, m.Import, m.Data = wire.ImportSubject(wire.DeliberationOf(subject)), &projector.Import{End: true}, nil
 			default:
-				m.Subject, m.Import = wire.ImportSubject(projector.DeliberationOf(subject)), im
+				m.Subject, m.Import = wire.ImportSubject(wire.DeliberationOf(subject)), im
 			}
 		}
 		msgs = append(msgs, m)
@@ -74,14 +74,14 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 		switch k := r.IntN(20); {
 		case k == 0:
 			limits := []string{`{}`, `{"max_references":2}`, `{"max_artifacts_per_participant":4}`, `{"idle_timeout":"5m"}`, `{"stall_window":3}`, `{"max_artifacts":12}`, `{"max_artifact_bytes":330}`}
-			emit(projector.ControlSubject(d), []byte(fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","terminators":["moderator"],"limits":%s}}`, r.IntN(3), limits[r.IntN(len(limits))])), claimed)
+			emit(wire.ControlSubject(d), []byte(fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","terminators":["moderator"],"limits":%s}}`, r.IntN(3), limits[r.IntN(len(limits))])), claimed)
 			continue
 		case k == 1:
 			ops := []string{`{"op":"suspend"}`, `{"op":"resume"}`, `{"op":"round","round":` + fmt.Sprint(r.IntN(5)) + `}`, `{"op":"cancel","reason":"r"}`, `not json`}
-			emit(projector.ControlSubject(d), []byte(ops[r.IntN(len(ops))]), claimed)
+			emit(wire.ControlSubject(d), []byte(ops[r.IntN(len(ops))]), claimed)
 			continue
 		case k == 2:
-			emit(projector.ArtifactSubject(d, who), []byte(`{"garbage":`), claimed)
+			emit(wire.ArtifactSubject(d, who), []byte(`{"garbage":`), claimed)
 			continue
 		case k == 3 && len(known[d]) > 0:
 			a = known[d][r.IntN(len(known[d]))] // a duplicate
@@ -93,14 +93,14 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 					// about to publish, then republishes once it is out.
 					veto := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: fmt.Sprint("veto ", r.IntN(1000)), Blocking: true},
 						References: []events.Reference{{Target: pick(d).ID, Relation: events.ObjectsTo}, {Target: es[len(es)-1].Artifact.ID, Relation: events.Considers}}})
-					emit(projector.ArtifactSubject(d, "mallory"), veto.Canonical, time.Time{})
+					emit(wire.ArtifactSubject(d, "mallory"), veto.Canonical, time.Time{})
 					known[d] = append(known[d], veto)
 					if dd := p.Deliberation(d); dd != nil {
 						es = supervisor.Decide(dd, now)
 					}
 				}
 				for _, e := range es {
-					emit(projector.ArtifactSubject(d, projector.SupervisorToken), e.Artifact.Canonical, time.Time{})
+					emit(wire.ArtifactSubject(d, wire.SupervisorToken), e.Artifact.Canonical, time.Time{})
 				}
 			}
 			continue
@@ -149,7 +149,7 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 			}
 			a = events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: s, UnresolvedObjections: unresolved}, References: refs})
 		}
-		emit(projector.ArtifactSubject(d, who), a.Canonical, claimed)
+		emit(wire.ArtifactSubject(d, who), a.Canonical, claimed)
 		known[d] = append(known[d], a)
 	}
 	return msgs
@@ -336,8 +336,8 @@ func FuzzApply(f *testing.F) {
 	for _, m := range base[:12] {
 		f.Add(m.Subject, m.Data)
 	}
-	f.Add(projector.ControlSubject(delibs[0]), []byte(`{"op":"open","charter":{"title":"x","terminators":["a"],"limits":{"max_depth":1}}}`))
-	f.Add(projector.ArtifactSubject(delibs[0], projector.SupervisorToken), []byte(`{}`))
+	f.Add(wire.ControlSubject(delibs[0]), []byte(`{"op":"open","charter":{"title":"x","terminators":["a"],"limits":{"max_depth":1}}}`))
+	f.Add(wire.ArtifactSubject(delibs[0], wire.SupervisorToken), []byte(`{}`))
 	f.Add("parley.x.art.y", []byte("\xff"))
 	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
@@ -375,7 +375,7 @@ func TestFold_DeliberationsIndependent(t *testing.T) {
 			delete(held, d)
 		}
 		for _, m := range msgs {
-			d := projector.DeliberationOf(m.Subject)
+			d := wire.DeliberationOf(m.Subject)
 			switch {
 			case len(held[d]) > 0 || (p.Deliberation(d) != nil && r.IntN(3) == 0):
 				held[d] = append(held[d], m)
@@ -402,7 +402,7 @@ func TestFold_DeliberationsIndependent(t *testing.T) {
 		for _, id := range delibs {
 			var own []projector.Msg
 			for _, m := range msgs {
-				if projector.DeliberationOf(m.Subject) == id {
+				if wire.DeliberationOf(m.Subject) == id {
 					own = append(own, m)
 				}
 			}

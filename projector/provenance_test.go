@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/substrate"
 	supervisor "github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -42,7 +43,7 @@ func (f *timedFeed) raw(subject string, data []byte) projector.Outcome {
 
 func (f *timedFeed) art(a *events.Artifact) {
 	f.t.Helper()
-	if o := f.raw(projector.ArtifactSubject(delib, "a"), a.Canonical); o.Rejection != nil || len(o.Accepted) != 1 {
+	if o := f.raw(wire.ArtifactSubject(delib, "a"), a.Canonical); o.Rejection != nil || len(o.Accepted) != 1 {
 		f.t.Fatalf("%+v", o)
 	}
 }
@@ -104,7 +105,7 @@ func TestProvenancePolicy(t *testing.T) {
 	}
 	defer rv.Close()
 	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: rv.Verify}
-	if o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2,"window":"10m"}}}}`)); o.Rejection != nil {
+	if o := f.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2,"window":"10m"}}}}`)); o.Rejection != nil {
 		t.Fatal(o.Rejection)
 	}
 	d := f.p.Deliberation(delib)
@@ -224,7 +225,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 	rv, _ := substrate.NewReverifier(dir)
 	defer rv.Close()
 	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: rv.Verify}
-	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
+	f.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	c := claim("c")
 	f.art(c)
 	// The file changes after the reading the annotation claims.
@@ -233,7 +234,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 	fresh, _ := substrate.NewReverifier(dir)
 	defer fresh.Close()
 	g := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}}), verify: fresh.Verify}
-	g.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
+	g.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["TRACE_VERIFIED_OBSERVATION"]}}}}`))
 	g.art(c)
 	e := evidence(events.TraceVerifiedObservation, c.ID, "read", set)
 	g.art(e)
@@ -257,7 +258,7 @@ func TestProvenancePolicy_Supervisor(t *testing.T) {
 // charter's W.
 func TestProvenancePolicy_Window(t *testing.T) {
 	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
-	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":1,"window":"30s"}}}}`))
+	f.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":1,"window":"30s"}}}}`))
 	c := claim("c")
 	mk := func(age time.Duration, at time.Time) *events.Artifact {
 		ts := at.Add(-age)
@@ -266,10 +267,10 @@ func TestProvenancePolicy_Window(t *testing.T) {
 	}
 	// Each is judged at its own stream time (positions 3 and 4), with the
 	// window of the charter.
-	f.raw(projector.ArtifactSubject(delib, "a"), c.Canonical)
+	f.raw(wire.ArtifactSubject(delib, "a"), c.Canonical)
 	fresh, stale := mk(10*time.Second, t0.Add(3*time.Second)), mk(40*time.Second, t0.Add(4*time.Second))
 	for _, e := range []*events.Artifact{fresh, stale} {
-		if o := f.raw(projector.ArtifactSubject(delib, "a"), e.Canonical); len(o.Accepted) != 1 {
+		if o := f.raw(wire.ArtifactSubject(delib, "a"), e.Canonical); len(o.Accepted) != 1 {
 			t.Fatalf("%+v", o)
 		}
 	}
@@ -294,11 +295,11 @@ func TestProvenancePolicy_ReverifiedInput(t *testing.T) {
 	contradicted := []provenance.Verification{{Attempted: true, Detail: "the file says otherwise"}, {Attempted: true, Verified: true, Detail: "reachable"}}
 	open := func() *projector.Projection {
 		p := projector.New(projector.Options{Rules: supervisor.Rules{}})
-		p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2}}}}`), Time: t0})
+		p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2}}}}`), Time: t0})
 		return p
 	}
 	art := func(seq uint64, a *events.Artifact, rs []provenance.Verification) projector.Msg {
-		return projector.Msg{Seq: seq, Subject: projector.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0.Add(time.Duration(seq) * time.Second), Reverified: rs}
+		return projector.Msg{Seq: seq, Subject: wire.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0.Add(time.Duration(seq) * time.Second), Reverified: rs}
 	}
 	judged := func(p *projector.Projection, id canon.Digest) *projector.Admissibility {
 		t.Helper()
@@ -354,8 +355,8 @@ func TestPrepare(t *testing.T) {
 	}
 	const plain = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
 	p := projector.New(projector.Options{Rules: supervisor.Rules{}})
-	p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["EXTERNAL_EVIDENCE"]}}}}`), Time: t0})
-	p.Apply(projector.Msg{Seq: 2, Subject: projector.ControlSubject(plain), Data: []byte(`{"op":"open","charter":{"title":"t"}}`), Time: t0})
+	p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"require":["EXTERNAL_EVIDENCE"]}}}}`), Time: t0})
+	p.Apply(projector.Msg{Seq: 2, Subject: wire.ControlSubject(plain), Data: []byte(`{"op":"open","charter":{"title":"t"}}`), Time: t0})
 	c := claim("c")
 	for _, tc := range []struct {
 		name, delib string
@@ -370,7 +371,7 @@ func TestPrepare(t *testing.T) {
 		{"a claim", delib, c, verify, -1},
 	} {
 		calls = 0
-		m := projector.Msg{Seq: 3, Subject: projector.ArtifactSubject(tc.delib, "a"), Data: tc.a.Canonical, Time: t0}
+		m := projector.Msg{Seq: 3, Subject: wire.ArtifactSubject(tc.delib, "a"), Data: tc.a.Canonical, Time: t0}
 		p.Prepare(&m, tc.verify)
 		if (tc.want < 0) != (m.Reverified == nil) || (tc.want >= 0 && (len(m.Reverified) != tc.want || calls != tc.want)) {
 			t.Errorf("%s: %+v, %d calls", tc.name, m.Reverified, calls)
@@ -387,14 +388,14 @@ func TestProvenancePolicy_Invalid(t *testing.T) {
 	for _, pol := range []string{`{"provenance":{"require":["HYPOTHESIS"]}}`, `{"provenance":{"k":-1}}`, `{"provenance":{"k":9}}`,
 		`{"provenance":{"window":"soon"}}`, `{"provenance":{"window":"-1m"}}`, `{"provenance":{"floor":3}}`, `{"provenance":[]}`} {
 		f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}})}
-		o := f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":`+pol+`}}`))
+		o := f.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","policy":`+pol+`}}`))
 		if o.Rejection == nil || o.Rejection.Code != projector.CodeControlInvalid {
 			t.Errorf("%s: %+v", pol, o)
 		}
 	}
 	// Engine-wide defaults apply where a charter is silent.
 	f := &timedFeed{t: t, p: projector.New(projector.Options{Rules: supervisor.Rules{}, Defaults: projector.Defaults{Policy: projector.Policy{Provenance: &projector.ProvenancePolicy{K: 3}}}})}
-	f.raw(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`))
+	f.raw(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t"}}`))
 	if pp := f.p.Deliberation(delib).Policy().Provenance; pp == nil || pp.K != 3 || pp.Window != "" {
 		t.Fatalf("%+v", pp)
 	}
@@ -437,7 +438,7 @@ func BenchmarkFoldProvenance(b *testing.B) {
 			{Assertion: "x", Class: provenance.GitLog, ObservationID: head, TS: &ts, Locator: &provenance.Locator{Ref: "main"}}}}
 		e := evidence(events.TraceVerifiedObservation, c.ID, "read "+strconv.Itoa(i), set)
 		for _, a := range []*events.Artifact{c, e} {
-			msgs = append(msgs, projector.Msg{Seq: uint64(len(msgs) + 2), Subject: projector.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0,
+			msgs = append(msgs, projector.Msg{Seq: uint64(len(msgs) + 2), Subject: wire.ArtifactSubject(delib, "a"), Data: a.Canonical, Time: t0,
 				Reverified: provenance.Reverify(a, rv.Verify)})
 		}
 	}
@@ -449,7 +450,7 @@ func BenchmarkFoldProvenance(b *testing.B) {
 				if mode != "none" {
 					pol = `{"provenance":{"k":2}}`
 				}
-				p.Apply(projector.Msg{Seq: 1, Subject: projector.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":` + pol + `}}`), Time: t0})
+				p.Apply(projector.Msg{Seq: 1, Subject: wire.ControlSubject(delib), Data: []byte(`{"op":"open","charter":{"title":"t","policy":` + pol + `}}`), Time: t0})
 				var cold *substrate.Reverifier
 				if mode == "provenance+reverify" {
 					cold, _ = substrate.NewReverifier(dir)

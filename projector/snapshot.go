@@ -11,6 +11,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/wire"
 )
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
@@ -253,7 +254,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			}
 			d.nodes[i] = nd
 			id := canon.Digest(c.IDs[32*i : 32*i+32])
-			if d.parts[nd.part] == SupervisorToken {
+			if d.parts[nd.part] == wire.SupervisorToken {
 				d.superN++
 			}
 			d.nodeIDs[i] = id
@@ -274,7 +275,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			if n.extra >= 0 {
 				d.noteAdmissibility(int32(i), d.extras[n.extra].provenance)
 			}
-			if d.parts[n.part] == SupervisorToken && typeOf[n.typ] == events.TypeFailure {
+			if d.parts[n.part] == wire.SupervisorToken && typeOf[n.typ] == events.TypeFailure {
 				a := &events.Artifact{Type: events.TypeFailure}
 				for _, r := range d.refs[n.refStart : n.refStart+n.refLen] {
 					a.References = append(a.References, events.Reference{Target: r.target, Relation: relOf[r.rel]})

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Config is a relay experiment (docs/RELAY.md documents every field).
@@ -163,7 +163,7 @@ func (c *Config) check() error {
 		return fmt.Errorf("participants: at least one")
 	}
 	if c.Principal != "" {
-		if !projector.ValidToken(c.Principal) {
+		if !wire.ValidToken(c.Principal) {
 			return fmt.Errorf("principal %q is not a participant token", c.Principal)
 		}
 		if c.Decider == "" {
@@ -190,7 +190,7 @@ func (c *Config) check() error {
 	seen := map[string]bool{}
 	deciderFound := c.Decider == ""
 	for i, p := range c.Participants {
-		if !projector.ValidToken(p.ID) {
+		if !wire.ValidToken(p.ID) {
 			return fmt.Errorf("participants[%d].id %q is not a participant token", i, p.ID)
 		}
 		if seen[p.ID] {

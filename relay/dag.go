@@ -12,7 +12,7 @@ import (
 	"github.com/goccy/go-graphviz"
 
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The picture of a deliberation's DAG is laid out by Graphviz's layered
@@ -151,7 +151,7 @@ func nodeDOT(rec *deliberationRecord, n dagNode) string {
 		head = fmt.Sprintf("#%d–#%d, %d×", e.Ordinal, rec.entries[n.last].Ordinal, n.count)
 	}
 	who := e.Participant
-	if who == projector.SupervisorToken {
+	if who == wire.SupervisorToken {
 		who = "supervisor"
 	}
 	rows = append(rows, fmt.Sprintf(`<B>%s %s</B>  <FONT COLOR="#444444">%s</FONT>`, esc(head), a.Type, esc(who)))

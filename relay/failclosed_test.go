@@ -14,7 +14,6 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -86,7 +85,7 @@ func TestRun_EngineLostFailsClosed(t *testing.T) {
 		got := 0
 		for m := range batch.Messages() {
 			got++
-			if m.Subject() == projector.ControlSubject(id) && strings.Contains(string(m.Data()), `"cancel"`) {
+			if m.Subject() == wire.ControlSubject(id) && strings.Contains(string(m.Data()), `"cancel"`) {
 				cancels++
 			}
 			if a, err := events.Validate(m.Data()); err == nil && a.Type == events.TypeFailure {

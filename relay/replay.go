@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/client"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // ReplayOptions configure a replay.
@@ -92,7 +92,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 		if err != nil {
 			return nil, err
 		}
-		if strings.HasSuffix(m.Subject, ".art."+projector.SupervisorToken) {
+		if strings.HasSuffix(m.Subject, ".art."+wire.SupervisorToken) {
 			ended = ended || bytes.Contains(m.Data, []byte(`"artifact_type":"TERMINATION"`))
 			res.Skipped++
 			continue
@@ -105,7 +105,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 			}
 		}
 		prev = m.Time
-		subject := strings.Replace(m.Subject, projector.SubjectPrefix+from+".", projector.SubjectPrefix+to+".", 1)
+		subject := strings.Replace(m.Subject, wire.SubjectPrefix+from+".", wire.SubjectPrefix+to+".", 1)
 		ack, err := refused.publish(js, subject, m.Data)
 		if err != nil {
 			_, tok, _ := strings.Cut(subject, ".art.")
@@ -186,7 +186,7 @@ func (r *refusal) option() nats.Option {
 func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(ledger.StreamName))
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(wire.StreamName))
 	if err != nil && context.Cause(r.ctx) != nil {
 		err = context.Cause(r.ctx)
 	}
@@ -245,7 +245,7 @@ func prefix(rec *recording.Reader, at, atPos uint64) ([]recording.Message, []str
 			messages = d.Ordinal(m.Position)
 		}
 		_, tok, ok := strings.Cut(m.Subject, ".art.")
-		if !ok || tok == projector.SupervisorToken {
+		if !ok || tok == wire.SupervisorToken {
 			continue
 		}
 		m.Data = slices.Clone(m.Data)

@@ -12,7 +12,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // FailureLine is one FAILURE of the record: the relay's (a participant's
@@ -113,7 +113,7 @@ func reportMarkdown(s *Summary, rec *deliberationRecord, picture string) string 
 	}
 	term := "**" + s.Termination + "**"
 	for _, e := range rec.entries {
-		if e.A.Type == events.TypeTermination && e.Participant == projector.SupervisorToken {
+		if e.A.Type == events.TypeTermination && e.Participant == wire.SupervisorToken {
 			term += fmt.Sprintf(" (#%d, %s)", e.Ordinal, mdCell(e.A.Text()))
 		}
 	}

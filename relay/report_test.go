@@ -16,6 +16,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // svgDoc is the part of Graphviz's SVG the checks read.
@@ -333,7 +334,7 @@ func TestDAG_OpenBlockingAndFailures(t *testing.T) {
 	}
 	sup := events.MustSeal(events.Draft{Type: events.TypeFailure, Payload: events.Failure{Code: "closure.hidden_blocking_objection", Description: "the decision hides #3"},
 		References: []events.Reference{{Target: dec.ID, Relation: events.Considers}}})
-	add(12, projector.SupervisorToken, sup)
+	add(12, wire.SupervisorToken, sup)
 	svg, err := renderSVG(context.Background(), dagDOT(rec))
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Options of a run.
@@ -744,7 +745,7 @@ func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, err
 	s.Counts = v.Counts
 	s.StateDigest = v.StateDigest.String()
 	for k, n := range v.Participants {
-		if k != projector.SupervisorToken {
+		if k != wire.SupervisorToken {
 			s.Participants[k] = n
 		}
 	}
@@ -790,7 +791,7 @@ func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, p
 	}
 	for _, m := range pre {
 		_, tok, _ := strings.Cut(m.Subject, ".art.")
-		ack, err := refused.publish(js, projector.ArtifactSubject(r.id, tok), m.Data)
+		ack, err := refused.publish(js, wire.ArtifactSubject(r.id, tok), m.Data)
 		if err != nil {
 			return fmt.Errorf("relay: fork: publish the prefix's artifact of %s at %d: %w%s", tok, m.Position, err, reservedHint(tok))
 		}
@@ -826,7 +827,7 @@ func operatorOptions(s *service.Service) []nats.Option {
 // reservedHint explains a refused publish under a token the embedded
 // default reserves.
 func reservedHint(tok string) string {
-	if tok == service.DefaultPrincipal || strings.HasPrefix(tok, "_") {
+	if tok == wire.PrincipalToken || strings.HasPrefix(tok, "_") {
 		return " (" + tok + " is reserved: publishing as it needs the operator user of the engine's credentials file, not a participant's connection)"
 	}
 	return ""
@@ -871,7 +872,7 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	defer cancel()
 	// The principal's artifacts, with an ordered push consumer (a
 	// participant may not pull: ledger.Reader).
-	rd, err := ledger.Read(wctx, nc, projector.ArtifactSubject(r.id, r.cfg.Principal), 0)
+	rd, err := ledger.Read(wctx, nc, wire.ArtifactSubject(r.id, r.cfg.Principal), 0)
 	if err != nil {
 		return "", err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The runner reads each message's position, time and pending count from
@@ -25,11 +25,11 @@ func TestAckMetadata_AgreesWithJetStream(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		if _, err := js.Publish(ctx, projector.ControlSubject(uuid.Must(uuid.NewV7()).String()), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
+		if _, err := js.Publish(ctx, wire.ControlSubject(uuid.Must(uuid.NewV7()).String()), []byte(fmt.Sprintf(`{"n":%d}`, i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

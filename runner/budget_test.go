@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The bytes between the consumer and the fold are bounded: messages many
@@ -25,11 +26,11 @@ func TestInFlightBudget(t *testing.T) {
 	pad := strings.Repeat("x", 20<<10)
 	for i := range 40 {
 		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint(i, pad)}})
-		b.publish(projector.ArtifactSubject(id, "alice"), a.Canonical)
+		b.publish(wire.ArtifactSubject(id, "alice"), a.Canonical)
 	}
 	// Larger than the whole budget: it takes all of it.
 	big := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: strings.Repeat("y", 2*budget)}})
-	last := b.publish(projector.ArtifactSubject(id, "alice"), big.Canonical)
+	last := b.publish(wire.ArtifactSubject(id, "alice"), big.Canonical)
 
 	r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{Shards: 2, InFlightBytes: budget,
 		Projector: projector.Options{Rules: termination.Rules{}}})

@@ -34,7 +34,7 @@ func TestRunner_UnroutedAfter(t *testing.T) {
 				if seq%9 == 0 {
 					subject = "parley.nope" // no deliberation: shard 0
 				}
-				s := r.shardOf(projector.DeliberationOf(subject))
+				s := r.shardOf(wire.DeliberationOf(subject))
 				s.proj.Apply(projector.Msg{Seq: seq, Subject: subject, Data: []byte("x")})
 			}
 			kept, total := r.Unrouted()

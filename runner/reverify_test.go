@@ -14,6 +14,7 @@ import (
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // A slow substrate holds no lock: while the re-verification of an
@@ -53,10 +54,10 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 			ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 			defer stop()
 
-			b.publish(projector.ControlSubject(delibA), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2}}}}`))
+			b.publish(wire.ControlSubject(delibA), []byte(`{"op":"open","charter":{"title":"t","policy":{"provenance":{"k":2}}}}`))
 			b.open(delibB)
 			c := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "the changelog has an entry"}})
-			if err := r.WaitFor(ctx, b.publish(projector.ArtifactSubject(delibA, "alice"), c.Canonical)); err != nil {
+			if err := r.WaitFor(ctx, b.publish(wire.ArtifactSubject(delibA, "alice"), c.Canonical)); err != nil {
 				t.Fatal(err)
 			}
 			ts := time.Now().Add(-time.Minute)
@@ -66,7 +67,7 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 				{Assertion: as, Class: provenance.GitLog, ObservationID: strings.Repeat("a", 40), TS: &ts, Locator: &provenance.Locator{Ref: "main"}}}}
 			e := events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: "read and committed", ProvenanceClass: events.TraceVerifiedObservation},
 				References: []events.Reference{{Target: c.ID, Relation: events.Supports}}, Extensions: map[string]any{provenance.Extension: set}})
-			seqE := b.publish(projector.ArtifactSubject(delibA, "alice"), e.Canonical)
+			seqE := b.publish(wire.ArtifactSubject(delibA, "alice"), e.Canonical)
 			select {
 			case <-started:
 			case <-time.After(10 * time.Second):
@@ -96,10 +97,10 @@ func TestRunner_SlowSubstrateHoldsNoLock(t *testing.T) {
 			// no provenance policy: its EVIDENCE, annotated the same way,
 			// is not re-verified at all.
 			cB := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "B's claim"}})
-			b.publish(projector.ArtifactSubject(delibB, "alice"), cB.Canonical)
+			b.publish(wire.ArtifactSubject(delibB, "alice"), cB.Canonical)
 			eB := events.MustSeal(events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: "read and committed", ProvenanceClass: events.TraceVerifiedObservation},
 				References: []events.Reference{{Target: cB.ID, Relation: events.Supports}}, Extensions: map[string]any{provenance.Extension: set}})
-			b.publish(projector.ArtifactSubject(delibB, "alice"), eB.Canonical)
+			b.publish(wire.ArtifactSubject(delibB, "alice"), eB.Canonical)
 			lastB := b.claims(delibB, 18)
 			wctx, wstop := context.WithTimeout(ctx, 5*time.Second)
 			if err := r.WaitForIn(wctx, delibB, lastB); err != nil {

@@ -22,9 +22,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/wire"
 )
 
 // DefaultShards is the number of shards the projection is spread over. It
@@ -540,7 +540,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.start > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1}
 	}
-	cons, err := r.js.OrderedConsumer(ctx, ledger.StreamName, cfg)
+	cons, err := r.js.OrderedConsumer(ctx, wire.StreamName, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it began: nothing was applied
@@ -691,7 +691,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if h := msg.Headers(); h != nil {
 			m.Import = projector.ImportOf(m.Subject, h.Get)
 		}
-		cur = append(cur, &item{m: m, pending: pending, cost: cost, shard: r.shardOf(projector.DeliberationOf(m.Subject))})
+		cur = append(cur, &item{m: m, pending: pending, cost: cost, shard: r.shardOf(wire.DeliberationOf(m.Subject))})
 		switch {
 		case pending == 0 || len(cur) >= batchMax:
 			flush()
@@ -874,7 +874,7 @@ func (r *Runner) handle(s *shard, it *item) {
 	if it.ready != nil {
 		<-it.ready
 	}
-	id := projector.DeliberationOf(it.m.Subject)
+	id := wire.DeliberationOf(it.m.Subject)
 	l := s.locks[id] // only this goroutine writes locks
 	if l != nil && r.verify != nil && it.m.Invalid == nil && provenance.Annotated(it.m.Artifact) {
 		// The deliberation's policy is fixed by its open, which this
@@ -1120,7 +1120,7 @@ func NewInMemory(n int, opts projector.Options) *Runner {
 // ApplyInMemory applies m as the shard's goroutine would (a runner of
 // NewInMemory, which has none).
 func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
-	id := projector.DeliberationOf(m.Subject)
+	id := wire.DeliberationOf(m.Subject)
 	s := r.shardOf(id)
 	s.mu.Lock()
 	out := s.proj.Apply(m)

@@ -17,6 +17,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 type bed struct {
@@ -61,7 +62,7 @@ func (b *bed) publish(subject string, data []byte) uint64 {
 }
 
 func (b *bed) open(id string) {
-	b.publish(projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"t"}}`))
+	b.publish(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"t"}}`))
 }
 
 func (b *bed) claims(id string, n int) uint64 {
@@ -69,7 +70,7 @@ func (b *bed) claims(id string, n int) uint64 {
 	for range n {
 		b.n++
 		a := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d of %s", b.n, id)}})
-		last = b.publish(projector.ArtifactSubject(id, "alice"), a.Canonical)
+		last = b.publish(wire.ArtifactSubject(id, "alice"), a.Canonical)
 	}
 	return last
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
 	"github.com/parley-engine/parley/wire"
@@ -180,20 +181,10 @@ var ErrSuperseded = errors.New("service: the deliberation moved on after the pos
 // judgment safe either way.
 var ErrUnsettled = errors.New("service: the supervisor's publish got no answer")
 
-// lostRace says whether a publish refusal is an expected lost race: the
-// subject's last sequence is not the one judged (10071 wrong last
-// sequence, 10164 per-subject), or a publish under the same id is in
-// process (10158, the leader still storing a first attempt).
-func lostRace(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10071 || apiErr.ErrorCode == 10164 || apiErr.ErrorCode == 10158)
-}
-
 // unanswered says whether a publish got no answer at all.
 func unanswered(err error) bool {
-	var apiErr *jetstream.APIError
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+		errors.Is(err, jetstream.ErrNoStreamResponse) || ledger.IsStatusUnavailable(err)
 }
 
 // Publish publishes a job's emissions in order. The first expects the
@@ -207,16 +198,16 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 	expect := j.Position
 	for i, e := range j.Emissions {
-		ack, err := s.js.Publish(ctx, projector.ArtifactSubject(j.Deliberation, projector.SupervisorToken), e.Artifact.Canonical,
+		ack, err := s.js.Publish(ctx, wire.ArtifactSubject(j.Deliberation, wire.SupervisorToken), e.Artifact.Canonical,
 			// The position it expects is part of the id: a retry of this
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
 			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
 			jetstream.WithExpectStream(wire.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(expect, projector.DeliberationFilter(j.Deliberation)))
+			jetstream.WithExpectLastSequenceForSubject(expect, wire.DeliberationFilter(j.Deliberation)))
 		if err != nil {
 			switch {
-			case lostRace(err):
+			case ledger.IsLostRace(err):
 				return i, expect, fmt.Errorf("%w: %s at position %d: %v", ErrSuperseded, j.Deliberation, expect, err)
 			case unanswered(err):
 				return i, expect, fmt.Errorf("%w: %s %s at position %d: %v", ErrUnsettled, e.Artifact.Type, j.Deliberation, expect, err)

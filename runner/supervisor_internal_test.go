@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/ledger"
 )
 
 // The refusals a supervisor meets when it loses a race are told from the
@@ -31,8 +33,8 @@ func TestSupervisor_Classify(t *testing.T) {
 		{"permission", api(403, 10000), false, false},
 		{"other", errors.New("disk"), false, false},
 	} {
-		if lostRace(tt.err) != tt.lost || unanswered(tt.err) != tt.none {
-			t.Errorf("%s: lost race %v, unanswered %v; want %v, %v", tt.name, lostRace(tt.err), unanswered(tt.err), tt.lost, tt.none)
+		if ledger.IsLostRace(tt.err) != tt.lost || unanswered(tt.err) != tt.none {
+			t.Errorf("%s: lost race %v, unanswered %v; want %v, %v", tt.name, ledger.IsLostRace(tt.err), unanswered(tt.err), tt.lost, tt.none)
 		}
 	}
 }

@@ -68,7 +68,7 @@ func TestSupervisor_LostRaceIsSuperseded(t *testing.T) {
 	r2, c2, d2 := b.second()
 	defer func() { c2(); <-d2 }()
 	b.open(delibA)
-	last := b.publish(projector.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
+	last := b.publish(wire.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	for _, r := range []*runner.Runner{r1, r2} {
@@ -132,7 +132,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 		}()
 	}
 	for _, id := range ids {
-		b.publish(projector.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
+		b.publish(wire.ControlSubject(id), []byte(`{"op":"cancel","reason":"r"}`))
 	}
 	done := func() int {
 		n := 0
@@ -160,7 +160,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 	wg.Wait()
 
 	cons, err := b.js.OrderedConsumer(context.Background(), wire.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"parley.*.art." + projector.SupervisorToken}})
+		FilterSubjects: []string{"parley.*.art." + wire.SupervisorToken}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		if k := terms[projector.ArtifactSubject(id, projector.SupervisorToken)]; k != 1 {
+		if k := terms[wire.ArtifactSubject(id, wire.SupervisorToken)]; k != 1 {
 			t.Errorf("%s: %d TERMINATIONs, want 1", id, k)
 		}
 	}

@@ -156,19 +156,19 @@ func notFound(what string) *apiError {
 // List returns every deliberation, most recently touched first, in one
 // slice: its memory grows with the deliberations. The API pages instead
 // (DeliberationPage).
-func (q *Queries) List() []Summary {
-	var out []Summary
+func (q *Queries) List() []projector.Summary {
+	var out []projector.Summary
 	q.r.EachDeliberation(func(d *projector.Deliberation) {
 		out = append(out, d.Summary())
 	})
-	slices.SortFunc(out, func(a, b Summary) int {
+	slices.SortFunc(out, func(a, b projector.Summary) int {
 		if a.Position != b.Position {
 			return int(int64(b.Position) - int64(a.Position))
 		}
 		return 0
 	})
 	if out == nil {
-		out = []Summary{}
+		out = []projector.Summary{}
 	}
 	return out
 }
@@ -188,20 +188,20 @@ func (q *Queries) Get(id string) (projector.View, error) {
 
 // ArtifactList returns the artifacts of a deliberation's DAG in stream
 // order, all in one slice (the API pages: ArtifactPage).
-func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
-	var out []ArtifactEntry
+func (q *Queries) ArtifactList(id string) ([]projector.ArtifactEntry, error) {
+	var out []projector.ArtifactEntry
 	found := false
 	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		found = true
-		out = make([]ArtifactEntry, 0, d.Artifacts())
+		out = make([]projector.ArtifactEntry, 0, d.Artifacts())
 		d.Nodes(func(a canon.Digest, n projector.Node) {
-			out = append(out, ArtifactEntry{ArtifactID: a, Position: n.Seq, Ordinal: d.Ordinal(n.Seq), Participant: n.Participant, Type: string(n.Type)})
+			out = append(out, projector.ArtifactEntry{ArtifactID: a, Position: n.Seq, Ordinal: d.Ordinal(n.Seq), Participant: n.Participant, Type: string(n.Type)})
 		})
 	})
 	if !found {
 		return nil, notFound("deliberation " + id)
 	}
-	slices.SortFunc(out, func(a, b ArtifactEntry) int {
+	slices.SortFunc(out, func(a, b projector.ArtifactEntry) int {
 		switch {
 		case a.Position < b.Position:
 			return -1
@@ -215,13 +215,13 @@ func (q *Queries) ArtifactList(id string) ([]ArtifactEntry, error) {
 
 // Rejections returns the rejections of a deliberation, every kept one (the
 // API pages: RejectionPage).
-func (q *Queries) Rejections(id string) (RejectionList, error) {
-	var out RejectionList
+func (q *Queries) Rejections(id string) (projector.RejectionList, error) {
+	var out projector.RejectionList
 	found := false
 	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		found = true
 		kept, total, codes := d.Rejections()
-		out = RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
+		out = projector.RejectionList{Deliberation: id, Total: total, ByCode: map[string]int{}, Kept: len(kept),
 			Rejections: append([]projector.Rejection{}, kept...)}
 		for i := range out.Rejections {
 			out.Rejections[i].Ordinal = d.Ordinal(out.Rejections[i].Position)
@@ -238,10 +238,10 @@ func (q *Queries) Rejections(id string) (RejectionList, error) {
 
 // Unrouted returns the rejections that belong to no open deliberation,
 // every kept one (the API pages: UnroutedPage).
-func (q *Queries) Unrouted() RejectionList {
-	var out RejectionList
+func (q *Queries) Unrouted() projector.RejectionList {
+	var out projector.RejectionList
 	kept, total := q.r.Unrouted()
-	out = RejectionList{Total: total, Kept: len(kept), Rejections: append([]projector.Rejection{}, kept...), ByCode: map[string]int{}}
+	out = projector.RejectionList{Total: total, Kept: len(kept), Rejections: append([]projector.Rejection{}, kept...), ByCode: map[string]int{}}
 	for _, r := range kept {
 		out.ByCode[r.Code]++
 	}

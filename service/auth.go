@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/web"
+	"github.com/parley-engine/parley/wire"
 )
 
 // HTTPToken is a secret of the HTTP API and the participant it stands for:
@@ -26,12 +26,12 @@ type HTTPToken struct {
 // MinHTTPTokenLen is the shortest secret ParseHTTPToken accepts.
 const MinHTTPTokenLen = 16
 
-// ParseHTTPToken reads SECRET (standing for DefaultPrincipal) or
+// ParseHTTPToken reads SECRET (standing for wire.PrincipalToken) or
 // SECRET=PARTICIPANT. A secret has at least MinHTTPTokenLen printable
 // ASCII characters, none of them a space, '=', ',', ';', '"' or '\' (it
 // goes in a list, and in a cookie; openssl rand -hex 32 makes one).
 func ParseHTTPToken(s string) (HTTPToken, error) {
-	t := HTTPToken{Secret: s, Participant: DefaultPrincipal}
+	t := HTTPToken{Secret: s, Participant: wire.PrincipalToken}
 	if sec, p, ok := strings.Cut(s, "="); ok {
 		t.Secret, t.Participant = sec, p
 	}
@@ -43,7 +43,7 @@ func ParseHTTPToken(s string) (HTTPToken, error) {
 			return t, errors.New(`service: an HTTP token is printable ASCII without spaces, '=', ',', ';', '"' or '\'`)
 		}
 	}
-	if !projector.ValidToken(t.Participant) {
+	if !wire.ValidToken(t.Participant) {
 		return t, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
 	}
 	return t, nil

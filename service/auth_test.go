@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 func startWith(t *testing.T, cfg service.Config) *service.Service {
@@ -177,11 +178,11 @@ func TestHTTPAuth_Resolve(t *testing.T) {
 	if r := do(t, mustRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings")); r.status != http.StatusOK {
 		t.Errorf("read: %d %s", r.status, r.body)
 	}
-	r := post(url+"?as="+service.DefaultPrincipal, "Bearer "+token)
-	if r.status != http.StatusCreated || r.json["participant"] != service.DefaultPrincipal || r.json["artifact_type"] != "CLAIM" {
+	r := post(url+"?as="+wire.PrincipalToken, "Bearer "+token)
+	if r.status != http.StatusCreated || r.json["participant"] != wire.PrincipalToken || r.json["artifact_type"] != "CLAIM" {
 		t.Fatalf("with the token: %d %s", r.status, r.body)
 	}
-	m, err := s.Stream.GetLastMsgForSubject(context.Background(), projector.ArtifactSubject(id, service.DefaultPrincipal))
+	m, err := s.Stream.GetLastMsgForSubject(context.Background(), wire.ArtifactSubject(id, wire.PrincipalToken))
 	if err != nil || m.Sequence != uint64(r.json["position"].(float64)) {
 		t.Errorf("the resolution is not on the record as principal: %v", err)
 	}
@@ -203,7 +204,7 @@ func mustRequest(method, url string) *http.Request {
 func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 	ops := strings.Repeat("a", 24)
 	carol := strings.Repeat("c", 24)
-	s := startWith(t, service.Config{HTTPTokens: []service.HTTPToken{{Secret: ops, Participant: service.DefaultPrincipal}, {Secret: carol, Participant: "carol"}}})
+	s := startWith(t, service.Config{HTTPTokens: []service.HTTPToken{{Secret: ops, Participant: wire.PrincipalToken}, {Secret: carol, Participant: "carol"}}})
 	if c := s.Credentials(); c.HTTPToken != "" || c.HTTPParticipant != "" {
 		t.Errorf("a given token was written to the credentials file: %+v", c)
 	}
@@ -225,7 +226,7 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 		t.Fatalf("carol's token: %d %s", r.status, r.body)
 	}
 	o := connectOutsider(t, s.NATSURL())
-	subject := projector.ArtifactSubject(id, "carol")
+	subject := wire.ArtifactSubject(id, "carol")
 	short, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if _, err := o.js.Publish(short, subject, []byte(`{}`)); err == nil || !o.violated(subject) {
@@ -237,7 +238,7 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 			t.Errorf("ParseHTTPToken(%q) accepted", bad)
 		}
 	}
-	if tok, err := service.ParseHTTPToken(ops); err != nil || tok.Participant != service.DefaultPrincipal {
+	if tok, err := service.ParseHTTPToken(ops); err != nil || tok.Participant != wire.PrincipalToken {
 		t.Errorf("ParseHTTPToken: %+v %v", tok, err)
 	}
 }

@@ -24,29 +24,17 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// DefaultPrincipal is the participant token a resolution is published
-// under when the request names none.
-const DefaultPrincipal = wire.PrincipalToken
-
-// BindingMoment is a provisional DECISION that asks its principal (seed
-// 002), with where it stands (its home is binding, so that web's binding
-// pages render it without importing the engine's assembly).
-type BindingMoment = binding.Moment
-
 // Bindings returns the binding moments of a deliberation in stream order,
 // as the projector keeps them (projector.Deliberation.BindingMoments): a
 // moment is resolved only by its principal's artifact that the fold
 // admitted.
-func (q *Queries) Bindings(_ context.Context, id string) ([]BindingMoment, error) {
-	var out []BindingMoment
+func (q *Queries) Bindings(_ context.Context, id string) ([]binding.Moment, error) {
+	var out []binding.Moment
 	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { out = d.BindingMoments() }) {
 		return nil, notFound("deliberation " + id)
 	}
 	return out, nil
 }
-
-// Resolved is the answer to a resolution: what was published.
-type Resolved = binding.Resolved
 
 // Resolve applies a principal's resolution (the body, seed 002 §7.3) to the
 // open binding moment of deliberation id whose envelope has digest
@@ -54,8 +42,8 @@ type Resolved = binding.Resolved
 // (binding.Record), on condition that nothing else arrived in the
 // deliberation since it was read, so that two resolutions can never both
 // land. A resolution naming an unknown or resolved envelope is discarded.
-func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*Resolved, error) {
-	if !projector.ValidToken(principal) {
+func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error) {
+	if !wire.ValidToken(principal) {
 		return nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "as: " + strconv.Quote(principal) + " is not a participant token"}
 	}
 	res, err := binding.ParseResolution(body)
@@ -68,13 +56,13 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, &apiError{Status: http.StatusBadRequest, Code: binding.CodeEnvelopeMismatch, Message: "the resolution names " + res.EnvelopeDigest.String() + ", the path " + envDigest}
 	}
 	var last uint64
-	var moments []BindingMoment
+	var moments []binding.Moment
 	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		last, moments = d.Position, d.BindingMoments()
 	}) {
 		return nil, notFound("deliberation " + id)
 	}
-	var m *BindingMoment
+	var m *binding.Moment
 	for i := range moments {
 		if moments[i].EnvelopeDigest == envDigest {
 			m = &moments[i]
@@ -110,19 +98,18 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	if err != nil {
 		return nil, err
 	}
-	msg := &nats.Msg{Subject: projector.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
 	var ack *jetstream.PubAck
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
 		ack, err = q.publishDecline(ctx, id, msg, a, env, last)
 		q.watch.wrote(err) // the batch goes around q.js's PublishMsg
 	} else {
-		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(ledger.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(last, projector.DeliberationFilter(id)))
+		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
+			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if ledger.IsWrongLastSequence(err) {
 			return nil, &apiError{Status: http.StatusConflict, Code: "binding.concurrent", Message: "the deliberation moved while the resolution was checked; nothing was published: read the binding moments again and retry"}
 		}
 		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "publish: " + err.Error()}
@@ -148,7 +135,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	if !accepted {
 		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
 	}
-	return &Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
+	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
 }
 
 // msgIDs makes the Nats-Msg-Ids of the API's writes (binding resolutions
@@ -162,10 +149,10 @@ var msgIDs = wire.NewMsgIDs()
 // returns the artifact's acknowledgement.
 func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
-	msg.Header.Set(jetstream.ExpectedStreamHeader, ledger.StreamName)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, projector.DeliberationFilter(id))
-	ctl := &nats.Msg{Subject: projector.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
+	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, q.js, []*nats.Msg{msg, ctl})
 	if err != nil {
@@ -176,12 +163,7 @@ func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, 
 	return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Sequence - 1}, nil
 }
 
-// BindingSubject is where the engine announces a new binding moment of a
-// deliberation (core NATS, not stored: GET .../bindings is the record);
-// wire.BindingSubject.
-func BindingSubject(deliberation string) string { return wire.BindingSubject(deliberation) }
-
-// Announcement is what the engine publishes on BindingSubject.
+// Announcement is what the engine publishes on wire.BindingSubject.
 type Announcement struct {
 	Deliberation   string          `json:"deliberation"`
 	Decision       canon.Digest    `json:"decision"`
@@ -255,7 +237,7 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 	}
 	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
-	b.nc.Publish(BindingSubject(id), msg)
+	b.nc.Publish(wire.BindingSubject(id), msg)
 }
 
 // resolutionLabel is a resolution's kind as a label value: one of the

@@ -88,9 +88,9 @@ func (a *asked) forge(art *events.Artifact) projector.OutcomeReport {
 	return o
 }
 
-func (a *asked) moment() service.BindingMoment {
+func (a *asked) moment() binding.Moment {
 	a.t.Helper()
-	var ms []service.BindingMoment
+	var ms []binding.Moment
 	get(a.t, a.s, "/api/v1/deliberations/"+a.id+"/bindings", &ms)
 	if len(ms) != 1 {
 		a.t.Fatalf("moments %+v", ms)

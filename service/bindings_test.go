@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // A decider asks its principal through the HTTP API; each of the four
@@ -79,7 +80,7 @@ func TestBindings_HTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ann, _ := nc.SubscribeSync(service.BindingSubject(id))
+		ann, _ := nc.SubscribeSync(wire.BindingSubject(id))
 		nc.Flush()
 		claim, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
 		if err != nil {
@@ -102,7 +103,7 @@ func TestBindings_HTTP(t *testing.T) {
 			t.Fatalf("announcement %s", am.Data)
 		}
 		ann.Unsubscribe()
-		var moments []service.BindingMoment
+		var moments []binding.Moment
 		get(base+id+"/bindings", &moments)
 		if len(moments) != 1 || moments[0].Status != "open" || moments[0].Decision != prov.ID || moments[0].EnvelopeDigest != env.Digest.String() || moments[0].Principal != "principal" {
 			t.Fatalf("%+v", moments)
@@ -186,7 +187,7 @@ func TestBindings_AnnouncedOnlyWhenAdmitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ann, _ := nc.SubscribeSync(service.BindingSubject(id))
+	ann, _ := nc.SubscribeSync(wire.BindingSubject(id))
 	nc.Flush()
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
 	prov := events.MustSeal(events.Draft{Type: events.TypeDecision,

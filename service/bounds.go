@@ -58,7 +58,7 @@ func (b boundSources) report(now time.Time) []Bound {
 	}
 	if b.budget != nil {
 		st := b.budget.Stats()
-		add(httpConnectionsCode, st.Max, st.Open, st.Evicted+st.Shed, st.LastHit)
+		add(httplimit.CodeConnections, st.Max, st.Open, st.Evicted+st.Shed, st.LastHit)
 	}
 	if b.explorer != nil {
 		st := b.explorer.FeedStats()
@@ -84,9 +84,6 @@ func (b boundSources) report(now time.Time) []Bound {
 	}
 	return out
 }
-
-// httpConnectionsCode is the code of the connection budget's 503.
-const httpConnectionsCode = httplimit.CodeConnections
 
 // watchBounds exports the bounds' counts.
 func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Participants read the stream with consumers, so they may create them;
@@ -34,7 +34,7 @@ const consumerInbox = "_INBOX."
 const sweepEvery = 15
 
 // consumerAdvisory is the advisory of a consumer created on the stream.
-const consumerAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + ledger.StreamName + "."
+const consumerAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + wire.StreamName + "."
 
 // allowedConsumer reports whether a consumer of the stream may stay: a
 // pull consumer, or a push consumer delivering to an inbox.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The engine watches its stream: the JetStream advisories of the PARLEY
@@ -208,7 +209,7 @@ func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runne
 // every JetStream API request, purges and message deletes included
 // (which have no stream advisory of their own).
 func advisorySubjects() []string {
-	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + ledger.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*"}
+	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + wire.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*"}
 }
 
 // subscribe subscribes to the advisories. A refused subscription (the
@@ -287,7 +288,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 		// The audit of every API request of the account: only those on
 		// this stream's administration count, which a cheap test finds
 		// before any decoding.
-		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(ledger.StreamName)) {
+		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(wire.StreamName)) {
 			return
 		}
 		var a struct {
@@ -297,7 +298,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 			return
 		}
 		for _, v := range adminVerbs {
-			if a.Subject == "$JS.API.STREAM."+v+"."+ledger.StreamName {
+			if a.Subject == "$JS.API.STREAM."+v+"."+wire.StreamName {
 				kind, by = "API."+v, msg.Subject+" ("+a.Subject+")"
 			}
 		}
@@ -308,7 +309,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 	w.m.advisories.WithLabelValues(advisoryLabel(kind)).Inc()
 	switch kind {
 	case "DELETED":
-		w.raise(ProblemStreamDeleted, "the stream "+ledger.StreamName+" was deleted", by)
+		w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" was deleted", by)
 		return
 	case "QUORUM_LOST":
 		w.log.Warn("stream advisory: the stream lost its quorum", "subject", msg.Subject)
@@ -369,7 +370,7 @@ func (w *streamWatch) check(ctx context.Context, by string) {
 		n := w.notFound
 		w.mu.Unlock()
 		if n >= 2 {
-			w.raise(ProblemStreamDeleted, "the stream "+ledger.StreamName+" no longer exists", by)
+			w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" no longer exists", by)
 		} else {
 			w.raise(ProblemStreamUnavailable, "stream info: "+err.Error(), by)
 		}
@@ -386,7 +387,7 @@ func (w *streamWatch) check(ctx context.Context, by string) {
 		w.raise(ProblemStreamUnsafe, strings.TrimPrefix(err.Error(), "ledger: "), by)
 	}
 	if !w.created.IsZero() && !info.Created.Equal(w.created) {
-		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", ledger.StreamName, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
+		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", wire.StreamName, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
 	}
 	st := info.State
 	if st.LastSeq < position {
@@ -471,17 +472,6 @@ func free(r StorageReport) int64 { return r.Limit - int64(r.Used) }
 // limit.
 func full(r StorageReport) bool { return free(r) <= min(1<<20, r.Limit/20) }
 
-// storageCodes are the JetStream errors of a write refused for storage or
-// resources: insufficient resources (the server's limit), account
-// resources exceeded, insufficient storage, insufficient memory.
-var storageCodes = []jetstream.ErrorCode{10023, 10002, 10047, 10028}
-
-// racedCodes are the refusals of an expected lost race, not of a fault:
-// wrong last sequence (the deliberation moved on after the position
-// judged, 10071 and 10164), and a duplicate of a message being stored
-// (10158).
-var racedCodes = []jetstream.ErrorCode{10071, 10164, 10158}
-
 // wrote records the result of one of the engine's publishes.
 func (w *streamWatch) wrote(err error) {
 	if w == nil {
@@ -491,9 +481,11 @@ func (w *streamWatch) wrote(err error) {
 	result := "stored"
 	switch {
 	case err == nil:
-	case errors.As(err, &apiErr) && slices.Contains(racedCodes, apiErr.ErrorCode):
+	case ledger.IsLostRace(err):
+		// an expected lost race, not a fault: the deliberation moved on
+		// after the position judged, or a duplicate is being stored
 		result = "superseded"
-	case errors.As(err, &apiErr) && slices.Contains(storageCodes, apiErr.ErrorCode):
+	case ledger.IsResourcesExceeded(err):
 		result = "refused_storage"
 	case errors.As(err, &apiErr):
 		result = "refused"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/wire"
 )
 
 // The engine's writes by result: an expected lost race is no problem; a
@@ -67,7 +67,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, projector.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
+	if _, err := js.Publish(ctx, wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	w := &streamWatch{js: js, stream: st, r: r, m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
@@ -111,9 +111,9 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
 	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
 	for i := range 500 {
-		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + ledger.StreamName})
+		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + wire.StreamName})
 	}
-	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + ledger.StreamName})
+	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + wire.StreamName})
 	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.API", Data: []byte(`{"subject":"$JS.API.STREAM.PURGE.PARLEY"}`)})
 	mfs, err := w.m.Registry.Gather()
 	if err != nil {

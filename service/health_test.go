@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // bareServer is a NATS server with no authorization, as a cluster an
@@ -89,8 +90,8 @@ func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Durat
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for ctx.Err() == nil {
-		if st, err := js.Stream(ctx, ledger.StreamName); err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err == nil && m != nil {
+		if st, err := js.Stream(ctx, wire.StreamName); err == nil {
+			if m, err := st.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err == nil && m != nil {
 				return true
 			}
 		}
@@ -133,7 +134,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 
 	// A purge the stream refuses (deny_purge) is seen in the API audit,
 	// checked, and found harmless.
-	st, _ := admin.Stream(ctx, ledger.StreamName)
+	st, _ := admin.Stream(ctx, wire.StreamName)
 	if err := st.Purge(ctx); err == nil {
 		t.Fatal("the stream was purged")
 	}
@@ -241,7 +242,7 @@ accounts { A { jetstream: enabled, users: [
 	if !h.Halted || !strings.Contains(h.Error, "max_msgs_per_subject is 10") || h.Problems[0].NoticedBy != "check" {
 		t.Fatalf("%+v", h)
 	}
-	if err := admin.DeleteStream(ctx, ledger.StreamName); err != nil {
+	if err := admin.DeleteStream(ctx, wire.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	h = waitHealth(t, s, "deletion noticed", func(code int, h service.Health) bool {
@@ -287,7 +288,7 @@ func TestWatch_StorageFull(t *testing.T) {
 	junk := []byte(`{"op":"round","round":1,"pad":"` + strings.Repeat("x", 4000) + `"}`)
 	var refused error
 	for i := 0; i < 1000 && refused == nil; i++ {
-		_, refused = js.Publish(ctx, projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
+		_, refused = js.Publish(ctx, wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
 	}
 	var apiErr *jetstream.APIError
 	if !errors.As(refused, &apiErr) {
@@ -368,7 +369,7 @@ accounts { A { jetstream: {max_file: 256KB}, users: [{user: admin, password: adm
 	junk := []byte(`{"op":"round","round":1,"pad":"` + strings.Repeat("x", 4000) + `"}`)
 	var refused error
 	for i := 0; i < 1000 && refused == nil; i++ {
-		_, refused = js.Publish(ctx, projector.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
+		_, refused = js.Publish(ctx, wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"), junk)
 	}
 	if refused == nil {
 		t.Fatal("the account's storage never filled")

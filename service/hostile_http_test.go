@@ -21,8 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // childEnv makes the test binary an engine with a lowered descriptor
@@ -122,7 +122,7 @@ func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := js.Stream(ctx, ledger.StreamName); err != nil {
+	if _, err := js.Stream(ctx, wire.StreamName); err != nil {
 		t.Fatalf("a fresh NATS client reads the stream: %v", err)
 	}
 	// A fresh HTTP client is served, and /healthz says the bound is hit.

@@ -13,10 +13,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// MicroPrefix is the subject prefix of the query service on NATS
-// (wire.MicroPrefix).
-const MicroPrefix = wire.MicroPrefix
-
 const (
 	// streamReadTimeout bounds a micro read's read of the stream (an
 	// artifact's bytes, a message's outcome): past it the answer is a 503
@@ -57,7 +53,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	if err != nil {
 		return nil, err
 	}
-	g := svc.AddGroup(MicroPrefix)
+	g := svc.AddGroup(wire.MicroPrefix)
 	type req struct {
 		ID         string `json:"id"`
 		ArtifactID string `json:"artifact_id"`

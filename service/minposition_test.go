@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // A read with a min_position the projection has not reached answers 503
@@ -70,7 +71,7 @@ func TestQueries_MinPosition(t *testing.T) {
 	}
 
 	for _, ep := range []string{"deliberation", "artifacts", "deliberations", "closure", "provenance"} {
-		msg, err := nc.Request(service.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
+		msg, err := nc.Request(wire.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+ahead+`}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestQueries_MinPosition(t *testing.T) {
 		if msg.Header.Get("Nats-Service-Error-Code") != "503" || body.Code != service.CodeBehind {
 			t.Errorf("micro %s ahead: %q %s", ep, msg.Header.Get("Nats-Service-Error-Code"), msg.Data)
 		}
-		msg, err = nc.Request(service.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+seq+`}`), 5*time.Second)
+		msg, err = nc.Request(wire.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+seq+`}`), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +115,11 @@ func TestQueries_WaitingReadHoldsUpNoOther(t *testing.T) {
 	next := strconv.FormatUint(ack.Sequence+1, 10)
 	slow := make(chan *nats.Msg, 1)
 	go func() {
-		m, _ := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+next+`}`), 2*time.Minute)
+		m, _ := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+next+`}`), 2*time.Minute)
 		slow <- m
 	}()
 	eventually.True(t, 10*time.Second, "the read waits for its min_position", func() bool { return service.WaitingReads(s.Queries) == 1 })
-	m, err := nc.Request(service.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
+	m, err := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
 	if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
 		t.Fatalf("read beside a waiting one: %v", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -34,10 +33,10 @@ const (
 // reconfigure the record. No user of the embedded default may publish on
 // them (deploy/nats.conf keeps them for its admin).
 var streamAdmin = []string{
-	"$JS.API.STREAM.DELETE." + ledger.StreamName,
-	"$JS.API.STREAM.PURGE." + ledger.StreamName,
-	"$JS.API.STREAM.UPDATE." + ledger.StreamName,
-	"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName,
+	"$JS.API.STREAM.DELETE." + wire.StreamName,
+	"$JS.API.STREAM.PURGE." + wire.StreamName,
+	"$JS.API.STREAM.UPDATE." + wire.StreamName,
+	"$JS.API.STREAM.MSG.DELETE." + wire.StreamName,
 }
 
 // participantReads are the subjects a participant publishes on to read:
@@ -57,10 +56,10 @@ var streamAdmin = []string{
 // lets deliver onto a subject of the stream, and single messages through
 // the query API (parley.api.artifact, parley.api.outcome).
 var participantReads = append([]string{
-	MicroPrefix + ".>",
+	wire.MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
-	"$JS.API.STREAM.INFO." + ledger.StreamName,
+	"$JS.API.STREAM.INFO." + wire.StreamName,
 }, ledger.ReaderSubjects...)
 
 // ReservedTokens are the participant tokens the embedded default refuses
@@ -69,7 +68,7 @@ var participantReads = append([]string{
 // token prefix, so every other _x token stays publishable; the projector
 // refuses those (subject.invalid_participant rejections, on the record).
 func ReservedTokens(principals []string) []string {
-	out := []string{projector.SupervisorToken, DefaultPrincipal}
+	out := []string{wire.SupervisorToken, wire.PrincipalToken}
 	for _, p := range principals {
 		if !slices.Contains(out, p) {
 			out = append(out, p)
@@ -89,17 +88,17 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 	deny := []string{wire.ImportSubject("*")}
 	var engineArt []string
 	for _, t := range reserved {
-		deny = append(deny, projector.ArtifactSubject("*", t))
-		engineArt = append(engineArt, projector.ArtifactSubject("*", t))
+		deny = append(deny, wire.ArtifactSubject("*", t))
+		engineArt = append(engineArt, wire.ArtifactSubject("*", t))
 	}
 	participant := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: append([]string{projector.ArtifactSubject("*", "*"), projector.ControlSubject("*")}, participantReads...),
+			Allow: append([]string{wire.ArtifactSubject("*", "*"), wire.ControlSubject("*")}, participantReads...),
 			Deny:  deny,
 		},
 		// Replies, and the announcements of binding moments (what GET
 		// .../bindings reads from the record anyway).
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", BindingSubject("*")}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.BindingSubject("*")}},
 	}
 	engine := &server.Permissions{
 		Publish: &server.SubjectPermission{
@@ -110,20 +109,20 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, BindingSubject("*"), projector.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+ledger.StreamName+".>", "_INBOX.>", "$SRV.>"),
+			Allow: append(engineArt, wire.BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+wire.StreamName+".>", "_INBOX.>", "$SRV.>"),
 			Deny:  streamAdmin,
 		},
 		// The stream's advisories and the API audit: the engine watches
 		// its stream (health.go).
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
 	}
 	operator := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: []string{projector.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
+			Allow: []string{wire.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
 			Deny:  streamAdmin,
 		},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", projector.SubjectPrefix + ">"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.SubjectPrefix + ">"}},
 	}
 	return []*server.User{
 		{Username: NATSParticipantUser, Password: secret(), Permissions: participant},

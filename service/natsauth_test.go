@@ -115,8 +115,8 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// The forgeries.
 	forged := events.MustSeal(events.Draft{Type: events.TypeTermination, Payload: events.Termination{State: events.Exhausted, Reason: "forged"},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Considers}}})
-	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
-		subject := projector.ArtifactSubject(id, tok)
+	for _, tok := range []string{wire.SupervisorToken, wire.PrincipalToken} {
+		subject := wire.ArtifactSubject(id, tok)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := o.js.Publish(short, subject, forged.Canonical)
 		cancel()
@@ -133,10 +133,10 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	cfg.MaxMsgs = 1
 	update, _ := json.Marshal(cfg)
 	for _, req := range []struct{ subject, body string }{
-		{"$JS.API.STREAM.DELETE." + ledger.StreamName, ""},
-		{"$JS.API.STREAM.PURGE." + ledger.StreamName, "{}"},
-		{"$JS.API.STREAM.UPDATE." + ledger.StreamName, string(update)},
-		{"$JS.API.STREAM.MSG.DELETE." + ledger.StreamName, `{"seq":1}`},
+		{"$JS.API.STREAM.DELETE." + wire.StreamName, ""},
+		{"$JS.API.STREAM.PURGE." + wire.StreamName, "{}"},
+		{"$JS.API.STREAM.UPDATE." + wire.StreamName, string(update)},
+		{"$JS.API.STREAM.MSG.DELETE." + wire.StreamName, `{"seq":1}`},
 		{"$JS.API.STREAM.CREATE.X", `{"name":"X","subjects":["x.>"]}`},
 	} {
 		if _, err := o.nc.Request(req.subject, []byte(req.body), time.Second); err == nil {
@@ -149,13 +149,13 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if _, err := s.Stream.Info(ctx); err != nil {
 		t.Fatalf("the stream is gone: %v", err)
 	}
-	if names := streamNames(t, s); len(names) != 1 || names[0] != ledger.StreamName {
+	if names := streamNames(t, s); len(names) != 1 || names[0] != wire.StreamName {
 		t.Errorf("streams %v", names)
 	}
 	// A push consumer may be created (participants read with consumers),
 	// but delivering into the JetStream API erases nothing.
-	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
-		DeliverSubject: "$JS.API.STREAM.DELETE." + ledger.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
+		DeliverSubject: "$JS.API.STREAM.DELETE." + wire.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Logf("push consumer refused: %v", err)
 	}
 	// Nothing to wait for but time: were the deliveries to erase
@@ -171,8 +171,8 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		t.Fatalf("the stream changed: %d messages (last %d, max_msgs %d), was %d (last %d)",
 			after.State.Msgs, after.State.LastSeq, after.Config.MaxMsgs, before.State.Msgs, before.State.LastSeq)
 	}
-	for _, tok := range []string{projector.SupervisorToken, service.DefaultPrincipal} {
-		if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	for _, tok := range []string{wire.SupervisorToken, wire.PrincipalToken} {
+		if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("a message as %s is stored: %v", tok, err)
 		}
 	}
@@ -180,7 +180,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// A reserved-looking token NATS cannot tell apart (permissions match
 	// whole tokens) reaches the stream and is refused by the projector, on
 	// the record.
-	ack, err = o.js.Publish(ctx, projector.ArtifactSubject(id, "_other"), forged.Canonical)
+	ack, err = o.js.Publish(ctx, wire.ArtifactSubject(id, "_other"), forged.Canonical)
 	if err != nil {
 		t.Fatalf("_other: %v", err)
 	}
@@ -197,7 +197,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
-	rd, err := ledger.Read(ctx, o.nc, projector.DeliberationFilter(id), 0)
+	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,19 +210,19 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		subjects = append(subjects, m.Subject)
 	}
 	rd.Stop()
-	if len(subjects) != 3 || subjects[1] != projector.ArtifactSubject(id, "alice") {
+	if len(subjects) != 3 || subjects[1] != wire.ArtifactSubject(id, "alice") {
 		t.Errorf("read %v", subjects)
 	}
 	// Stream info, but no direct get (its answer goes to any reply
 	// subject: TestEmbeddedDefault_NoDeliveryOntoEngineSubjects); a
 	// message's bytes come from the query API.
-	if ps, err := o.js.Stream(ctx, ledger.StreamName); err != nil {
+	if ps, err := o.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("stream info: %v", err)
 	} else {
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := ps.GetMsg(short, claimSeq)
 		cancel()
-		if err == nil || !o.violated("$JS.API.DIRECT.GET."+ledger.StreamName) {
+		if err == nil || !o.violated("$JS.API.DIRECT.GET."+wire.StreamName) {
 			t.Errorf("direct get: %v", err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err := alice.Watch(wctx, id, func(w projector.View) bool { v = w; return w.Status != projector.StatusCompleted }); err != nil {
 		t.Fatalf("never completed: %v (%+v)", err, v)
 	}
-	if _, err := s.Stream.GetLastMsgForSubject(ctx, projector.ArtifactSubject(id, projector.SupervisorToken)); err != nil {
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err != nil {
 		t.Errorf("no supervisor TERMINATION: %v", err)
 	}
 }
@@ -261,7 +261,7 @@ func TestEmbeddedDefault_MaxPayload(t *testing.T) {
 		t.Errorf("max_payload %d", max)
 	}
 	before := lastSeq(t, s)
-	_, err := o.js.Publish(ctx, projector.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), make([]byte, embedded.DefaultMaxPayload+1))
+	_, err := o.js.Publish(ctx, wire.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice"), make([]byte, embedded.DefaultMaxPayload+1))
 	if !errors.Is(err, nats.ErrMaxPayload) {
 		t.Errorf("publish above max_payload: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	if *c != s.Credentials() || c.NATSUser != service.NATSOperatorUser || len(c.NATSPassword) < 32 || c.NATSURL != s.NATSURL() ||
-		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != service.DefaultPrincipal {
+		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != wire.PrincipalToken {
 		t.Fatalf("credentials %+v", c)
 	}
 	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSOperatorUser, "wrong")); err == nil {
@@ -306,7 +306,7 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	op := connectOutsider(t, c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "x"}})
-	for _, subject := range []string{projector.ControlSubject(id), projector.ArtifactSubject(id, projector.SupervisorToken), projector.ArtifactSubject(id, service.DefaultPrincipal)} {
+	for _, subject := range []string{wire.ControlSubject(id), wire.ArtifactSubject(id, wire.SupervisorToken), wire.ArtifactSubject(id, wire.PrincipalToken)} {
 		if _, err := op.js.Publish(ctx, subject, claim.Canonical); err != nil {
 			t.Errorf("operator on %s: %v", subject, err)
 		}
@@ -314,14 +314,14 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	// (A refused request gets no answer: each is given a second.)
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
-	if err := op.js.DeleteStream(short, ledger.StreamName); err == nil || !op.violated("$JS.API.STREAM.DELETE."+ledger.StreamName) {
+	if err := op.js.DeleteStream(short, wire.StreamName); err == nil || !op.violated("$JS.API.STREAM.DELETE."+wire.StreamName) {
 		t.Errorf("operator delete: %v", err)
 	}
 	short, cancelShort = context.WithTimeout(ctx, time.Second)
 	defer cancelShort()
 	cfg := ledger.StreamConfig(1)
 	cfg.MaxAge = time.Hour
-	if _, err := op.js.UpdateStream(short, cfg); err == nil || !op.violated("$JS.API.STREAM.UPDATE."+ledger.StreamName) {
+	if _, err := op.js.UpdateStream(short, cfg); err == nil || !op.violated("$JS.API.STREAM.UPDATE."+wire.StreamName) {
 		t.Errorf("operator update: %v", err)
 	}
 	if info, err := s.Stream.Info(ctx); err != nil || info.State.Msgs != 3 || info.Config.MaxAge != 0 {
@@ -363,7 +363,7 @@ func TestStart_NATSConfigUsers(t *testing.T) {
 		t.Errorf("credentials %+v", c)
 	}
 	alice := connectOutsider(t, s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
-	if _, err := alice.js.Stream(ctx, ledger.StreamName); err != nil {
+	if _, err := alice.js.Stream(ctx, wire.StreamName); err != nil {
 		t.Errorf("alice reads the stream info: %v", err)
 	}
 	// The embedded default's users are not taken with a file.
@@ -386,18 +386,18 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 	defer s.Close()
 	o := connectOutsider(t, s.NATSURL())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	ack, err := o.js.Publish(ctx, projector.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
+	ack, err := o.js.Publish(ctx, wire.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	principal := projector.ArtifactSubject(id, service.DefaultPrincipal)
-	m := nats.NewMsg("$JS.API.DIRECT.GET." + ledger.StreamName)
+	principal := wire.ArtifactSubject(id, wire.PrincipalToken)
+	m := nats.NewMsg("$JS.API.DIRECT.GET." + wire.StreamName)
 	m.Reply = principal
 	m.Data = []byte(`{"seq":` + strconv.FormatUint(ack.Sequence, 10) + `,"no_hdr":true}`)
 	if err := o.nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
-	if !o.violated("$JS.API.DIRECT.GET." + ledger.StreamName) {
+	if !o.violated("$JS.API.DIRECT.GET." + wire.StreamName) {
 		t.Error("no permissions violation for the direct get")
 	}
 	if _, err := s.Stream.GetLastMsgForSubject(ctx, principal); !errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -423,7 +423,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 	defer s.Close()
 	o := connectOutsider(t, s.NATSURL())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	aliceSubject := projector.ArtifactSubject(id, "alice")
+	aliceSubject := wire.ArtifactSubject(id, "alice")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
 	decision := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Book the 9:40.", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
@@ -436,18 +436,18 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 		onto string
 		from uint64
 	}{
-		{projector.ArtifactSubject(id, service.DefaultPrincipal), ack.Sequence},
-		{projector.ControlSubject(id), ack.Sequence},
-		{projector.ArtifactSubject(id, projector.SupervisorToken), ack.Sequence + 1000},
+		{wire.ArtifactSubject(id, wire.PrincipalToken), ack.Sequence},
+		{wire.ControlSubject(id), ack.Sequence},
+		{wire.ArtifactSubject(id, wire.SupervisorToken), ack.Sequence + 1000},
 		{wire.ImportSubject(id), ack.Sequence + 1000},
 	}
 	for i, p := range pulls {
 		name := "pull-" + strconv.Itoa(i)
-		if _, err := o.js.CreateConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
+		if _, err := o.js.CreateConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: name, AckPolicy: jetstream.AckExplicitPolicy,
 			FilterSubject: aliceSubject, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: p.from}); err != nil {
 			t.Fatal(err)
 		}
-		m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + ledger.StreamName + "." + name)
+		m := nats.NewMsg("$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + "." + name)
 		m.Reply, m.Data = p.onto, []byte(`{"batch":1,"no_wait":true}`)
 		if err := o.nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
@@ -456,7 +456,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 			t.Errorf("pulled onto %s", p.onto)
 		}
 	}
-	info, err := s.Stream.Info(ctx, jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := s.Stream.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 		t.Errorf("the stream holds %v, want alice's message only", info.State.Subjects)
 	}
 	// A push consumer may not deliver onto a stream subject.
-	_, err = o.js.CreateOrUpdatePushConsumer(ctx, ledger.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
+	_, err = o.js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "push-onto-principal",
 		DeliverSubject: pulls[0].onto, AckPolicy: jetstream.AckNonePolicy, FilterSubject: aliceSubject})
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr

@@ -12,18 +12,14 @@ import (
 	"github.com/parley-engine/parley/projector"
 )
 
-// MessageOutcome is the query API's answer about one message
-// (projector.OutcomeReport).
-type MessageOutcome = projector.OutcomeReport
-
 // Outcome says what the projector did with the message of deliberation id
 // at stream position position. artifactID, when not empty, must be the
 // artifact the message carries. The message is read back from the stream,
 // so that a position of another deliberation is refused (404) rather than
 // misreported; a deliberation never opened is answered from the rejections
 // of messages that belong to no opened deliberation.
-func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artifactID string) (MessageOutcome, error) {
-	out := MessageOutcome{Deliberation: id, Position: position}
+func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artifactID string) (projector.OutcomeReport, error) {
+	out := projector.OutcomeReport{Deliberation: id, Position: position}
 	if position == 0 {
 		return out, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "position must be a stream position (1 or more)"}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
 )
 
 func TestQueries_Outcome(t *testing.T) {
@@ -26,7 +25,7 @@ func TestQueries_Outcome(t *testing.T) {
 	bob, _ := client.New(nc, "bob")
 	id, refused := uuid.NewString(), uuid.NewString()
 
-	wait := func(id string, seq uint64, artifactID string) service.MessageOutcome {
+	wait := func(id string, seq uint64, artifactID string) projector.OutcomeReport {
 		t.Helper()
 		o, err := alice.WaitOutcome(ctx, id, seq, artifactID)
 		if err != nil {
@@ -74,12 +73,12 @@ func TestQueries_Outcome(t *testing.T) {
 	}
 
 	// Over HTTP, the same answers.
-	var o service.MessageOutcome
+	var o projector.OutcomeReport
 	if code := get(t, s, "/api/v1/deliberations/"+refused+"/messages/"+strconv.FormatUint(refusedAt, 10), &o); code != 200 ||
 		o.Outcome != projector.VerdictRejected || o.Code != projector.CodeControlInvalid {
 		t.Errorf("HTTP refused open: %d %+v", code, o)
 	}
-	o = service.MessageOutcome{}
+	o = projector.OutcomeReport{}
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/messages/"+strconv.FormatUint(accepted, 10)+"?artifact_id="+claim.ID.String(), &o); code != 200 ||
 		o.Outcome != projector.VerdictAccepted || o.ArtifactID != claim.ID.String() {
 		t.Errorf("HTTP claim: %d %+v", code, o)

@@ -54,14 +54,6 @@ const (
 
 const cursorVersion = 1
 
-// Summary, ArtifactEntry and RejectionList are the shapes of the lists
-// (their home is projector, so that a client needs no engine to read them).
-type (
-	Summary       = projector.Summary
-	ArtifactEntry = projector.ArtifactEntry
-	RejectionList = projector.RejectionList
-)
-
 func cursorSum(b []byte, scope string) uint32 {
 	h := crc32.NewIEEE()
 	h.Write(b)
@@ -151,12 +143,12 @@ func (p PageRequest) statusFilter() (map[projector.Status]bool, error) {
 
 // DeliberationPage returns a page of the deliberations, newest opened
 // first, and the cursor of the next page ("" at the end).
-func (q *Queries) DeliberationPage(p PageRequest) ([]Summary, string, error) {
+func (q *Queries) DeliberationPage(p PageRequest) ([]projector.Summary, string, error) {
 	return q.deliberationPage(p, nil)
 }
 
 // deliberationPage is DeliberationPage appending to out.
-func (q *Queries) deliberationPage(p PageRequest, out []Summary) ([]Summary, string, error) {
+func (q *Queries) deliberationPage(p PageRequest, out []projector.Summary) ([]projector.Summary, string, error) {
 	limit, err := p.limit()
 	if err != nil {
 		return nil, "", err
@@ -179,14 +171,14 @@ func (q *Queries) deliberationPage(p PageRequest, out []Summary) ([]Summary, str
 		return out[:limit], encodeCursor(cursorDeliberations, "", out[limit-1].OpenedAt), nil
 	}
 	if out == nil {
-		out = []Summary{}
+		out = []projector.Summary{}
 	}
 	return out, "", nil
 }
 
 // ArtifactPage returns a page of a deliberation's artifacts in stream
 // order, and the cursor of the next page ("" at the end).
-func (q *Queries) ArtifactPage(id string, p PageRequest) ([]ArtifactEntry, string, error) {
+func (q *Queries) ArtifactPage(id string, p PageRequest) ([]projector.ArtifactEntry, string, error) {
 	limit, err := p.limit()
 	if err != nil {
 		return nil, "", err
@@ -208,14 +200,14 @@ func (q *Queries) ArtifactPage(id string, p PageRequest) ([]ArtifactEntry, strin
 // artifactsAfter returns up to n artifacts of deliberation id at positions
 // after after, in stream order, of the first asOf admitted (asOf < 0: all
 // there are now), and the number admitted when it read them.
-func (q *Queries) artifactsAfter(id string, after uint64, n, asOf int) ([]ArtifactEntry, int, bool) {
-	var out []ArtifactEntry
+func (q *Queries) artifactsAfter(id string, after uint64, n, asOf int) ([]projector.ArtifactEntry, int, bool) {
+	var out []projector.ArtifactEntry
 	found := q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		if asOf < 0 {
 			asOf = d.Artifacts()
 		}
-		out = make([]ArtifactEntry, 0, min(n, d.Artifacts()))
-		d.ArtifactsAfter(after, func(i int, e ArtifactEntry) bool {
+		out = make([]projector.ArtifactEntry, 0, min(n, d.Artifacts()))
+		d.ArtifactsAfter(after, func(i int, e projector.ArtifactEntry) bool {
 			if i < asOf {
 				e.Ordinal = d.Ordinal(e.Position)
 				out = append(out, e)
@@ -245,8 +237,8 @@ func (h *rejectionHeap) Pop() any {
 // rejections are in the order they were recorded, which is stream order
 // but for pending artifacts rejected once released: the page is chosen
 // with a heap of its size over them (at most projector.Options.MaxKept).
-func (q *Queries) RejectionPage(id string, p PageRequest) (RejectionList, error) {
-	var out RejectionList
+func (q *Queries) RejectionPage(id string, p PageRequest) (projector.RejectionList, error) {
+	var out projector.RejectionList
 	limit, err := p.limit()
 	if err != nil {
 		return out, err
@@ -258,7 +250,7 @@ func (q *Queries) RejectionPage(id string, p PageRequest) (RejectionList, error)
 	var h rejectionHeap
 	found := q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		kept, total, codes := d.Rejections()
-		out = RejectionList{Deliberation: id, Total: total, ByCode: make(map[string]int, len(codes)), Kept: len(kept)}
+		out = projector.RejectionList{Deliberation: id, Total: total, ByCode: make(map[string]int, len(codes)), Kept: len(kept)}
 		for k, v := range codes {
 			out.ByCode[k] = v
 		}
@@ -296,17 +288,17 @@ func (q *Queries) RejectionPage(id string, p PageRequest) (RejectionList, error)
 // UnroutedPage returns a page of the kept rejections of messages that
 // belong to no open deliberation, in stream order, with the cursor of the
 // next page in NextCursor.
-func (q *Queries) UnroutedPage(p PageRequest) (RejectionList, error) {
+func (q *Queries) UnroutedPage(p PageRequest) (projector.RejectionList, error) {
 	limit, err := p.limit()
 	if err != nil {
-		return RejectionList{}, err
+		return projector.RejectionList{}, err
 	}
 	after, err := decodeCursor(p.Cursor, cursorUnrouted, "")
 	if err != nil {
-		return RejectionList{}, err
+		return projector.RejectionList{}, err
 	}
 	pg := q.r.UnroutedAfter(after, limit)
-	out := RejectionList{Total: pg.Total, ByCode: pg.ByCode, Kept: pg.Kept, Rejections: pg.Rejections}
+	out := projector.RejectionList{Total: pg.Total, ByCode: pg.ByCode, Kept: pg.Kept, Rejections: pg.Rejections}
 	if out.Rejections == nil {
 		out.Rejections = []projector.Rejection{}
 	}
@@ -364,8 +356,9 @@ func writeItems[T any](w http.ResponseWriter, items []T) {
 	w.Write([]byte("]\n"))
 }
 
-// writeRejections writes a RejectionList, its rejections item by item.
-func writeRejections(w http.ResponseWriter, l RejectionList) {
+// writeRejections writes a projector.RejectionList, its rejections item
+// by item.
+func writeRejections(w http.ResponseWriter, l projector.RejectionList) {
 	items := l.Rejections
 	l.Rejections = nil
 	var head bytes.Buffer
@@ -412,7 +405,7 @@ func (q *Queries) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 	}
 	// The page's memory is reused from one request to the next: a walk of
 	// a long list makes no garbage of its pages.
-	buf := summaryPages.Get().(*[]Summary)
+	buf := summaryPages.Get().(*[]projector.Summary)
 	defer summaryPages.Put(buf)
 	list, next, err := q.deliberationPage(p, (*buf)[:0])
 	if err != nil {
@@ -425,7 +418,7 @@ func (q *Queries) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 }
 
 var summaryPages = sync.Pool{New: func() any {
-	b := make([]Summary, 0, wire.MaxPageLimit+1)
+	b := make([]projector.Summary, 0, wire.MaxPageLimit+1)
 	return &b
 }}
 

@@ -181,7 +181,7 @@ func TestPages_Deliberations(t *testing.T) {
 	}
 	l.publish(ctl...)
 
-	all := walk[service.Summary](l, "/api/v1/deliberations?limit=7", 7, nil)
+	all := walk[projector.Summary](l, "/api/v1/deliberations?limit=7", 7, nil)
 	if len(all) != len(ids) {
 		t.Fatalf("%d deliberations listed, want %d", len(all), len(ids))
 	}
@@ -205,7 +205,7 @@ func TestPages_Deliberations(t *testing.T) {
 		}
 	}
 	// The default page is 100.
-	var page []service.Summary
+	var page []projector.Summary
 	if code, h := l.get("/api/v1/deliberations", &page); code != 200 || len(page) != wire.DefaultPageLimit || h.Get(wire.NextCursorHeader) == "" {
 		t.Errorf("default page: %d, %d items, next %q", code, len(page), h.Get(wire.NextCursorHeader))
 	}
@@ -223,7 +223,7 @@ func TestPages_Deliberations(t *testing.T) {
 		{"status=suspended,cancelled", []projector.Status{projector.StatusSuspended, projector.StatusCancelled}},
 		{"status=completed", nil},
 	} {
-		got := walk[service.Summary](l, "/api/v1/deliberations?limit=9&"+tc.query, 9, nil)
+		got := walk[projector.Summary](l, "/api/v1/deliberations?limit=9&"+tc.query, 9, nil)
 		n := 0
 		for _, st := range tc.want {
 			n += len(want[st])
@@ -249,7 +249,7 @@ func TestPages_DeliberationsStableUnderIngest(t *testing.T) {
 	// Between pages, new deliberations open and old ones are touched
 	// (their position moves past everything listed so far).
 	touch := 0
-	all := walk[service.Summary](l, "/api/v1/deliberations?limit=11", 11, func(page int) {
+	all := walk[projector.Summary](l, "/api/v1/deliberations?limit=11", 11, func(page int) {
 		msgs := []*nats.Msg{}
 		l.open(3 + page)
 		for range 5 {
@@ -278,7 +278,7 @@ func TestPages_DeliberationsStableUnderIngest(t *testing.T) {
 func TestPages_BadRequests(t *testing.T) {
 	l := startLists(t)
 	ids := l.open(3)
-	var arts []service.ArtifactEntry
+	var arts []projector.ArtifactEntry
 	// Cursors of other listings and deliberations.
 	alice := l.artifacts(ids[0], 3)
 	l.artifacts(ids[1], 3)
@@ -331,7 +331,7 @@ func TestPages_BadRequests(t *testing.T) {
 
 // artifacts publishes n claims to deliberation id, each odd one followed by
 // an objection to it. It returns the artifacts in stream order of the DAG.
-func (l *lists) artifacts(id string, n int) []service.ArtifactEntry {
+func (l *lists) artifacts(id string, n int) []projector.ArtifactEntry {
 	l.t.Helper()
 	var msgs []*nats.Msg
 	var arts []*events.Artifact
@@ -352,11 +352,11 @@ func (l *lists) artifacts(id string, n int) []service.ArtifactEntry {
 	for _, m := range msgs {
 		seqs = append(seqs, l.publish(m)...)
 	}
-	out := make([]service.ArtifactEntry, len(arts))
+	out := make([]projector.ArtifactEntry, len(arts))
 	for i, a := range arts {
 		// The open is the deliberation's first message: the artifacts'
 		// messages follow it, whatever else the stream holds.
-		out[i] = service.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Ordinal: uint64(i + 2), Participant: "alice", Type: string(a.Type)}
+		out[i] = projector.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Ordinal: uint64(i + 2), Participant: "alice", Type: string(a.Type)}
 	}
 	return out
 }
@@ -365,7 +365,7 @@ func TestPages_ArtifactsAndRecording(t *testing.T) {
 	l := startLists(t)
 	id := l.open(1)[0]
 	want := l.artifacts(id, 40) // 60 artifacts
-	got := walk[service.ArtifactEntry](l, "/api/v1/deliberations/"+id+"/artifacts?limit=8", 8, nil)
+	got := walk[projector.ArtifactEntry](l, "/api/v1/deliberations/"+id+"/artifacts?limit=8", 8, nil)
 	if !slices.Equal(got, want) {
 		t.Fatalf("artifacts:\n got %v\nwant %v", got, want)
 	}
@@ -417,7 +417,7 @@ func TestPages_ArtifactsAndRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var it []service.ArtifactEntry
+	var it []projector.ArtifactEntry
 	for a, err := range c.Artifacts(context.Background(), id, client.ListOptions{PageSize: 9}) {
 		if err != nil {
 			t.Fatal(err)
@@ -445,7 +445,7 @@ func TestPages_Rejections(t *testing.T) {
 	var all []projector.Rejection
 	path := "/api/v1/deliberations/" + id + "/rejections?limit=5"
 	for n := 0; ; n++ {
-		var page service.RejectionList
+		var page projector.RejectionList
 		code, h := l.get(path, &page)
 		sum := 0
 		for _, n := range page.ByCode {
@@ -485,7 +485,7 @@ func TestPages_Rejections(t *testing.T) {
 	var ugot []uint64
 	path = "/api/v1/rejections?limit=6"
 	for {
-		var page service.RejectionList
+		var page projector.RejectionList
 		code, h := l.get(path, &page)
 		if code != 200 || page.Total != 45 || page.Kept != 45 || page.ByCode[projector.CodeNotOpen] != 45 || page.NextCursor != h.Get(wire.NextCursorHeader) {
 			t.Fatalf("%s: %d %+v", path, code, page)
@@ -513,7 +513,7 @@ func TestPages_Rejections(t *testing.T) {
 func microPage(t *testing.T, nc *nats.Conn, endpoint string, req map[string]any, v any) (next string, errCode string) {
 	t.Helper()
 	b, _ := json.Marshal(req)
-	msg, err := nc.Request(service.MicroPrefix+"."+endpoint, b, 10*time.Second)
+	msg, err := nc.Request(wire.MicroPrefix+"."+endpoint, b, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +535,7 @@ func TestPages_Micro(t *testing.T) {
 	var got []string
 	req := map[string]any{"limit": 7}
 	for {
-		var page []service.Summary
+		var page []projector.Summary
 		next, e := microPage(t, l.nc, "deliberations", req, &page)
 		if e != "" {
 			t.Fatal(e)
@@ -551,7 +551,7 @@ func TestPages_Micro(t *testing.T) {
 	if !slices.Equal(got, ids) {
 		t.Errorf("micro list: %d, want %d, in order", len(got), len(ids))
 	}
-	var page []service.Summary
+	var page []projector.Summary
 	if next, e := microPage(t, l.nc, "deliberations", map[string]any{}, &page); e != "" || len(page) != 60 || next != "" {
 		t.Errorf("micro list, no paging asked: %s %d %q", e, len(page), next)
 	}
@@ -580,10 +580,10 @@ func TestPages_Micro(t *testing.T) {
 	}
 	// Artifacts, rejections and unrouted pages, as over HTTP.
 	want := l.artifacts(ids[0], 10)
-	var arts []service.ArtifactEntry
+	var arts []projector.ArtifactEntry
 	req = map[string]any{"id": ids[0], "limit": 4}
 	for {
-		var page []service.ArtifactEntry
+		var page []projector.ArtifactEntry
 		next, e := microPage(t, l.nc, "artifacts", req, &page)
 		if e != "" {
 			t.Fatal(e)
@@ -598,7 +598,7 @@ func TestPages_Micro(t *testing.T) {
 		t.Errorf("micro artifacts %v, want %v", arts, want)
 	}
 	l.publish(&nats.Msg{Subject: wire.ArtifactSubject(ids[0], "alice"), Data: []byte("x")}, &nats.Msg{Subject: wire.ArtifactSubject(ids[0], "alice"), Data: []byte("y")})
-	var rej service.RejectionList
+	var rej projector.RejectionList
 	if next, e := microPage(t, l.nc, "rejections", map[string]any{"id": ids[0], "limit": 1}, &rej); e != "" || len(rej.Rejections) != 1 || rej.Total != 2 || next == "" || rej.NextCursor != next {
 		t.Errorf("micro rejections: %s %+v %q", e, rej, next)
 	}
@@ -697,7 +697,7 @@ func TestPages_Concurrent(t *testing.T) {
 		}
 	}()
 	for range 5 {
-		all := walk[service.Summary](l, "/api/v1/deliberations?limit=13", 13, nil)
+		all := walk[projector.Summary](l, "/api/v1/deliberations?limit=13", 13, nil)
 		n := 0
 		seen := map[string]bool{}
 		for _, s := range all {

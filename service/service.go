@@ -35,6 +35,7 @@ import (
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
 	"github.com/parley-engine/parley/web"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Config of the engine service.
@@ -87,7 +88,7 @@ type Config struct {
 	// one, and is published as the participant it stands for; so does
 	// every read when the API listens beyond loopback, unless
 	// HTTPPublicReads. None: the engine draws one at each start, for
-	// DefaultPrincipal, and writes it to the credentials file.
+	// wire.PrincipalToken, and writes it to the credentials file.
 	HTTPTokens      []HTTPToken
 	HTTPPublicReads bool
 	// CharterDefaults are the engine-wide limits and policy used where a
@@ -192,12 +193,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	tokens := cfg.HTTPTokens
 	if len(tokens) == 0 {
-		tokens = []HTTPToken{{Secret: secret(), Participant: DefaultPrincipal}}
+		tokens = []HTTPToken{{Secret: secret(), Participant: wire.PrincipalToken}}
 		s.creds.HTTPToken, s.creds.HTTPParticipant = tokens[0].Secret, tokens[0].Participant
 	}
 	var principals []string
 	for _, t := range tokens {
-		if !projector.ValidToken(t.Participant) {
+		if !wire.ValidToken(t.Participant) {
 			return nil, fmt.Errorf("service: HTTP token: %q is not a participant token", t.Participant)
 		}
 		principals = append(principals, t.Participant)
@@ -359,9 +360,8 @@ func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		st, err := ledger.Ensure(actx, s.js, s.cfg.Replicas)
 		cancel()
-		var apiErr *jetstream.APIError
 		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.ErrorCode == 10008))
+			errors.Is(err, jetstream.ErrNoStreamResponse) || ledger.IsJetStreamNotAvailable(err))
 		if !retry {
 			if err != nil && ctx.Err() != nil {
 				return nil, fmt.Errorf("%w (the stream did not answer: is JetStream up, with a leader?)", err)

@@ -14,9 +14,9 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 func start(t *testing.T, dir string) *service.Service {
@@ -101,16 +101,16 @@ func TestService_EndToEnd(t *testing.T) {
 		}
 		return ack.Sequence
 	}
-	pub(projector.ArtifactSubject(id, "alice"), []byte("\xff\xfegarbage"))
-	pub(projector.ArtifactSubject(id, "alice"), []byte(`{"payload":"`+strings.Repeat("x", 2<<20)+`"}`))
-	pub(projector.ArtifactSubject(id, "mallory"), claim.Canonical)
-	pub(projector.ArtifactSubject(id, "bob"), claim.Canonical, jetstream.WithMsgID("a-new-msg-id")) // as after the dedupe window
+	pub(wire.ArtifactSubject(id, "alice"), []byte("\xff\xfegarbage"))
+	pub(wire.ArtifactSubject(id, "alice"), []byte(`{"payload":"`+strings.Repeat("x", 2<<20)+`"}`))
+	pub(wire.ArtifactSubject(id, "mallory"), claim.Canonical)
+	pub(wire.ArtifactSubject(id, "bob"), claim.Canonical, jetstream.WithMsgID("a-new-msg-id")) // as after the dedupe window
 	unopened := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-	last := pub(projector.ArtifactSubject(unopened, "alice"), claim.Canonical)
+	last := pub(wire.ArtifactSubject(unopened, "alice"), claim.Canonical)
 	if err := s.Runner.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	var rej service.RejectionList
+	var rej projector.RejectionList
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/rejections", &rej); code != 200 {
 		t.Fatalf("rejections: %d", code)
 	}
@@ -119,7 +119,7 @@ func TestService_EndToEnd(t *testing.T) {
 			t.Errorf("rejections by code %v: want one %s", rej.ByCode, want)
 		}
 	}
-	var unrouted service.RejectionList
+	var unrouted projector.RejectionList
 	get(t, s, "/api/v1/rejections", &unrouted)
 	if unrouted.ByCode[projector.CodeNotOpen] != 1 {
 		t.Errorf("unrouted %+v", unrouted)
@@ -135,7 +135,7 @@ func TestService_EndToEnd(t *testing.T) {
 	if code := get(t, s, "/api/v1/deliberations/"+id, &view); code != 200 || view.Artifacts != 2 || view.Rejections != 4 || view.StateDigest.String() == "" {
 		t.Errorf("GET deliberation: %d %+v", code, view)
 	}
-	var list []service.Summary
+	var list []projector.Summary
 	if get(t, s, "/api/v1/deliberations", &list); len(list) != 1 || list[0].ID != id {
 		t.Errorf("list %+v", list)
 	}
@@ -169,7 +169,7 @@ func TestService_EndToEnd(t *testing.T) {
 		}
 	}
 	// The NATS micro service answers the same reads.
-	msg, err := nc.Request(service.MicroPrefix+".rejections", []byte(`{"id":"`+id+`"}`), 5*time.Second)
+	msg, err := nc.Request(wire.MicroPrefix+".rejections", []byte(`{"id":"`+id+`"}`), 5*time.Second)
 	if err != nil || !strings.Contains(string(msg.Data), `"limit.size":1`) {
 		t.Errorf("micro rejections: %v %s", err, msg.Data)
 	}
@@ -194,5 +194,5 @@ func TestService_EndToEnd(t *testing.T) {
 	if again.StateDigest != before || again.Artifacts != 2 {
 		t.Errorf("after restart: %+v", again)
 	}
-	_ = ledger.StreamName
+	_ = wire.StreamName
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // BenchmarkDecide: the supervisor's decision on a deliberation of n
@@ -17,9 +18,9 @@ import (
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		w := &world{t: nil, p: projector.New(projector.Options{Rules: termination.Rules{}}), now: base}
-		w.apply(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"bench","limits":{"idle_timeout":"1h","stall_window":1000000,"budget_tokens":1000000000,"max_artifacts":10000000,"deadline":"2030-01-01T00:00:00Z"},"policy":{"required_participants":["p0"]}}}`))
+		w.apply(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"bench","limits":{"idle_timeout":"1h","stall_window":1000000,"budget_tokens":1000000000,"max_artifacts":10000000,"deadline":"2030-01-01T00:00:00Z"},"policy":{"required_participants":["p0"]}}}`))
 		root := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root"}})
-		w.apply(projector.ArtifactSubject(delib, "p0"), root.Canonical)
+		w.apply(wire.ArtifactSubject(delib, "p0"), root.Canonical)
 		for i := 1; i < n; i++ {
 			var a *events.Artifact
 			if i%10 == 0 {
@@ -28,7 +29,7 @@ func BenchmarkDecide(b *testing.B) {
 			} else {
 				a = events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint("claim ", i)}})
 			}
-			w.apply(projector.ArtifactSubject(delib, fmt.Sprintf("p%d", i%8)), a.Canonical)
+			w.apply(wire.ArtifactSubject(delib, fmt.Sprintf("p%d", i%8)), a.Canonical)
 		}
 		d := w.p.Deliberation(delib)
 		if d.Artifacts() != n {

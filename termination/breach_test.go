@@ -9,6 +9,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Every breach is answered, whatever the window: with the detailed
@@ -24,14 +25,14 @@ func TestDecide_EveryBreachAnswered(t *testing.T) {
 		now = now.Add(time.Second)
 		return p.Apply(projector.Msg{Seq: seq, Subject: subject, Data: data, Time: now})
 	}
-	apply(projector.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","participants":["alice"],"limits":{"max_artifact_bytes":300}}}`))
+	apply(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","participants":["alice"],"limits":{"max_artifact_bytes":300}}}`))
 	const n = 40
 	for i := range n {
 		big := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("%d %s", i, strings.Repeat("x", 400))}})
-		if o := apply(projector.ArtifactSubject(delib, "alice"), big.Canonical); o.Rejection == nil || o.Rejection.Code != projector.CodeLimitArtifactSize {
+		if o := apply(wire.ArtifactSubject(delib, "alice"), big.Canonical); o.Rejection == nil || o.Rejection.Code != projector.CodeLimitArtifactSize {
 			t.Fatalf("%+v", o)
 		}
-		apply(projector.ArtifactSubject(delib, "mallory"), []byte("junk")) // not in the window's interest
+		apply(wire.ArtifactSubject(delib, "mallory"), []byte("junk")) // not in the window's interest
 	}
 	d := p.Deliberation(delib)
 	if kept, total, _ := d.Rejections(); len(kept) != 5 || total != 2*n {
@@ -56,7 +57,7 @@ func TestDecide_EveryBreachAnswered(t *testing.T) {
 				t.Fatalf("message %s answered twice", msg)
 			}
 			answered[msg] = true
-			if o := apply(projector.ArtifactSubject(delib, projector.SupervisorToken), e.Artifact.Canonical); o.Rejection != nil {
+			if o := apply(wire.ArtifactSubject(delib, wire.SupervisorToken), e.Artifact.Canonical); o.Rejection != nil {
 				t.Fatalf("the supervisor's FAILURE: %+v", o.Rejection)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
@@ -73,7 +74,7 @@ func (w *world) publish(participant, name string, d events.Draft) {
 		w.t.Fatalf("seal %s: %v", name, err)
 	}
 	w.ids[name], w.names[a.ID] = a.ID, name
-	w.apply(projector.ArtifactSubject(delib, participant), a.Canonical)
+	w.apply(wire.ArtifactSubject(delib, participant), a.Canonical)
 }
 
 func (w *world) ref(name string, rel events.Relation) events.Reference {
@@ -111,12 +112,12 @@ func runScenario(t *testing.T, file string) {
 			}
 			w.now = base.Add(d)
 		case "open":
-			w.apply(projector.ControlSubject(delib), []byte(`{"op":"open","charter":`+rest+`}`))
+			w.apply(wire.ControlSubject(delib), []byte(`{"op":"open","charter":`+rest+`}`))
 			if w.p.Deliberation(delib) == nil {
 				t.Fatalf("%s: the deliberation did not open", at)
 			}
 		case "ctl":
-			w.apply(projector.ControlSubject(delib), []byte(rest))
+			w.apply(wire.ControlSubject(delib), []byte(rest))
 		case "claim":
 			stmt := "claim " + args[1]
 			var ext map[string]any
@@ -175,7 +176,7 @@ func runScenario(t *testing.T, file string) {
 			now := w.now
 			w.now = base.Add(dur)
 			for _, e := range w.last {
-				o := w.apply(projector.ArtifactSubject(delib, projector.SupervisorToken), e.Artifact.Canonical)
+				o := w.apply(wire.ArtifactSubject(delib, wire.SupervisorToken), e.Artifact.Canonical)
 				if o.Rejection != nil {
 					t.Fatalf("%s: the projector rejected the supervisor's %s: %+v", at, e.Artifact.Type, o.Rejection)
 				}

@@ -24,7 +24,7 @@ const (
 )
 
 // BindingSubject is where the engine announces a new binding moment of a
-// deliberation (core NATS, not stored).
+// deliberation (core NATS, not stored: GET .../bindings is the record).
 func BindingSubject(deliberation string) string {
 	return SubjectPrefix + deliberation + ".binding"
 }

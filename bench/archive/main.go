@@ -25,8 +25,8 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/wire"
 )
 
 // write builds a stream recording of n artifacts: a chain of objections,
@@ -40,7 +40,7 @@ func write(path string, n int) (string, error) {
 	w, _ := recording.NewWriter(f, recording.Stream, id)
 	t := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	pos := uint64(1)
-	w.Write(recording.Message{Position: pos, Subject: projector.ControlSubject(id), Time: t, Data: []byte(`{"op":"open","charter":{"title":"audit bench"}}`)})
+	w.Write(recording.Message{Position: pos, Subject: wire.ControlSubject(id), Time: t, Data: []byte(`{"op":"open","charter":{"title":"audit bench"}}`)})
 	prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root"}})
 	for i := 0; i < n; i++ {
 		a := prev
@@ -50,7 +50,7 @@ func write(path string, n int) (string, error) {
 				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
 		}
 		pos++
-		w.Write(recording.Message{Position: pos, Subject: projector.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), Time: t.Add(time.Duration(i) * time.Millisecond), Data: a.Canonical})
+		w.Write(recording.Message{Position: pos, Subject: wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), Time: t.Add(time.Duration(i) * time.Millisecond), Data: a.Canonical})
 		prev = a
 	}
 	return id, w.Close()
@@ -137,7 +137,7 @@ func main() {
 			_, js, stop := start()
 			defer stop()
 			if !atomic {
-				s, _ := js.Stream(ctx, ledger.StreamName)
+				s, _ := js.Stream(ctx, wire.StreamName)
 				cfg := s.CachedInfo().Config
 				cfg.AllowAtomicPublish = false
 				if _, err := js.UpdateStream(ctx, cfg); err != nil {

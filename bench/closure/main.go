@@ -56,6 +56,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 const width = 1000
@@ -482,7 +483,7 @@ func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest)
 		log.Fatal(err)
 	}
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
-	subject := projector.ArtifactSubject(id, "builder")
+	subject := wire.ArtifactSubject(id, "builder")
 	below := make([]canon.Digest, width)
 	layer := make([]*events.Artifact, width)
 	var dispositions []events.Disposition

@@ -49,9 +49,9 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 func main() {
@@ -462,7 +462,7 @@ func (c *cluster) streamLeader(ctx context.Context) (int, error) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, ledger.StreamName)
+	s, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		return 0, err
 	}
@@ -496,7 +496,7 @@ func (c *cluster) newLeader(ctx context.Context, old int, since time.Time) time.
 	js, _ := jetstream.New(nc)
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		s, err := js.Stream(actx, ledger.StreamName)
+		s, err := js.Stream(actx, wire.StreamName)
 		if err == nil {
 			var info *jetstream.StreamInfo
 			if info, err = s.Info(actx); err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
@@ -519,7 +519,7 @@ func (c *cluster) count(ctx context.Context, ids map[string]bool) (failures, ter
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, ledger.StreamName)
+	s, err := js.Stream(ctx, wire.StreamName)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -527,7 +527,7 @@ func (c *cluster) count(ctx context.Context, ids map[string]bool) (failures, ter
 	if err != nil {
 		return 0, 0, err
 	}
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 var rebuildProfile, rebuildMemProfile string
@@ -150,7 +151,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			}
 			defer cnc.Close()
 			cjs, _ := jetstream.New(cnc)
-			cons, err := cjs.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+			cons, err := cjs.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -174,9 +175,9 @@ func ingest(ctx context.Context, n, k, rounds int) {
 				nc, _ := nats.Connect(s.ClientURL())
 				defer nc.Close()
 				js, _ := jetstream.New(nc)
-				ids := ledger.NewMsgIDs()
+				ids := wire.NewMsgIDs()
 				for i := p; i < n; i += k {
-					msg := &nats.Msg{Subject: projector.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
+					msg := &nats.Msg{Subject: wire.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical}
 					if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(msg.Subject, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
 						log.Fatal(err)
 					}
@@ -290,16 +291,16 @@ func replay(ctx context.Context, m, rounds int) {
 	fill := time.Now()
 	for dnum := 0; dnum < delibs; dnum++ {
 		id := uuid.Must(uuid.NewV7()).String()
-		if _, err := js.PublishAsync(projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
+		if _, err := js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
 			log.Fatal(err)
 		}
 		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
-		js.PublishAsync(projector.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
+		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
 		for i := 1; i < m/delibs; i++ {
 			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
 				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
 				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
-			if _, err := js.PublishAsync(projector.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
+			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
 				log.Fatal(err)
 			}
 			prev = a
@@ -345,7 +346,7 @@ func bareRead(ctx context.Context, js jetstream.JetStream, last uint64) (time.Du
 	defer func() { fmt.Printf("    the bare consumer allocated %d B a message\n", (allocated()-a0)/last) }()
 	cpu0 := cpuTime()
 	start := time.Now()
-	cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{})
+	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

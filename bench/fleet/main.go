@@ -56,6 +56,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 var timeline bool
@@ -348,7 +349,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample, readEvery time.
 		log.Fatal(err)
 	}
 	for _, id := range w.ids {
-		if _, err := js.Publish(ctx, projector.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"fleet"}}`)); err != nil {
+		if _, err := js.Publish(ctx, wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"fleet"}}`)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -358,7 +359,7 @@ func rawLoad(ctx context.Context, w *work, consume bool, sample, readEvery time.
 	caught := make(chan time.Time, 1)
 	var l *lag
 	if consume {
-		cons, err := js.OrderedConsumer(ctx, ledger.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+		cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -470,13 +471,13 @@ func rawPublisher(w *work, url string) prepare {
 			log.Fatal(err)
 		}
 		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(w.pending))
-		ids := ledger.NewMsgIDs()
-		subject := projector.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
+		ids := wire.NewMsgIDs()
+		subject := wire.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
 		return func(i int) (jetstream.PubAckFuture, error) {
 			a := w.arts[p][i]
 			msg := &nats.Msg{Subject: subject, Data: a.Canonical, Header: nats.Header{}}
 			return js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(subject, a.ID.String())),
-				jetstream.WithExpectStream(ledger.StreamName), jetstream.WithStallWait(30*time.Second))
+				jetstream.WithExpectStream(wire.StreamName), jetstream.WithStallWait(30*time.Second))
 		}, js.PublishAsyncComplete, nc.Close
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/wire"
 )
 
 const delibs = 100
@@ -88,7 +89,7 @@ func main() {
 	heads := make([]*events.Artifact, delibs)
 	for d := range ids {
 		ids[d] = uuid.Must(uuid.NewV7()).String()
-		if _, err := js.PublishAsync(projector.ControlSubject(ids[d]), []byte(`{"op":"open","charter":{"title":"restart"}}`), jetstream.WithStallWait(time.Minute)); err != nil {
+		if _, err := js.PublishAsync(wire.ControlSubject(ids[d]), []byte(`{"op":"open","charter":{"title":"restart"}}`), jetstream.WithStallWait(time.Minute)); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -309,7 +310,7 @@ func extend(ids []string, heads []*events.Artifact, n, from int, pub func(subjec
 							Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
 							References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
 					}
-					pub(projector.ArtifactSubject(ids[d], fmt.Sprintf("p%d", i%10)), a.Canonical)
+					pub(wire.ArtifactSubject(ids[d], fmt.Sprintf("p%d", i%10)), a.Canonical)
 					prev = a
 				}
 				heads[d] = prev

@@ -17,7 +17,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // closureReads reads, with sz.Readers readers not signed in, the closure
@@ -50,7 +50,7 @@ func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
 		return err
 	}
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	subject := projector.ArtifactSubject(c.ID, "builder")
+	subject := wire.ArtifactSubject(c.ID, "builder")
 	publish := func(d events.Draft) (*events.Artifact, error) {
 		a := events.MustSeal(d)
 		_, err := js.PublishAsync(subject, a.Canonical, jetstream.WithStallWait(time.Minute))

@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // engine is an `engine serve` process on a data directory of its own, so
@@ -177,7 +177,7 @@ func (e *engine) freshNATS() string {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := js.Stream(ctx, ledger.StreamName); err != nil {
+	if _, err := js.Stream(ctx, wire.StreamName); err != nil {
 		return "no: stream info: " + err.Error()
 	}
 	return "yes"

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/wire"
 )
 
 // engine audit is a verdict: a recording in which alice ends the
@@ -28,11 +28,11 @@ func TestRun_AuditVerdict(t *testing.T) {
 		var b bytes.Buffer
 		w, _ := recording.NewWriter(&b, recording.Stream, id)
 		t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-		msgs := []recording.Message{{Subject: projector.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"Adopt the cache?","policy":{"auto_complete":false}}}`)},
-			{Subject: projector.ArtifactSubject(id, "alice"), Data: c.Canonical}, {Subject: projector.ArtifactSubject(id, "bob"), Data: ob.Canonical}}
+		msgs := []recording.Message{{Subject: wire.ControlSubject(id), Data: []byte(`{"op":"open","charter":{"title":"Adopt the cache?","policy":{"auto_complete":false}}}`)},
+			{Subject: wire.ArtifactSubject(id, "alice"), Data: c.Canonical}, {Subject: wire.ArtifactSubject(id, "bob"), Data: ob.Canonical}}
 		if attack {
-			msgs = append(msgs, recording.Message{Subject: projector.ArtifactSubject(id, "alice"), Data: dec.Canonical},
-				recording.Message{Subject: projector.ArtifactSubject(id, "alice"), Data: tm.Canonical})
+			msgs = append(msgs, recording.Message{Subject: wire.ArtifactSubject(id, "alice"), Data: dec.Canonical},
+				recording.Message{Subject: wire.ArtifactSubject(id, "alice"), Data: tm.Canonical})
 		}
 		for i, m := range msgs {
 			m.Position, m.Time = uint64(i+1), t0.Add(time.Duration(i)*time.Second)

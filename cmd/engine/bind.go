@@ -12,13 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parley-engine/parley/projector"
-
 	"golang.org/x/term"
 
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/internal/textsafe"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // runBind is the terminal renderer of binding moments (seed 002 §9.2: an
@@ -55,7 +53,7 @@ credentials file of the engine's data directory (--data; by default
 		return exitUsage
 	}
 	id, base := fs.Arg(0), hf.base
-	if !projector.ValidDeliberation(id) {
+	if !wire.ValidDeliberation(id) {
 		fmt.Fprintf(e.stderr, "engine bind: %q is not a deliberation id (a UUID in canonical lowercase form)\n", id)
 		return exitUsage
 	}
@@ -73,7 +71,7 @@ credentials file of the engine's data directory (--data; by default
 		fmt.Fprintf(e.stderr, "engine bind: %s: %s\n", resp.Status, bytes.TrimSpace(body))
 		return exitUsage
 	}
-	var moments []service.BindingMoment
+	var moments []binding.Moment
 	if err := json.Unmarshal(body, &moments); err != nil {
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage

@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // engine import on the embedded default: an import publishes on the
@@ -100,7 +101,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 
 func messagesOf(t *testing.T, s *service.Service, id string) int {
 	t.Helper()
-	info, err := s.Stream.Info(context.Background(), jetstream.WithSubjectFilter(projector.DeliberationFilter(id)))
+	info, err := s.Stream.Info(context.Background(), jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/wire"
 )
 
 // cliToken is the participant token the open and control commands
@@ -289,7 +290,7 @@ included) exits 1 with its reason, and the deliberation is not open.
 		ch.Participants = append(ch.Participants, ch.Principal)
 	}
 	for _, t := range ch.Participants {
-		if !projector.ValidToken(t) {
+		if !wire.ValidToken(t) {
 			fmt.Fprintf(e.stderr, "engine open: participant %q is not a token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})\n", t)
 			return exitUsage
 		}
@@ -301,7 +302,7 @@ included) exits 1 with its reason, and the deliberation is not open.
 			return exitUsage
 		}
 		id = u.String()
-	} else if !projector.ValidDeliberation(id) {
+	} else if !wire.ValidDeliberation(id) {
 		fmt.Fprintf(e.stderr, "engine open: --id %q is not a UUID in canonical lowercase form\n", id)
 		return exitUsage
 	}
@@ -331,10 +332,10 @@ standard error as engine id prints it, and the command exits 1.
 	case fs.NArg() != 1:
 		fmt.Fprintln(e.stderr, "engine publish: need exactly one FILE argument (- for standard input)")
 		return exitUsage
-	case !projector.ValidDeliberation(id):
+	case !wire.ValidDeliberation(id):
 		fmt.Fprintf(e.stderr, "engine publish: --deliberation %q is not a UUID in canonical lowercase form\n", id)
 		return exitUsage
-	case !projector.ValidToken(as):
+	case !wire.ValidToken(as):
 		fmt.Fprintf(e.stderr, "engine publish: --as %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})\n", as)
 		return exitUsage
 	}
@@ -395,7 +396,7 @@ increase, a control message after the deliberation ended…).
 	if !ok {
 		return code
 	}
-	if !projector.ValidDeliberation(id) {
+	if !wire.ValidDeliberation(id) {
 		fmt.Fprintf(e.stderr, "engine control: --deliberation %q is not a UUID in canonical lowercase form\n", id)
 		return exitUsage
 	}

@@ -104,7 +104,7 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 || !projector.ValidDeliberation(fs.Arg(0)) {
+	if fs.NArg() != 1 || !wire.ValidDeliberation(fs.Arg(0)) {
 		fmt.Fprintln(e.stderr, "engine watch: need one DELIBERATION, a canonical UUID (engine watch -h)")
 		return exitUsage
 	}
@@ -182,7 +182,7 @@ func (w *watcher) requestFailed(err error, url string) int {
 // prints each with the engine's verdict on it, until the deliberation ends.
 func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url string) int {
 	cctx, cancel := context.WithTimeout(ctx, w.timeout)
-	rd, err := ledger.Read(cctx, w.nc, projector.DeliberationFilter(w.id), 0)
+	rd, err := ledger.Read(cctx, w.nc, wire.DeliberationFilter(w.id), 0)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(w.e.stderr, "engine watch: read the stream %s at %s: %v\n", wire.StreamName, url, err)
@@ -252,7 +252,7 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 			if im := projector.ImportOf(subject, n.msg.Header.Get); im != nil {
 				// An importer's message stands for the one it restores;
 				// its end marker is no message of the deliberation.
-				if im.End || projector.DeliberationOf(im.Subject) != w.id {
+				if im.End || wire.DeliberationOf(im.Subject) != w.id {
 					continue
 				}
 				subject = im.Subject
@@ -461,7 +461,7 @@ func (w *watcher) print(l watchLine) {
 		return
 	}
 	who := l.Participant
-	if who == projector.SupervisorToken {
+	if who == wire.SupervisorToken {
 		who = "supervisor"
 	}
 	var b strings.Builder

@@ -20,6 +20,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/wire"
 )
 
 // lines collects what a running command writes, line by line.
@@ -212,7 +213,7 @@ func TestWatch_Live(t *testing.T) {
 	if g := expect("artifact", "DECISION"); g.Ordinal != 7 || !strings.HasPrefix(g.Qualifier, "final") {
 		t.Fatalf("decision: %+v", g)
 	}
-	if g := expect("artifact", "FAILURE"); g.Participant != projector.SupervisorToken || !strings.HasPrefix(g.Text, "closure.hidden_blocking_objection: ") ||
+	if g := expect("artifact", "FAILURE"); g.Participant != wire.SupervisorToken || !strings.HasPrefix(g.Text, "closure.hidden_blocking_objection: ") ||
 		g.References[0].Ordinal != 7 || g.References[0].ArtifactID != dec.ID.String() {
 		t.Fatalf("supervisor FAILURE: %+v", g)
 	}
@@ -222,7 +223,7 @@ func TestWatch_Live(t *testing.T) {
 	if g := expect("control", ""); g.Op != "cancel" || g.Text != "the benchmark is rerun first" {
 		t.Fatalf("cancel: %+v", g)
 	}
-	if g := expect("artifact", "TERMINATION"); g.Participant != projector.SupervisorToken || !strings.HasPrefix(g.Text, "cancelled") {
+	if g := expect("artifact", "TERMINATION"); g.Participant != wire.SupervisorToken || !strings.HasPrefix(g.Text, "cancelled") {
 		t.Fatalf("TERMINATION: %+v", g)
 	}
 	if g := read(); !g.End || g.Status != "cancelled" {
