@@ -209,7 +209,11 @@ func (e *engine) freshHTTP() string {
 
 // heap returns the engine's Go heap in use (go_memstats_heap_inuse_bytes
 // of its /metrics), in bytes; 0 when it cannot say.
-func (e *engine) heap() int64 {
+func (e *engine) heap() int64 { return e.metric("go_memstats_heap_inuse_bytes") }
+
+// metric returns the value of an unlabelled series of the engine's
+// /metrics; 0 when it cannot say.
+func (e *engine) metric(name string) int64 {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get("http://" + e.httpAddr + "/metrics")
 	if err != nil {
@@ -218,7 +222,7 @@ func (e *engine) heap() int64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return int64(f)
 		}

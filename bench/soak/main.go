@@ -67,6 +67,7 @@ type result struct {
 	SettledShare          float64       `json:"rss_growth_settled_per_byte_sent"`
 	HeapBefore, HeapAfter int64         `json:"-"`
 	HeapSettled           int64         `json:"-"`
+	Reclaims              int64         `json:"reclaims"`
 	GrowthShare           float64       `json:"rss_growth_per_byte_sent"`
 	Descriptors           int           `json:"engine_descriptors"`
 	Relays                int           `json:"relays"`
@@ -238,6 +239,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	rss, _ := e.memory()
 	r.RSSSettled = rss - r.RSSBefore
 	r.HeapSettled = e.heap()
+	r.Reclaims = e.metric("parley_memory_reclaims_total")
 	r.Note = note
 	if c, ok := a.(checked); ok {
 		r.Check = c.check()
@@ -287,7 +289,7 @@ func report(w *os.File, res []result, o options) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled))
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims)\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims)
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}

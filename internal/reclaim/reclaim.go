@@ -35,10 +35,10 @@ type Reclaimer struct {
 	Returned atomic.Uint64
 }
 
-// New returns a Reclaimer with the given slack (0: 64 MiB).
+// New returns a Reclaimer with the given slack (0: 16 MiB).
 func New(slack uint64) *Reclaimer {
 	if slack == 0 {
-		slack = 64 << 20
+		slack = 16 << 20
 	}
 	r := &Reclaimer{Slack: slack, samples: []metrics.Sample{
 		{Name: "/gc/cycles/total:gc-cycles"},
