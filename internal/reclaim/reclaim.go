@@ -6,9 +6,9 @@
 // forces one every two minutes). After a burst of large messages the
 // engine would so keep, for minutes, gigabytes it no longer uses. A
 // Reclaimer notices when no collection has run for a while although the
-// memory the runtime holds is well above what it held after the last
-// reclaim, and then collects twice and returns the free memory to the
-// system. It costs nothing while the process is busy (collections run on
+// memory the runtime holds is above what it held after the last reclaim,
+// and then collects twice and returns the free memory to the system, again
+// at each quiet look while that gives back much. It costs nothing while the process is busy (collections run on
 // their own then) and one collection of the live heap when it acts.
 package reclaim
 
@@ -29,6 +29,7 @@ type Reclaimer struct {
 	samples  []metrics.Sample
 	cycles   uint64
 	baseline uint64
+	fruitful bool // the last reclaim gave back more than the slack
 	// Reclaims counts the reclaims, Returned the bytes they gave back
 	// (read while Run goes on).
 	Reclaims atomic.Uint64
@@ -56,15 +57,19 @@ func (r *Reclaimer) read() (cycles, held uint64) {
 	return r.samples[0].Value.Uint64(), r.samples[1].Value.Uint64() - r.samples[2].Value.Uint64()
 }
 
-// Tick looks once: when no collection ran since the last Tick and the
-// runtime holds more than the baseline and the slack (and a quarter of
-// the baseline more), it collects twice, returns the free memory to the
-// system, and reports the bytes given back.
+// Tick looks once. When no collection ran since the last Tick (the
+// process is quiet) and either the last reclaim gave back more than the
+// slack (memory the server let go of since may be waiting, its caches
+// expire over seconds) or the runtime now holds more than the slack above
+// what it held after the last reclaim, it collects twice, returns the
+// free memory to the system, and reports the bytes given back. A reclaim
+// that gives back less than the slack is the last until memory grows
+// again: a quiet process with a steady heap pays for none.
 func (r *Reclaimer) Tick() (returned uint64, acted bool) {
 	cycles, held := r.read()
 	quiet := cycles == r.cycles
 	r.cycles = cycles
-	if !quiet || held <= r.baseline+r.baseline/4+r.Slack {
+	if !quiet || (!r.fruitful && held <= r.baseline+r.Slack) {
 		return 0, false
 	}
 	runtime.GC()
@@ -77,6 +82,7 @@ func (r *Reclaimer) Tick() (returned uint64, acted bool) {
 		returned = held - after
 		r.Returned.Add(returned)
 	}
+	r.fruitful = returned > r.Slack
 	return returned, true
 }
 
