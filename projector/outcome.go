@@ -50,6 +50,10 @@ type MessageOutcome struct {
 	ArtifactType events.Type  // accepted artifacts
 	Op           string       // a control message's op, when it parses
 	Rejection    *Rejection   // VerdictRejected
+	// Ordinal is the message's rank among the deliberation's messages
+	// (Deliberation.Ordinal), 0 for a message outside its record (before
+	// its open, or another's during its import).
+	Ordinal uint64
 	// Note explains unprojected and unknown verdicts.
 	Note string
 }
@@ -114,6 +118,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		out.Note = evictedNote(len(p.unrouted.list()), p.unroutedTotal, "messages of deliberations not open")
 		return out, nil
 	}
+	out.Ordinal = d.Ordinal(m.Seq)
 	if r := findRejection(d.rejects.list(), m.Seq); r != nil {
 		out.Verdict, out.Rejection = VerdictRejected, r
 		return out, nil
@@ -205,10 +210,14 @@ type OutcomeReport struct {
 	ArtifactID   string `json:"artifact_id,omitempty"`
 	ArtifactType string `json:"artifact_type,omitempty"`
 	Op           string `json:"op,omitempty"`
-	ErrorClass   string `json:"error_class,omitempty"`
-	Code         string `json:"code,omitempty"`
-	Message      string `json:"message,omitempty"`
-	Note         string `json:"note,omitempty"`
+	// Ordinal is the message's rank among the deliberation's messages
+	// (MessageOutcome.Ordinal): absent for a message outside its record,
+	// and from an engine whose answer does not carry it.
+	Ordinal    uint64 `json:"ordinal,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Note       string `json:"note,omitempty"`
 }
 
 // Took reports whether the message took effect: accepted or applied.

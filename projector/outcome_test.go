@@ -58,24 +58,28 @@ func TestProjection_OutcomeOf(t *testing.T) {
 		seq     uint64
 		verdict projector.Verdict
 		code    string
+		ordinal uint64 // among the deliberation's messages, 0 outside them
 	}{
-		{"refused charter, never opened", other, refused, projector.VerdictRejected, projector.CodeControlInvalid},
-		{"artifact before the open", delib, early, projector.VerdictRejected, projector.CodeNotOpen},
-		{"open", delib, open, projector.VerdictApplied, ""},
-		{"claim", delib, accepted, projector.VerdictAccepted, ""},
-		{"objection to an unknown claim", delib, pending, projector.VerdictRejected, projector.CodeUnknownTarget},
-		{"participant not in the charter", delib, stranger, projector.VerdictRejected, projector.CodeNotInCharter},
-		{"not an artifact", delib, garbage, projector.VerdictRejected, "number.fraction"},
-		{"round", delib, round, projector.VerdictApplied, ""},
-		{"round that does not increase", delib, again, projector.VerdictRejected, projector.CodeControlInvalid},
-		{"cancel", delib, cancel, projector.VerdictApplied, ""},
-		{"after the end", delib, late, projector.VerdictLate, ""},
+		{"refused charter, never opened", other, refused, projector.VerdictRejected, projector.CodeControlInvalid, 0},
+		{"artifact before the open", delib, early, projector.VerdictRejected, projector.CodeNotOpen, 0},
+		{"open", delib, open, projector.VerdictApplied, "", 1},
+		{"claim", delib, accepted, projector.VerdictAccepted, "", 2},
+		{"objection to an unknown claim", delib, pending, projector.VerdictRejected, projector.CodeUnknownTarget, 3},
+		{"participant not in the charter", delib, stranger, projector.VerdictRejected, projector.CodeNotInCharter, 4},
+		{"not an artifact", delib, garbage, projector.VerdictRejected, "number.fraction", 5},
+		{"round", delib, round, projector.VerdictApplied, "", 6},
+		{"round that does not increase", delib, again, projector.VerdictRejected, projector.CodeControlInvalid, 7},
+		{"cancel", delib, cancel, projector.VerdictApplied, "", 8},
+		{"after the end", delib, late, projector.VerdictLate, "", 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tp.outcome(t, tt.id, tt.seq)
 			if o.Verdict != tt.verdict || o.Position != tt.seq || o.Deliberation != tt.id {
 				t.Fatalf("%+v, want %s", o, tt.verdict)
+			}
+			if o.Ordinal != tt.ordinal {
+				t.Errorf("ordinal %d, want %d", o.Ordinal, tt.ordinal)
 			}
 			if tt.code != "" && (o.Rejection == nil || o.Rejection.Code != tt.code) {
 				t.Fatalf("rejection %+v, want %s", o.Rejection, tt.code)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
-
-	"github.com/parley-engine/parley/service"
 )
 
 // RunFleet runs k deliberations of cfg at once against one engine (the
@@ -19,15 +17,13 @@ func RunFleet(ctx context.Context, cfg *Config, k int, opts Options) ([]*Summary
 	if opts.Dir == "" {
 		opts.Dir = "relay-runs/fleet"
 	}
-	if opts.NATS == "" {
-		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-			ProvenanceRoots: cfg.Roots()})
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		opts.NATS, opts.NATSOptions, opts.seedNATS = s.NATSURL(), nil, operatorOptions(s)
+	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Operator: opts.seedNATS, Dir: opts.Dir, Roots: cfg.Roots()})
+	if err != nil {
+		return nil, err
 	}
+	defer eng.Close(0)
+	// Every run reaches the one engine by its address.
+	opts.NATS, opts.NATSOptions, opts.seedNATS = eng.URL, eng.Participant, eng.Operator
 	out := make([]*Summary, k)
 	errs := make([]error, k)
 	var wg sync.WaitGroup

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -64,15 +62,21 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if rec.Format() != recording.Stream {
 		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
-	url, natsOpts, stop, err := engineURL(ctx, opts.NATS, opts.NATSOptions, opts.Dir, opts.ProvenanceRoots)
+	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Dir: opts.Dir, Roots: opts.ProvenanceRoots})
 	if err != nil {
 		return nil, err
 	}
-	defer stop(opts.Wait)
+	defer eng.Close(opts.Wait)
+	// A replay republishes the principal's messages: connected to the
+	// embedded engine as its operator.
+	as := eng.Participant
+	if eng.Embedded() {
+		as = eng.Operator
+	}
 	refused := newRefusal(ctx)
-	nc, err := nats.Connect(url, append(natsOpts, refused.option())...)
+	nc, err := eng.connect("", as, refused.option())
 	if err != nil {
-		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
+		return nil, err
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
@@ -132,30 +136,6 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	}
 	res.Status, res.StateDigest = string(v.Status), v.StateDigest.String()
 	return res, nil
-}
-
-// engineURL returns the NATS URL of the engine to use and the options to
-// connect with, starting an embedded one when none is given (connected to
-// as its operator: a replay republishes the principal's messages); stop
-// ends it (after wait).
-func engineURL(ctx context.Context, url string, opts []nats.Option, dir string, roots []string) (string, []nats.Option, func(time.Duration), error) {
-	if url != "" {
-		return url, opts, func(time.Duration) {}, nil
-	}
-	if dir == "" {
-		dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
-	}
-	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-		ProvenanceRoots: roots})
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return s.NATSURL(), operatorOptions(s), func(wait time.Duration) {
-		if wait > 0 {
-			time.Sleep(wait)
-		}
-		s.Close()
-	}, nil
 }
 
 // refusal turns a permission violation the server reports on a

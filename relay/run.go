@@ -137,9 +137,13 @@ type runner struct {
 	record   []ContextArtifact // accepted artifacts the relay published, in order
 	lastTurn []ContextArtifact
 	sum      *Summary
-	// engine is the embedded engine's credentials (none with --nats):
-	// where its principal signs in.
-	engine *service.Credentials
+	// eng is the engine the run runs against, nc the relay's connection
+	// to it (refused ends its publishes at a permission violation), orch
+	// the relay's own client (rounds, cancel, queries).
+	eng     *engine
+	nc      *nats.Conn
+	refused *refusal
+	orch    *client.Client
 	// current is the participant whose turn it is (or was last).
 	current string
 }
@@ -193,67 +197,124 @@ const CodeEngineUnavailable = "relay.engine_unavailable"
 // request's deadline and retries (client.Options).
 var reconnect = []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond), nats.ReconnectJitter(100*time.Millisecond, time.Second)}
 
-// Run runs the experiment and returns its summary.
+// Run runs the experiment and returns its summary: it starts (setup),
+// opens the deliberation (with a fork's prefix), gives the participants
+// their rounds, closes a strict run that failed, waits for the engine's
+// end of the deliberation and writes the run's files.
 func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr error) {
+	r, err := start(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	ch, pre, err := r.charter()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.open(ctx, ch); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if runErr != nil && errors.Is(runErr, client.ErrUnavailable) && ctx.Err() == nil {
+			runErr = r.failClosed(r.orch, runErr)
+		}
+	}()
+	if err := r.fork(ctx, pre); err != nil {
+		return nil, err
+	}
+	failed, err := r.rounds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.failStrict(ctx, failed); err != nil {
+		return nil, err
+	}
+	rec, err := r.settle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.sum, writeReport(ctx, r.opts.Dir, r.sum, r.record, rec)
+}
+
+// start makes the run directory, gets the engine (startEngine), connects
+// to it and makes a client and a participant per participant of cfg.
+func start(ctx context.Context, cfg *Config, opts Options) (_ *runner, err error) {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, err
 	}
-	url, natsOpts, seedOpts := opts.NATS, opts.NATSOptions, opts.seedNATS
-	var embeddedEngine *service.Credentials
-	if url == "" {
-		s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(opts.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-			ProvenanceRoots: cfg.Roots()})
+	r := &runner{cfg: cfg, opts: opts, clients: map[string]*client.Client{}, parts: map[string]Participant{},
+		sum: &Summary{Title: cfg.Title, Dir: opts.Dir, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
+	defer func() {
 		if err != nil {
+			r.close()
+		}
+	}()
+	if r.eng, err = startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Operator: opts.seedNATS,
+		Dir: opts.Dir, Roots: cfg.Roots()}); err != nil {
+		return nil, err
+	}
+	r.refused = newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
+	if r.nc, err = r.eng.connect("", r.eng.Participant, append([]nats.Option{nats.Name("parley-relay"), r.refused.option()}, reconnect...)...); err != nil {
+		return nil, err
+	}
+	for _, p := range cfg.Participants {
+		if r.clients[p.ID], err = client.NewWithOptions(r.nc, p.ID, opts.Client); err != nil {
 			return nil, err
 		}
-		defer s.Close()
-		url, natsOpts, seedOpts = s.NATSURL(), nil, operatorOptions(s)
-		c := s.Credentials()
-		embeddedEngine = &c
+		if r.parts[p.ID], err = participantFor(cfg, opts, p); err != nil {
+			return nil, err
+		}
 	}
-	refused := newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
-	nc, err := nats.Connect(url, append(append([]nats.Option{nats.Name("parley-relay"), refused.option()}, reconnect...), natsOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("relay: connect to the engine at %s: %w", url, err)
-	}
-	defer nc.Close()
+	r.orch, _ = client.NewWithOptions(r.nc, "relay", opts.Client)
+	return r, nil
+}
 
-	r := &runner{cfg: cfg, opts: opts, engine: embeddedEngine, clients: map[string]*client.Client{}, parts: map[string]Participant{},
-		sum: &Summary{Title: cfg.Title, Dir: opts.Dir, Counts: map[events.Type]int{}, Participants: map[string]int{}}}
+// participantFor is p as the run calls it: answered from the cassette of
+// opts.Replay, or the model, recorded in opts.Record.
+func participantFor(cfg *Config, opts Options, p ParticipantConfig) (Participant, error) {
+	if opts.Replay != "" {
+		return newCassette(nil, opts.Replay, p), nil
+	}
+	part, err := newParticipant(cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Record != "" {
+		part = newCassette(part, opts.Record, p)
+	}
+	return part, nil
+}
+
+// close closes the run's connections and ends an embedded engine.
+func (r *runner) close() {
+	if r.nc != nil {
+		r.nc.Close()
+	}
+	if r.eng != nil {
+		r.eng.Close(0)
+	}
+}
+
+// charter is the charter of the run's deliberation, with the messages of
+// a fork's prefix, whose participants it names too.
+func (r *runner) charter() (client.Charter, []recording.Message, error) {
+	cfg := r.cfg
 	var ids []string
 	for _, p := range cfg.Participants {
-		c, err := client.NewWithOptions(nc, p.ID, opts.Client)
-		if err != nil {
-			return nil, err
-		}
-		r.clients[p.ID] = c
-		switch {
-		case opts.Replay != "":
-			r.parts[p.ID] = newCassette(nil, opts.Replay, p)
-		default:
-			part, err := newParticipant(cfg, p)
-			if err != nil {
-				return nil, err
-			}
-			if opts.Record != "" {
-				part = newCassette(part, opts.Record, p)
-			}
-			r.parts[p.ID] = part
-		}
 		ids = append(ids, p.ID)
 	}
 	if cfg.Principal != "" {
 		ids = append(ids, cfg.Principal)
 	}
-	orch, _ := client.NewWithOptions(nc, "relay", opts.Client)
 	var pre []recording.Message
-	if opts.Fork != nil {
+	if r.opts.Fork != nil {
 		var preParts []string
-		if pre, preParts, err = prefix(opts.Fork, opts.ForkAt, opts.ForkAtPosition); err != nil {
-			return nil, err
+		var err error
+		if pre, preParts, err = prefix(r.opts.Fork, r.opts.ForkAt, r.opts.ForkAtPosition); err != nil {
+			return client.Charter{}, nil, err
 		}
 		for _, t := range preParts {
 			if !slices.Contains(ids, t) {
@@ -261,104 +322,132 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 			}
 		}
 	}
-	r.id, err = open(ctx, orch, client.Charter{Title: cfg.Title, Participants: ids, Principal: cfg.Principal, Limits: cfg.Limits, Policy: cfg.Policy})
-	if err != nil {
-		return nil, err
+	return client.Charter{Title: cfg.Title, Participants: ids, Principal: cfg.Principal, Limits: cfg.Limits, Policy: cfg.Policy}, pre, nil
+}
+
+// open opens the run's deliberation with charter ch.
+func (r *runner) open(ctx context.Context, ch client.Charter) error {
+	var err error
+	if r.id, err = open(ctx, r.orch, ch); err != nil {
+		return err
 	}
 	r.sum.Deliberation = r.id
-	if opts.NATS != "" {
-		base := opts.HTTP
+	if r.opts.NATS != "" {
+		base := r.opts.HTTP
 		if base == "" {
 			base = DefaultHTTP
 		}
 		r.sum.Explorer = strings.TrimRight(base, "/") + "/deliberations/" + r.id
 	}
-	defer func() {
-		if runErr != nil && errors.Is(runErr, client.ErrUnavailable) && ctx.Err() == nil {
-			runErr = r.failClosed(orch, runErr)
-		}
-	}()
-	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, cfg.Title, cfg.Rounds, cfg.Context)
-	if len(pre) > 0 {
-		seedNC := nc
-		if seedOpts != nil {
-			if seedNC, err = nats.Connect(url, append(seedOpts, refused.option())...); err != nil {
-				return nil, fmt.Errorf("relay: fork: connect to the engine at %s: %w", url, err)
-			}
-			defer seedNC.Close()
-		}
-		if err := r.seed(ctx, seedNC, orch, pre, refused); err != nil {
-			return nil, err
-		}
-		r.progress("forked: %d artifacts of the recording up to %s", len(r.record), forkPoint(opts))
-	}
+	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, r.cfg.Title, r.cfg.Rounds, r.cfg.Context)
+	return nil
+}
 
-	failed := ""
-rounds:
+// fork publishes a fork's prefix into the deliberation (seed), connected
+// as the engine's operator when its credentials are known.
+func (r *runner) fork(ctx context.Context, pre []recording.Message) error {
+	if len(pre) == 0 {
+		return nil
+	}
+	seedNC := r.nc
+	if r.eng.Operator != nil {
+		var err error
+		if seedNC, err = r.eng.connect("fork: ", r.eng.Operator, r.refused.option()); err != nil {
+			return err
+		}
+		defer seedNC.Close()
+	}
+	if err := r.seed(ctx, seedNC, r.orch, pre, r.refused); err != nil {
+		return err
+	}
+	r.progress("forked: %d artifacts of the recording up to %s", len(r.record), forkPoint(r.opts))
+	return nil
+}
+
+// rounds gives every participant but the decider its turn in each round,
+// then the decider its final turn, and while the decider asks the
+// principal, waits for the answer (binding moments). It returns the
+// participant whose output stayed invalid in a strict run ("" if none).
+func (r *runner) rounds(ctx context.Context) (string, error) {
+	cfg := r.cfg
 	for round := 1; round <= cfg.Rounds; round++ {
-		if err := orch.Round(ctx, r.id, round); err != nil {
-			return nil, err
-		}
-		r.sum.Rounds = round
-		for _, p := range cfg.Participants {
-			if p.ID == cfg.Decider {
-				continue
-			}
-			if ok, err := r.turn(ctx, p, round, false); err != nil {
-				return nil, err
-			} else if !ok && cfg.Strict {
-				failed = p.ID
-				break rounds
-			}
+		if failed, err := r.round(ctx, round, true); err != nil || failed != "" {
+			return failed, err
 		}
 	}
-	if failed == "" && cfg.Decider != "" {
-		p := cfg.Participants[slices.IndexFunc(cfg.Participants, func(p ParticipantConfig) bool { return p.ID == cfg.Decider })]
-		if ok, err := r.turn(ctx, p, cfg.Rounds, true); err != nil {
-			return nil, err
-		} else if !ok && cfg.Strict {
-			failed = p.ID
+	if cfg.Decider == "" {
+		return "", nil
+	}
+	p := cfg.Participants[slices.IndexFunc(cfg.Participants, func(p ParticipantConfig) bool { return p.ID == cfg.Decider })]
+	if failed, err := r.decide(ctx, p, cfg.Rounds); err != nil || failed != "" {
+		return failed, err
+	}
+	// Binding moments: while the decider asks, wait for the principal.
+	for ask := 0; cfg.Principal != "" && ask < cfg.MaxAsks; ask++ {
+		kind, err := r.awaitPrincipal(ctx, r.nc)
+		if err != nil {
+			return "", err
 		}
-		// Binding moments: while the decider asks, wait for the principal.
-		for ask := 0; failed == "" && cfg.Principal != "" && ask < cfg.MaxAsks; ask++ {
-			kind, err := r.awaitPrincipal(ctx, nc)
-			if err != nil {
-				return nil, err
+		if kind == "" || kind == binding.KindOption || kind == binding.KindDeclined {
+			break
+		}
+		if kind == binding.KindQuestion {
+			// The question is rejected: one more round, then the decider
+			// again.
+			if _, err := r.round(ctx, r.sum.Rounds+1, false); err != nil {
+				return "", err
 			}
-			if kind == "" || kind == binding.KindOption || kind == binding.KindDeclined {
-				break
-			}
-			if kind == binding.KindQuestion {
-				// The question is rejected: one more round, then the
-				// decider again.
-				round := r.sum.Rounds + 1
-				if err := orch.Round(ctx, r.id, round); err != nil {
-					return nil, err
-				}
-				r.sum.Rounds = round
-				for _, q := range cfg.Participants {
-					if q.ID != cfg.Decider {
-						if _, err := r.turn(ctx, q, round, false); err != nil {
-							return nil, err
-						}
-					}
-				}
-			}
-			if ok, err := r.turn(ctx, p, r.sum.Rounds, true); err != nil {
-				return nil, err
-			} else if !ok && cfg.Strict {
-				failed = p.ID
-			}
+		}
+		if failed, err := r.decide(ctx, p, r.sum.Rounds); err != nil || failed != "" {
+			return failed, err
 		}
 	}
-	if failed != "" {
-		r.sum.FailedClosed = failed + ": invalid output after its retries"
-		if err := orch.Cancel(ctx, r.id, "strict relay: "+r.sum.FailedClosed); err != nil {
-			return nil, err
-		}
-		r.progress("failed closed: %s", r.sum.FailedClosed)
+	return "", nil
+}
+
+// round announces round n and gives every participant but the decider its
+// turn; when strict (and the run is), a participant whose output stayed
+// invalid ends the round and is returned.
+func (r *runner) round(ctx context.Context, n int, strict bool) (string, error) {
+	if err := r.orch.Round(ctx, r.id, n); err != nil {
+		return "", err
 	}
-	return r.finish(ctx, orch)
+	r.sum.Rounds = n
+	for _, p := range r.cfg.Participants {
+		if p.ID == r.cfg.Decider {
+			continue
+		}
+		if ok, err := r.turn(ctx, p, n, false); err != nil {
+			return "", err
+		} else if !ok && strict && r.cfg.Strict {
+			return p.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// decide gives the decider p its final turn in round n; it returns p when
+// its output stayed invalid in a strict run.
+func (r *runner) decide(ctx context.Context, p ParticipantConfig, n int) (string, error) {
+	ok, err := r.turn(ctx, p, n, true)
+	if err != nil || ok || !r.cfg.Strict {
+		return "", err
+	}
+	return p.ID, nil
+}
+
+// failStrict cancels the deliberation of a strict run whose participant
+// failed ("" : nothing to do).
+func (r *runner) failStrict(ctx context.Context, failed string) error {
+	if failed == "" {
+		return nil
+	}
+	r.sum.FailedClosed = failed + ": invalid output after its retries"
+	if err := r.orch.Cancel(ctx, r.id, "strict relay: "+r.sum.FailedClosed); err != nil {
+		return err
+	}
+	r.progress("failed closed: %s", r.sum.FailedClosed)
+	return nil
 }
 
 // openVerdictTimeout bounds the wait for the engine's verdict on a run's
@@ -504,7 +593,6 @@ func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final
 	} else {
 		t.AllowedTypes = []events.Type{events.TypeClaim, events.TypeEvidence, events.TypeObjection, events.TypeRevision}
 	}
-	c := r.clients[p.ID]
 	r.current = p.ID
 	for attempt := 0; attempt <= *r.cfg.MaxRetries; attempt++ {
 		if attempt > 0 {
@@ -518,83 +606,116 @@ func (r *runner) turn(ctx context.Context, p ParticipantConfig, round int, final
 		if errors.Is(callErr, ErrReplayMiss) {
 			return false, callErr
 		}
-		r.sum.LatencyMS += res.Latency.Milliseconds()
-		if res.Usage != nil {
-			r.sum.Tokens += res.Usage["input_tokens"] + res.Usage["output_tokens"]
-			r.sum.CostUSDMicros += res.Usage["cost_usd_micros"]
-		}
-		var a *events.Artifact
-		problem := ""
-		switch {
-		case callErr != nil:
-			problem = callErr.Error()
-		case res.Truncated:
-			problem = "the answer was cut off (finish_reason length)"
-		default:
-			var err error
-			if a, err = r.seal(res, t); err != nil {
-				problem = err.Error()
-			}
-		}
-		if problem == "" {
-			ack, err := c.PublishArtifact(ctx, r.id, a)
-			if err != nil {
-				return false, err
-			}
-			if _, err := c.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
-				return false, err
-			}
-			if _, found, err := c.Artifact(ctx, r.id, a.ID.String()); err != nil {
-				return false, err
-			} else if !found {
-				problem = "the engine rejected the artifact (see the deliberation's rejections)"
-			} else {
-				entry := ContextArtifact{Position: ack.Sequence, Participant: p.ID, Artifact: a.Canonical}
-				r.record = append(r.record, entry)
-				r.lastTurn = []ContextArtifact{entry}
-				r.sum.Participants[p.ID]++
-				r.progress("round %2d  %-12s %-9s %s", round, p.ID, a.Type, a.ID.String()[:19])
-				if final {
-					r.sum.FinalDecision = a.ID.String()
-				}
-				return true, nil
-			}
-		}
-		// Fail closed: the record keeps a FAILURE, the raw answer is kept
-		// in the run directory, and the turn is retried.
-		r.sum.InvalidOutputs++
-		// The raw answer as it came (empty when the call itself failed),
-		// and beside it the cause: why it was refused, the call's error
-		// (an exec participant's exit status and standard error).
-		base := fmt.Sprintf("round-%02d-%s-attempt-%d", round, p.ID, attempt+1)
-		name := base + ".txt"
-		os.MkdirAll(filepath.Join(r.opts.Dir, "invalid"), 0o750)
-		if err := os.WriteFile(filepath.Join(r.opts.Dir, "invalid", name), res.Output, 0o640); err != nil {
-			return false, fmt.Errorf("relay: keep the invalid answer: %w", err)
-		}
-		cause := fmt.Sprintf("participant %s, round %d, attempt %d\ncause: %s\nraw answer: %d bytes in %s\n", p.ID, round, attempt+1, problem, len(res.Output), name)
-		if err := os.WriteFile(filepath.Join(r.opts.Dir, "invalid", base+".cause.txt"), []byte(cause), 0o640); err != nil {
-			return false, fmt.Errorf("relay: keep the cause of an invalid answer: %w", err)
-		}
-		ext := map[string]any{"parley.round": round}
-		if res.Model != nil {
-			ext["parley.model"] = res.Model
-		}
-		if res.Usage != nil {
-			ext["parley.usage"] = res.Usage
-		}
-		if len(problem) > 2000 {
-			problem = problem[:2000] + "…"
-		}
-		_, _, err := c.Publish(ctx, r.id, events.Draft{Type: events.TypeFailure, Extensions: ext,
-			Payload: events.Failure{Code: CodeInvalidOutput, Retryable: true,
-				Description: fmt.Sprintf("round %d, attempt %d: %s (raw answer kept as invalid/%s, the cause as invalid/%s.cause.txt)", round, attempt+1, problem, name, base)}})
+		r.account(res)
+		problem, err := r.answer(ctx, p, t, res, callErr)
 		if err != nil {
 			return false, err
 		}
-		r.progress("round %2d  %-12s invalid output (attempt %d): %s", round, p.ID, attempt+1, firstLine(problem))
+		if problem == "" {
+			return true, nil
+		}
+		// Fail closed: the record keeps a FAILURE, the raw answer is kept
+		// in the run directory, and the turn is retried.
+		if err := r.refuse(ctx, p, round, attempt, res, problem); err != nil {
+			return false, err
+		}
 	}
 	return false, nil
+}
+
+// account adds a call's latency, tokens and cost to the summary.
+func (r *runner) account(res Response) {
+	r.sum.LatencyMS += res.Latency.Milliseconds()
+	if res.Usage != nil {
+		r.sum.Tokens += res.Usage["input_tokens"] + res.Usage["output_tokens"]
+		r.sum.CostUSDMicros += res.Usage["cost_usd_micros"]
+	}
+}
+
+// answer seals the answer res to turn t and publishes it as p's; it
+// returns why the answer is refused ("" when the engine accepted it, now
+// in the record).
+func (r *runner) answer(ctx context.Context, p ParticipantConfig, t Turn, res Response, callErr error) (string, error) {
+	var a *events.Artifact
+	switch {
+	case callErr != nil:
+		return callErr.Error(), nil
+	case res.Truncated:
+		return "the answer was cut off (finish_reason length)", nil
+	default:
+		var err error
+		if a, err = r.seal(res, t); err != nil {
+			return err.Error(), nil
+		}
+	}
+	c := r.clients[p.ID]
+	ack, err := c.PublishArtifact(ctx, r.id, a)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
+		return "", err
+	}
+	if _, found, err := c.Artifact(ctx, r.id, a.ID.String()); err != nil {
+		return "", err
+	} else if !found {
+		return "the engine rejected the artifact (see the deliberation's rejections)", nil
+	}
+	entry := ContextArtifact{Position: ack.Sequence, Participant: p.ID, Artifact: a.Canonical}
+	r.record = append(r.record, entry)
+	r.lastTurn = []ContextArtifact{entry}
+	r.sum.Participants[p.ID]++
+	r.progress("round %2d  %-12s %-9s %s", t.Round, p.ID, a.Type, a.ID.String()[:19])
+	if t.Final {
+		r.sum.FinalDecision = a.ID.String()
+	}
+	return "", nil
+}
+
+// refuse records an unusable answer of p: it keeps it in the run
+// directory (keepInvalid) and publishes a FAILURE saying why.
+func (r *runner) refuse(ctx context.Context, p ParticipantConfig, round, attempt int, res Response, problem string) error {
+	r.sum.InvalidOutputs++
+	base, err := keepInvalid(r.opts.Dir, p.ID, round, attempt, res.Output, problem)
+	if err != nil {
+		return err
+	}
+	ext := map[string]any{"parley.round": round}
+	if res.Model != nil {
+		ext["parley.model"] = res.Model
+	}
+	if res.Usage != nil {
+		ext["parley.usage"] = res.Usage
+	}
+	if len(problem) > 2000 {
+		problem = problem[:2000] + "…"
+	}
+	_, _, err = r.clients[p.ID].Publish(ctx, r.id, events.Draft{Type: events.TypeFailure, Extensions: ext,
+		Payload: events.Failure{Code: CodeInvalidOutput, Retryable: true,
+			Description: fmt.Sprintf("round %d, attempt %d: %s (raw answer kept as invalid/%s.txt, the cause as invalid/%s.cause.txt)", round, attempt+1, problem, base, base)}})
+	if err != nil {
+		return err
+	}
+	r.progress("round %2d  %-12s invalid output (attempt %d): %s", round, p.ID, attempt+1, firstLine(problem))
+	return nil
+}
+
+// keepInvalid writes an unusable answer in dir/invalid as it came (empty
+// when the call itself failed), and beside it the cause: why it was
+// refused, the call's error (an exec participant's exit status and
+// standard error). It returns the files' base name.
+func keepInvalid(dir, participant string, round, attempt int, output []byte, problem string) (string, error) {
+	base := fmt.Sprintf("round-%02d-%s-attempt-%d", round, participant, attempt+1)
+	name := base + ".txt"
+	os.MkdirAll(filepath.Join(dir, "invalid"), 0o750)
+	if err := os.WriteFile(filepath.Join(dir, "invalid", name), output, 0o640); err != nil {
+		return "", fmt.Errorf("relay: keep the invalid answer: %w", err)
+	}
+	cause := fmt.Sprintf("participant %s, round %d, attempt %d\ncause: %s\nraw answer: %d bytes in %s\n", participant, round, attempt+1, problem, len(output), name)
+	if err := os.WriteFile(filepath.Join(dir, "invalid", base+".cause.txt"), []byte(cause), 0o640); err != nil {
+		return "", fmt.Errorf("relay: keep the cause of an invalid answer: %w", err)
+	}
+	return base, nil
 }
 
 func firstLine(s string) string {
@@ -725,20 +846,14 @@ func (r *runner) seal(res Response, t Turn) (*events.Artifact, error) {
 	return events.Seal(events.Draft{Type: d.ArtifactType, Payload: d.Payload, References: refs, Extensions: ext})
 }
 
-// finish waits for the supervisor, then summarizes and writes the report.
-func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, error) {
-	wait, _ := time.ParseDuration(r.cfg.WaitTermination)
-	deadline := time.Now().Add(wait)
-	var v projector.View
-	for {
-		var err error
-		if v, err = orch.State(ctx, r.id); err != nil {
-			return nil, err
-		}
-		if (v.Status.Terminal() && len(v.Terminations) > 0) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+// settle waits for the engine's end of the deliberation (the
+// supervisor's TERMINATION, or wait_termination), then fills in the
+// summary from its state, the final decision's closure and the record,
+// which it returns for the report.
+func (r *runner) settle(ctx context.Context) (*deliberationRecord, error) {
+	v, err := r.awaitEnd(ctx)
+	if err != nil {
+		return nil, err
 	}
 	s := r.sum
 	s.Termination = string(v.Status)
@@ -750,24 +865,10 @@ func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, err
 		}
 	}
 	s.ObjectionsRaised = v.Counts[events.TypeObjection]
-	if s.FinalDecision != "" {
-		res, err := orch.Closure(ctx, r.id, s.FinalDecision, 0)
-		if err != nil {
-			return nil, err
-		}
-		s.ClosureOK = res.OK
-		s.Findings = res.Findings
-		if a, found, _ := orch.Artifact(ctx, r.id, s.FinalDecision); found {
-			if art, err := events.Validate(a); err == nil {
-				for _, x := range art.DecisionPayload().ObjectionDispositions {
-					if x.Disposition.Public() {
-						s.ObjectionsDisposed++
-					}
-				}
-			}
-		}
+	if err := r.judgeFinal(ctx); err != nil {
+		return nil, err
 	}
-	rec, err := fetchRecord(ctx, orch, r.id, v, s.FinalDecision)
+	rec, err := fetchRecord(ctx, r.orch, r.id, v, s.FinalDecision)
 	if err != nil {
 		return nil, err
 	}
@@ -779,7 +880,49 @@ func (r *runner) finish(ctx context.Context, orch *client.Client) (*Summary, err
 		s.Binding = rec.resolutions(r.cfg.Principal)
 	}
 	r.progress("termination %s; closure ok %v; state_digest %s", s.Termination, s.ClosureOK, s.StateDigest)
-	return s, writeReport(ctx, r.opts.Dir, s, r.record, rec)
+	return rec, nil
+}
+
+// awaitEnd waits for the deliberation to end with a TERMINATION, or for
+// the config's wait_termination, and returns its state then.
+func (r *runner) awaitEnd(ctx context.Context) (projector.View, error) {
+	wait, _ := time.ParseDuration(r.cfg.WaitTermination)
+	deadline := time.Now().Add(wait)
+	for {
+		v, err := r.orch.State(ctx, r.id)
+		if err != nil {
+			return v, err
+		}
+		if (v.Status.Terminal() && len(v.Terminations) > 0) || time.Now().After(deadline) {
+			return v, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// judgeFinal fills in the final decision's closure and the objections it
+// disposes of.
+func (r *runner) judgeFinal(ctx context.Context) error {
+	s := r.sum
+	if s.FinalDecision == "" {
+		return nil
+	}
+	res, err := r.orch.Closure(ctx, r.id, s.FinalDecision, 0)
+	if err != nil {
+		return err
+	}
+	s.ClosureOK = res.OK
+	s.Findings = res.Findings
+	if a, found, _ := r.orch.Artifact(ctx, r.id, s.FinalDecision); found {
+		if art, err := events.Validate(a); err == nil {
+			for _, x := range art.DecisionPayload().ObjectionDispositions {
+				if x.Disposition.Public() {
+					s.ObjectionsDisposed++
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // seed publishes a fork's prefix under the new deliberation, each artifact
@@ -813,17 +956,6 @@ func (r *runner) seed(ctx context.Context, nc *nats.Conn, orch *client.Client, p
 	return nil
 }
 
-// operatorOptions connect to an engine running in this process as the
-// operator user it generated: what republishing a recording's supervisor
-// and principal messages needs.
-func operatorOptions(s *service.Service) []nats.Option {
-	c := s.Credentials()
-	if c.NATSUser == "" {
-		return nil
-	}
-	return []nats.Option{nats.Name("parley-relay-operator"), nats.UserInfo(c.NATSUser, c.NATSPassword)}
-}
-
 // reservedHint explains a refused publish under a token the embedded
 // default reserves.
 func reservedHint(tok string) string {
@@ -851,15 +983,15 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	}
 	r.sum.BindingMoments++
 	r.notice("binding moment %s asks %s: %q", env.Digest.String()[:19], r.cfg.Principal, env.Question.Stem)
-	if r.engine != nil {
+	if creds := r.eng.Credentials(); creds != nil {
 		// The relay's own engine: its address and token are this
 		// process's. The address that signs the principal in carries the
 		// token: printed on a terminal only, never to a log.
 		signIn := "the sign_in_url of " + filepath.Join(r.opts.Dir, "engine", service.CredentialsFile)
 		if w := r.noticeWriter(); w != nil && isTerminal(w) {
-			signIn = r.engine.BindURL()
+			signIn = creds.BindURL()
 		}
-		r.notice("  answer at %s/bind/%s (sign in first: %s)", r.engine.HTTPURL, r.id, signIn)
+		r.notice("  answer at %s/bind/%s (sign in first: %s)", creds.HTTPURL, r.id, signIn)
 	} else {
 		base := r.opts.HTTP
 		if base == "" {

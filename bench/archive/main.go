@@ -13,7 +13,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,7 +23,7 @@ import (
 	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/wire"
 )
@@ -60,9 +59,9 @@ func main() {
 	m := flag.Int("m", 1000000, "artifacts in the audited recording")
 	n := flag.Int("n", 100000, "messages for the import benchmark")
 	flag.Parse()
-	dir, _ := os.MkdirTemp("", "parley-archive-bench-")
+	dir := benchkit.TempDir("parley-archive-bench-")
 	defer os.RemoveAll(dir)
-	fmt.Printf("machine: %d CPUs, %s\n\n", runtime.NumCPU(), runtime.Version())
+	fmt.Printf("%s\n\n", benchkit.Machine())
 
 	if *m > 0 {
 		path := filepath.Join(dir, "audit.jsonl")
@@ -95,16 +94,8 @@ func main() {
 		ctx := context.Background()
 		start := func() (*nats.Conn, jetstream.JetStream, func()) {
 			d, _ := os.MkdirTemp(dir, "srv-")
-			s, err := embedded.Start(embedded.Config{Dir: d, Host: "127.0.0.1", Port: -1})
-			if err != nil {
-				log.Fatal(err)
-			}
-			nc, _ := nats.Connect(s.ClientURL())
-			js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-			if _, err := ledger.Ensure(ctx, js, 1); err != nil {
-				log.Fatal(err)
-			}
-			return nc, js, func() { nc.Close(); embedded.Stop(s) }
+			s := benchkit.StartServer(ctx, embedded.Config{Dir: d, Host: "127.0.0.1", Port: -1}, 4096)
+			return s.NC, s.JS, s.Stop
 		}
 		// Raw: the same messages, async, with Msg-Ids, no headers.
 		_, js, stop := start()

@@ -46,13 +46,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -77,17 +77,11 @@ func main() {
 		*m, *cycles, *window = 50000, 1, time.Second
 	}
 	ctx := context.Background()
-	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Println(benchkit.Machine())
 
-	dir, err := os.MkdirTemp("", "parley-closure-")
-	if err != nil {
-		log.Fatal(err)
-	}
+	dir := benchkit.TempDir("parley-closure-")
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: *snapEvery})
-	if err != nil {
-		log.Fatal(err)
-	}
+	s := benchkit.StartEngine(ctx, service.Config{DataDir: dir, SnapshotEvery: *snapEvery})
 	defer s.Close()
 
 	big, decision := fill(ctx, s, *m)
@@ -99,10 +93,7 @@ func main() {
 		ids[i] = idOn(bigShard, i%2 == 0)
 	}
 	probes := [2]string{idOn(bigShard, true), idOn(bigShard, false)}
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	orch, _ := client.New(nc, "orchestrator")
 	for _, id := range append(slices.Clone(ids), probes[:]...) {
 		if err := orch.OpenID(ctx, id, client.Charter{Title: "elsewhere"}); err != nil {
@@ -110,7 +101,7 @@ func main() {
 		}
 	}
 	nc.Close()
-	waitAll(ctx, s)
+	benchkit.WaitApplied(ctx, s)
 
 	hc := &http.Client{Timeout: time.Minute}
 	closureURL := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + big + "/closure/" + decision.String()
@@ -153,10 +144,7 @@ func main() {
 		load.Add(1)
 		go func() {
 			defer load.Done()
-			nc, err := nats.Connect(s.NATSURL())
-			if err != nil {
-				log.Fatal(err)
-			}
+			nc := benchkit.Connect(s.NATSURL())
 			defer nc.Close()
 			c, _ := client.New(nc, "probe")
 			var prev *events.Artifact
@@ -248,7 +236,7 @@ func main() {
 	fmt.Printf("windows of %s, %d cycles; %d publishers into other deliberations (%s), %d published in all\n",
 		*window, *cycles, len(ids), paceOf(*rate, *lagCap), published.Load())
 	fmt.Printf("  verifications of the big decision during the verify windows: %d, median %s (%s-%s)\n\n",
-		len(verifications), med(verifications).Round(time.Millisecond), slices.Min(verifications).Round(time.Millisecond), slices.Max(verifications).Round(time.Millisecond))
+		len(verifications), benchkit.Median(verifications).Round(time.Millisecond), slices.Min(verifications).Round(time.Millisecond), slices.Max(verifications).Round(time.Millisecond))
 	fmt.Printf("  %-7s %-28s %-28s %-28s %-28s %s\n", "window", "accepted elsewhere, msgs/s", "probe, big's shard", "probe, other shards", "of which publish to ack", "GC cycles/s")
 	rates := map[string][]float64{}
 	gcs, durs := map[string]float64{}, map[string]time.Duration{}
@@ -267,7 +255,7 @@ func main() {
 		fmt.Printf("  %-7s %-28s %-28s %-28s %-28s %.1f\n", kd, fmt.Sprintf("%.0f (%.0f-%.0f)", rs[len(rs)/2], rs[0], rs[len(rs)-1]), lats(pl[0]), lats(pl[1]), lats(pl[2]), gcs[kd]/durs[kd].Seconds())
 	}
 	q, v := rates["quiet"], rates["verify"]
-	fmt.Printf("\n  accepted elsewhere, verify / quiet (medians): %.2f; spin / quiet: %.2f\n", medF(v)/medF(q), medF(rates["spin"])/medF(q))
+	fmt.Printf("\n  accepted elsewhere, verify / quiet (medians): %.2f; spin / quiet: %.2f\n", benchkit.Median(v)/benchkit.Median(q), benchkit.Median(rates["spin"])/benchkit.Median(q))
 	fmt.Println("  (rates: median (range) over the windows; latencies in ms: p50 / p99 / max over every probe artifact of the windows)")
 	fmt.Printf("\n  the projection stood still (its position unchanged for 250 ms or more, with messages waiting) %d times, %s in all; %d of them while a shard's snapshot was written (%s); shard snapshots seen being written: %d\n",
 		st.n, st.total.Round(time.Millisecond), st.nSnap, st.snapTotal.Round(time.Millisecond), st.snapshots)
@@ -358,27 +346,12 @@ func lats(d []time.Duration) string {
 	if len(d) == 0 {
 		return "-"
 	}
-	s := slices.Clone(d)
-	slices.Sort(s)
 	f := func(q float64) string {
-		return fmt.Sprintf("%.1f", float64(s[min(len(s)-1, int(q*float64(len(s))))])/1e6)
+		return fmt.Sprintf("%.1f", float64(benchkit.Quantile(d, q))/1e6)
 	}
 	return f(0.5) + " / " + f(0.99) + " / " + f(1)
 }
 
-func med(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func medF(f []float64) float64 {
-	s := slices.Clone(f)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// spin keeps one core busy for d.
 func spin(d time.Duration) {
 	var b [32]byte
 	for t := time.Now(); time.Since(t) < d; {
@@ -425,10 +398,7 @@ func next(prev *events.Artifact, who string, i int) *events.Artifact {
 // paced at rate, or (rate 0) as fast as the projection applies them, with
 // at most lagCap published and not yet applied.
 func publish(ctx context.Context, s *service.Service, id, who string, rate float64, lagCap int, stop <-chan struct{}, published *atomic.Int64) {
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	defer nc.Close()
 	c, _ := client.New(nc, who, jetstream.WithPublishAsyncMaxPending(1024))
 	var prev *events.Artifact
@@ -472,10 +442,7 @@ func publish(ctx context.Context, s *service.Service, id, who string, rate float
 // (and the supervisor has completed it on its verified final decision).
 func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest) {
 	t0 := time.Now()
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	defer nc.Close()
 	c, _ := client.New(nc, "builder")
 	id := uuid.Must(uuid.NewV7()).String()
@@ -524,10 +491,11 @@ func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest)
 	}
 	<-js.PublishAsyncComplete()
 	published := time.Since(t0)
-	waitAll(ctx, s)
+	benchkit.WaitApplied(ctx, s)
 	projected := time.Since(t0)
 	var v projector.View
 	for {
+		var err error
 		if v, err = s.Queries.Get(id); err != nil {
 			log.Fatal(err)
 		}
@@ -556,17 +524,4 @@ func node(base, j int, below []canon.Digest) *events.Artifact {
 	}
 	return events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d", i)},
 		References: []events.Reference{{Target: below[j], Relation: events.Supports}, {Target: below[(j+1)%width], Relation: events.Supports}}})
-}
-
-// waitAll waits until the projection has applied the stream's last message.
-func waitAll(ctx context.Context, s *service.Service) {
-	info, err := s.Stream.Info(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if err := s.Runner.WaitFor(wctx, info.State.LastSeq); err != nil {
-		log.Fatal(err)
-	}
 }

@@ -40,7 +40,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -61,16 +61,9 @@ func main() {
 	flag.StringVar(&rebuildMemProfile, "rebuild-memprofile", "", "write a heap profile after the first rebuild to this file (its allocations are the whole process's since it started)")
 	flag.Parse()
 	ctx := context.Background()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
+	defer benchkit.CPUProfile(*cpuprofile)()
 
-	fmt.Printf("machine: %d CPUs, %s\n\n", runtime.NumCPU(), runtime.Version())
+	fmt.Printf("%s\n\n", benchkit.Machine())
 	if *n > 0 {
 		ingest(ctx, *n, *k, *rounds)
 	}
@@ -102,13 +95,7 @@ func perMsg(cpu time.Duration, n uint64) float64 {
 	return float64(cpu.Microseconds()) / float64(max(n, 1))
 }
 
-func tempDir() string {
-	dir, err := os.MkdirTemp("", "parley-bench-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	return dir
-}
+func tempDir() string { return benchkit.TempDir("parley-bench-") }
 
 // claims seals n claims of about 300 bytes.
 func claims(n int, tag string) []*events.Artifact {
@@ -131,24 +118,14 @@ func ingest(ctx context.Context, n, k, rounds int) {
 	raw := func(consume bool) time.Duration {
 		dir := tempDir()
 		defer os.RemoveAll(dir)
-		s, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: -1})
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer embedded.Stop(s)
-		nc, _ := nats.Connect(s.ClientURL())
-		js, _ := jetstream.New(nc)
-		if _, err := ledger.Ensure(ctx, js, 1); err != nil {
-			log.Fatal(err)
-		}
-		nc.Close()
+		srv := benchkit.StartServer(ctx, embedded.Config{Dir: dir, Host: "127.0.0.1", Port: -1}, 0)
+		defer srv.Stop()
+		srv.NC.Close()
+		s := srv.Server
 		var read chan struct{}
 		if consume {
 			read = make(chan struct{})
-			cnc, err := nats.Connect("", nats.InProcessServer(s))
-			if err != nil {
-				log.Fatal(err)
-			}
+			cnc := srv.InProcess()
 			defer cnc.Close()
 			cjs, _ := jetstream.New(cnc)
 			cons, err := cjs.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
@@ -197,10 +174,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 	engine := func() time.Duration {
 		dir := tempDir()
 		defer os.RemoveAll(dir)
-		s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
-		if err != nil {
-			log.Fatal(err)
-		}
+		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
 		defer s.Close()
 		nc, _ := nats.Connect(s.NATSURL())
 		orch, _ := client.New(nc, "orchestrator")
@@ -226,13 +200,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			}(p)
 		}
 		wg.Wait()
-		info, err := s.Stream.Info(ctx)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := s.Runner.WaitFor(ctx, info.State.LastSeq); err != nil {
-			log.Fatal(err)
-		}
+		benchkit.WaitApplied(ctx, s)
 		elapsed := time.Since(start)
 		v, err := s.Queries.Get(id)
 		if err != nil || v.Artifacts != n {
@@ -273,18 +241,9 @@ func median(v []float64) string {
 func replay(ctx context.Context, m, rounds int) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	s, err := embedded.Start(embedded.Config{Dir: dir, DontListen: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer embedded.Stop(s)
-	nc, _ := nats.Connect("", nats.InProcessServer(s))
-	defer nc.Close()
-	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
-	stream, err := ledger.Ensure(ctx, js, 1)
-	if err != nil {
-		log.Fatal(err)
-	}
+	srv := benchkit.StartServer(ctx, embedded.Config{Dir: dir, DontListen: true}, 8192)
+	defer srv.Stop()
+	js, stream := srv.JS, srv.Stream
 	// 100 deliberations; in each, a chain of objections, each objecting to
 	// the one before (one reference per artifact).
 	const delibs = 100
@@ -419,16 +378,14 @@ func rebuild(ctx context.Context, js jetstream.JetStream, stream jetstream.Strea
 func concurrent(ctx context.Context, delibs, parts, per int) {
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
-	if err != nil {
-		log.Fatal(err)
-	}
+	s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL())
 	defer nc.Close()
 	orch, _ := client.New(nc, "orchestrator")
 	ids := make([]string, delibs)
 	for i := range ids {
+		var err error
 		if ids[i], err = orch.Open(ctx, client.Charter{Title: fmt.Sprintf("deliberation %d", i)}); err != nil {
 			log.Fatal(err)
 		}
@@ -456,10 +413,7 @@ func concurrent(ctx context.Context, delibs, parts, per int) {
 		}(p)
 	}
 	wg.Wait()
-	info, _ := s.Stream.Info(ctx)
-	if err := s.Runner.WaitFor(ctx, info.State.LastSeq); err != nil {
-		log.Fatal(err)
-	}
+	benchkit.WaitApplied(ctx, s)
 	elapsed := time.Since(start)
 	total := delibs * parts * per
 	for _, id := range ids {

@@ -53,6 +53,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 )
@@ -74,20 +75,11 @@ func main() {
 	keep := flag.Bool("keep", false, "after the measures, keep the engine running and print the pages' addresses (until interrupted)")
 	flag.Parse()
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "parley-explorer-bench")
-	if err != nil {
-		log.Fatal(err)
-	}
+	dir := benchkit.TempDir("parley-explorer-bench")
 	defer os.RemoveAll(dir)
-	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
-	if err != nil {
-		log.Fatal(err)
-	}
+	s := benchkit.StartEngine(ctx, service.Config{DataDir: filepath.Join(dir, "engine")})
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	defer nc.Close()
 	base := "http://" + s.HTTPAddr()
 

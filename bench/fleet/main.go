@@ -52,6 +52,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
@@ -103,7 +104,7 @@ func main() {
 	}
 	ctx := context.Background()
 
-	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Println(benchkit.Machine())
 	w := newWork(*publishers, *n)
 	w.pending, w.rate = *pending, *paced
 	pace := "as fast as they can"
@@ -214,13 +215,7 @@ func (w *work) avgSize() int {
 	return b / w.total()
 }
 
-func tempDir() string {
-	dir, err := os.MkdirTemp("", "parley-fleet-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	return dir
-}
+func tempDir() string { return benchkit.TempDir("parley-fleet-") }
 
 // publishAll starts one goroutine per publisher, releases them together,
 // and returns when every publish is acknowledged, with the time from the
@@ -466,10 +461,7 @@ type prepare func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-ch
 // (the same subjects and Msg-Ids as the client).
 func rawPublisher(w *work, url string) prepare {
 	return func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			log.Fatal(err)
-		}
+		nc := benchkit.Connect(url)
 		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(w.pending))
 		ids := wire.NewMsgIDs()
 		subject := wire.ArtifactSubject(w.ids[p], fmt.Sprintf("p%d", p))
@@ -485,10 +477,7 @@ func rawPublisher(w *work, url string) prepare {
 // clientPublisher publishes w's artifacts through the client.
 func clientPublisher(w *work, url string) prepare {
 	return func(p int) (func(int) (jetstream.PubAckFuture, error), func() <-chan struct{}, func()) {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			log.Fatal(err)
-		}
+		nc := benchkit.Connect(url)
 		c, err := client.New(nc, fmt.Sprintf("p%d", p), jetstream.WithPublishAsyncMaxPending(w.pending))
 		if err != nil {
 			log.Fatal(err)
@@ -520,15 +509,9 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 		defer ns.stop()
 		cfg.NATS = ns.url
 	}
-	s, err := service.Start(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
+	s := benchkit.StartEngine(ctx, cfg)
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	orch, _ := client.New(nc, "orchestrator")
 	for _, id := range w.ids {
 		if err := orch.OpenID(ctx, id, client.Charter{Title: "fleet"}); err != nil {
@@ -536,7 +519,7 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 		}
 	}
 	nc.Close()
-	waitAll(ctx, s)
+	benchkit.WaitApplied(ctx, s)
 
 	var res result
 	stop := make(chan struct{})
@@ -636,7 +619,7 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 		catchupProfile = "" // the first round only
 		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	waitAll(ctx, s)
+	benchkit.WaitApplied(ctx, s)
 	res.proj = time.Since(t0)
 	stopProfile()
 	close(stop)
@@ -695,27 +678,6 @@ func controlServer() (net.Listener, error) {
 }
 
 // waitAll waits until the projection has applied the stream's last message.
-func waitAll(ctx context.Context, s *service.Service) {
-	info, err := s.Stream.Info(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if err := s.Runner.WaitFor(wctx, info.State.LastSeq); err != nil {
-		log.Fatal(err)
-	}
-}
-
-func pct(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
 func rate(total int, d time.Duration) float64 { return float64(total) / d.Seconds() }
@@ -734,13 +696,13 @@ func (r result) print(round, total int) {
 	fmt.Printf("  peak projector lag                          %9d msgs  at %s (%d samples) = %.2f s of ingest (goal < 1)\n",
 		r.lag.peak, r.lag.peakAt.Round(time.Millisecond), r.lag.samples, float64(r.lag.peak)/pub)
 	fmt.Printf("  GET /deliberations/{id} during the load     p50 %s  p99 %s  max %s  (%d requests, %d errors in all; goal p99 <= 50 ms)\n",
-		ms(pct(r.reads, 0.5)), ms(pct(r.reads, 0.99)), ms(pct(r.reads, 1)), len(r.reads), r.readErrs)
+		ms(benchkit.Quantile(r.reads, 0.5)), ms(benchkit.Quantile(r.reads, 0.99)), ms(benchkit.Quantile(r.reads, 1)), len(r.reads), r.readErrs)
 	fmt.Printf("    Queries.Get in process                    p50 %s  p99 %s  max %s  (%d)\n",
-		ms(pct(r.inProcess, 0.5)), ms(pct(r.inProcess, 0.99)), ms(pct(r.inProcess, 1)), len(r.inProcess))
+		ms(benchkit.Quantile(r.inProcess, 0.5)), ms(benchkit.Quantile(r.inProcess, 0.99)), ms(benchkit.Quantile(r.inProcess, 1)), len(r.inProcess))
 	fmt.Printf("    GET of a constant from a bare HTTP server p50 %s  p99 %s  max %s  (%d)\n",
-		ms(pct(r.control, 0.5)), ms(pct(r.control, 0.99)), ms(pct(r.control, 1)), len(r.control))
+		ms(benchkit.Quantile(r.control, 0.5)), ms(benchkit.Quantile(r.control, 0.99)), ms(benchkit.Quantile(r.control, 1)), len(r.control))
 	fmt.Printf("    the same during the raw load and its bare consumer, no engine: p50 %s  p99 %s  max %s  (%d)\n\n",
-		ms(pct(r.rawControl, 0.5)), ms(pct(r.rawControl, 0.99)), ms(pct(r.rawControl, 1)), len(r.rawControl))
+		ms(benchkit.Quantile(r.rawControl, 0.5)), ms(benchkit.Quantile(r.rawControl, 0.99)), ms(benchkit.Quantile(r.rawControl, 1)), len(r.rawControl))
 }
 
 func summary(rs []result, total int) {
@@ -759,12 +721,12 @@ func summary(rs []result, total int) {
 	fmt.Printf("  projection time / publish time              %s\n", med(func(r result) float64 { return r.proj.Seconds() / r.pub.Seconds() }))
 	fmt.Printf("  peak lag, seconds of ingest                 %s\n", med(func(r result) float64 { return float64(r.lag.peak) / rate(total, r.pub) }))
 	fmt.Printf("  peak lag, thousands of messages             %s\n", med(func(r result) float64 { return float64(r.lag.peak) / 1000 }))
-	fmt.Printf("  GET p50, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 0.5)) / 1e6 }))
-	fmt.Printf("  GET p99, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 0.99)) / 1e6 }))
-	fmt.Printf("  GET max, ms                                 %s\n", med(func(r result) float64 { return float64(pct(r.reads, 1)) / 1e6 }))
-	fmt.Printf("  Queries.Get in process p99, ms              %s\n", med(func(r result) float64 { return float64(pct(r.inProcess, 0.99)) / 1e6 }))
-	fmt.Printf("  bare HTTP server p99, ms                    %s\n", med(func(r result) float64 { return float64(pct(r.control, 0.99)) / 1e6 }))
-	fmt.Printf("  the same, raw load, no engine, p99, ms      %s\n", med(func(r result) float64 { return float64(pct(r.rawControl, 0.99)) / 1e6 }))
+	fmt.Printf("  GET p50, ms                                 %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.reads, 0.5)) / 1e6 }))
+	fmt.Printf("  GET p99, ms                                 %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.reads, 0.99)) / 1e6 }))
+	fmt.Printf("  GET max, ms                                 %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.reads, 1)) / 1e6 }))
+	fmt.Printf("  Queries.Get in process p99, ms              %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.inProcess, 0.99)) / 1e6 }))
+	fmt.Printf("  bare HTTP server p99, ms                    %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.control, 0.99)) / 1e6 }))
+	fmt.Printf("  the same, raw load, no engine, p99, ms      %s\n", med(func(r result) float64 { return float64(benchkit.Quantile(r.rawControl, 0.99)) / 1e6 }))
 	fmt.Printf("  raw publish, thousands of msgs/s            %s\n", med(func(r result) float64 { return rate(total, r.raw) / 1000 }))
 	fmt.Printf("  engine publish, thousands of msgs/s         %s\n", med(func(r result) float64 { return rate(total, r.pub) / 1000 }))
 	fmt.Printf("  bare consumer: read time / publish time     %s\n", med(func(r result) float64 { return r.rawcRead.Seconds() / r.rawc.Seconds() }))

@@ -37,9 +37,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -63,12 +63,9 @@ func main() {
 		return
 	}
 	ctx := context.Background()
-	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Println(benchkit.Machine())
 
-	dir, err := os.MkdirTemp("", "parley-bench-lists-")
-	if err != nil {
-		log.Fatal(err)
-	}
+	dir := benchkit.TempDir("parley-bench-lists-")
 	defer os.RemoveAll(dir)
 	// No snapshot during the measures: writing one of 100,000
 	// deliberations takes far more memory than any list (-snapshots to
@@ -77,10 +74,7 @@ func main() {
 	if *snapshots {
 		every = 0
 	}
-	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: every, NoSupervisor: !*supervise})
-	if err != nil {
-		log.Fatal(err)
-	}
+	s := benchkit.StartEngine(ctx, service.Config{DataDir: dir, SnapshotEvery: every, NoSupervisor: !*supervise})
 	defer s.Close()
 
 	start := time.Now()
@@ -212,15 +206,9 @@ func getAll(url string, c int) {
 // open publishes n open control messages asynchronously and returns the
 // last one's position.
 func open(ctx context.Context, s *service.Service, n int) uint64 {
-	nc, err := nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
+	nc := benchkit.Connect(s.NATSURL())
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		log.Fatal(err)
-	}
+	js := benchkit.JetStream(nc, 4096)
 	futs := make([]jetstream.PubAckFuture, 0, n)
 	for i := range n {
 		body := `{"op":"open","charter":{"title":"deliberation ` + strconv.Itoa(i) + `"}}`

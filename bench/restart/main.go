@@ -30,18 +30,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -62,12 +60,9 @@ func main() {
 		*m, *tail, *runs = 50000, 5000, 1
 	}
 	ctx := context.Background()
-	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Println(benchkit.Machine())
 
-	dir, err := os.MkdirTemp("", "parley-restart-")
-	if err != nil {
-		log.Fatal(err)
-	}
+	dir := benchkit.TempDir("parley-restart-")
 	defer os.RemoveAll(dir)
 	saved := filepath.Join(dir, "saved")
 	if err := os.Mkdir(saved, 0o750); err != nil {
@@ -76,15 +71,8 @@ func main() {
 
 	// The stream: M artifacts written straight to the engine's store.
 	t0 := time.Now()
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	nc, _ := nats.Connect("", nats.InProcessServer(srv))
-	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
-	if _, err := ledger.Ensure(ctx, js, 1); err != nil {
-		log.Fatal(err)
-	}
+	srv := benchkit.StartServer(ctx, embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true}, 8192)
+	js := srv.JS
 	ids := make([]string, delibs)
 	heads := make([]*events.Artifact, delibs)
 	for d := range ids {
@@ -99,8 +87,7 @@ func main() {
 		}
 	})
 	<-js.PublishAsyncComplete()
-	nc.Close()
-	embedded.Stop(srv)
+	srv.Stop()
 	fmt.Printf("stream: %d deliberations x %d artifacts, written in %s\n", delibs, *m/delibs, time.Since(t0).Round(time.Millisecond))
 
 	cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NoSupervisor: true}
@@ -125,11 +112,8 @@ func main() {
 		copyFile(f, filepath.Join(saved, filepath.Base(f)))
 	}
 	fmt.Printf("snapshot of every shard: %s, %d MB in %d files\n", time.Since(t).Round(time.Millisecond), size>>20, len(snapshots()))
-	nc, err = nats.Connect(s.NATSURL())
-	if err != nil {
-		log.Fatal(err)
-	}
-	js, _ = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	nc := benchkit.Connect(s.NATSURL())
+	js = benchkit.JetStream(nc, 8192)
 	extend(ids, heads, *tail/delibs, *m/delibs, func(subject string, data []byte) {
 		if _, err := js.PublishAsync(subject, data, jetstream.WithStallWait(time.Minute)); err != nil {
 			log.Fatal(err)
@@ -146,15 +130,7 @@ func main() {
 	var artifacts int
 	fmt.Printf("then a tail of %d artifacts: the stream holds %d messages (%d MB)\n\n", *tail/delibs*delibs, last, info.State.Bytes>>20)
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
+	defer benchkit.CPUProfile(*cpuprofile)()
 	kinds := []string{"rebuild", "snapshot", "snapshot + tail"}
 	total := map[string][]time.Duration{}
 	startPart := map[string][]time.Duration{}
@@ -225,7 +201,7 @@ func main() {
 	for _, kind := range []string{"runner alone", "runner alone + rules"} {
 		fmt.Printf("  %-29s %s\n", "rebuild, "+kind, spread(total[kind]))
 	}
-	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", med(total["snapshot"]).Seconds()/med(total["rebuild"]).Seconds())
+	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", benchkit.Median(total["snapshot"]).Seconds()/benchkit.Median(total["rebuild"]).Seconds())
 	fmt.Printf("  the parts of a start from snapshots, each alone: the embedded server opening its store %s; the %d snapshots read in parallel %s\n",
 		spread(parts["embedded server start"]), len(snapshots()), spread(parts["snapshots read"]))
 }
@@ -234,21 +210,9 @@ func main() {
 // alone (no snapshots) over an in-process connection, and returns the time
 // until its position is last.
 func bareRebuild(ctx context.Context, dir string, opts projector.Options, last uint64) time.Duration {
-	srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer embedded.Stop(srv)
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	stream, err := ledger.Ensure(ctx, js, 1)
-	if err != nil {
-		log.Fatal(err)
-	}
+	srv := benchkit.StartServer(ctx, embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true}, 0)
+	defer srv.Stop()
+	js, stream := srv.JS, srv.Stream
 	t := time.Now()
 	r, err := runner.New(ctx, js, stream, runner.Config{Projector: opts})
 	if err != nil {
@@ -276,15 +240,7 @@ func start(ctx context.Context, cfg service.Config) (*service.Service, time.Dura
 		log.Fatal(err)
 	}
 	started := time.Since(t)
-	info, err := s.Stream.Info(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if err := s.Runner.WaitFor(wctx, info.State.LastSeq); err != nil {
-		log.Fatal(err)
-	}
+	benchkit.WaitApplied(ctx, s)
 	return s, time.Since(t), started
 }
 
@@ -359,12 +315,6 @@ func copyFile(from, to string) {
 	}
 }
 
-func med(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 func spread(d []time.Duration) string {
-	return fmt.Sprintf("%6s (%s-%s)", med(d).Round(time.Millisecond), slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond))
+	return fmt.Sprintf("%6s (%s-%s)", benchkit.Median(d).Round(time.Millisecond), slices.Min(d).Round(time.Millisecond), slices.Max(d).Round(time.Millisecond))
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
 )
@@ -50,10 +51,7 @@ func main() {
 	runs := flag.Int("runs", 9, "runs of each way")
 	every := flag.Duration("every", service.DefaultStreamCheckEvery, "the engine's stream check interval")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "parley-watch-")
-	if err != nil {
-		log.Fatal(err)
-	}
+	dir := benchkit.TempDir("parley-watch-")
 	defer os.RemoveAll(dir)
 	cf := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
@@ -73,10 +71,10 @@ func main() {
 			}
 		}
 	}
-	med := func(d []time.Duration) time.Duration {
-		slices.Sort(d)
-		return d[len(d)/2]
+	for _, d := range [][]time.Duration{adv, chk, upd} {
+		slices.Sort(d) // for the min and max
 	}
+	med := benchkit.Median[time.Duration]
 	fmt.Printf("runs %d, check every %s\n", *runs, *every)
 	fmt.Printf("update round trip   median %8.2f ms  (min %.2f, max %.2f)\n", ms(med(upd)), ms(upd[0]), ms(upd[len(upd)-1]))
 	fmt.Printf("noticed, advisories median %8.2f ms  (min %.2f, max %.2f)  = %.1f x the update's round trip\n",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/substrate"
 )
@@ -225,10 +226,10 @@ func printVerdicts(w io.Writer, rep checkReport) {
 			if c.Cached {
 				cached = " (cached)"
 			}
-			fmt.Fprintf(w, "  re-verification %s %s%s: %s\n", c.Class, c.Result, cached, c.Detail)
+			fmt.Fprintf(w, "  re-verification %s %s%s: %s\n", textsafe.Line(c.Class), c.Result, cached, textsafe.Line(c.Detail))
 		}
 		for _, r := range v.Reasons {
-			fmt.Fprintf(w, "  %s: %s\n", r.Code, r.Message)
+			fmt.Fprintf(w, "  %s: %s\n", r.Code, textsafe.Line(r.Message))
 		}
 	}
 	fmt.Fprintf(w, "k = %d, window %s before %s, vocabulary %s", rep.K, rep.Window, rep.At.Format(time.RFC3339), rep.Vocabulary)

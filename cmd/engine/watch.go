@@ -86,7 +86,12 @@ type watcher struct {
 	timeout time.Duration
 	grace   time.Duration
 
-	opened   bool                    // the deliberation's open was applied: its messages count
+	// reported: the engine's verdicts carry each message's ordinal
+	// (projector.OutcomeReport.Ordinal), which the watch shows; with an
+	// engine whose verdicts do not, opened says whether the deliberation's
+	// open was applied, from which on its messages are counted.
+	reported bool
+	opened   bool
 	ordinal  uint64                  // the last message's ordinal
 	ordinals map[canon.Digest]uint64 // artifacts seen
 }
@@ -325,16 +330,11 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", position, err)
 		return false, false, exitUsage
 	}
-	if projector.OutsideRecord(o.Code) {
+	ordinal, ok := w.ordinalOf(kind, o)
+	if !ok {
 		return false, false, -1 // outside the deliberation's record (and its ordinals)
 	}
-	if !w.opened {
-		if kind != "ctl" || o.Outcome != projector.VerdictApplied || o.Op != "open" {
-			return false, false, -1 // before the open: no message of the deliberation yet
-		}
-		w.opened = true
-	}
-	w.ordinal++
+	w.ordinal = ordinal
 	line := watchLine{Ordinal: w.ordinal, Position: position, Participant: participant, Outcome: string(o.Outcome)}
 	term, check := false, false
 	switch {
@@ -395,6 +395,26 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	}
 	w.print(line)
 	return term, check, -1
+}
+
+// ordinalOf is the ordinal of the message the engine's verdict o is on;
+// ok is false for a message outside the deliberation's record (before its
+// open, or another's during its import). It is the engine's, once its
+// verdicts carry one; an engine whose verdicts do not (from before they
+// did) has its messages counted as its fold counts them: from the applied
+// open on, every message but those outside the record.
+func (w *watcher) ordinalOf(kind string, o projector.OutcomeReport) (uint64, bool) {
+	switch {
+	case o.Ordinal > 0:
+		w.reported, w.opened = true, true
+		return o.Ordinal, true
+	case w.reported, projector.OutsideRecord(o.Code):
+		return 0, false
+	case !w.opened && (kind != "ctl" || o.Outcome != projector.VerdictApplied || o.Op != "open"):
+		return 0, false // before the open: no message of the deliberation yet
+	}
+	w.opened = true
+	return w.ordinal + 1, true
 }
 
 // describe fills in what an artifact says.

@@ -376,3 +376,34 @@ func TestWatch_NoSupervisor(t *testing.T) {
 		t.Errorf("took %s", d)
 	}
 }
+
+// The ordinal is the engine's when its verdicts carry one; with an engine
+// whose verdicts do not, the messages are counted from the applied open on.
+func TestWatch_OrdinalOf(t *testing.T) {
+	type step struct {
+		kind string
+		o    projector.OutcomeReport
+		want uint64 // 0: not one of the deliberation's messages
+	}
+	open := projector.OutcomeReport{Outcome: projector.VerdictApplied, Op: "open"}
+	art := projector.OutcomeReport{Outcome: projector.VerdictAccepted}
+	early := projector.OutcomeReport{Outcome: projector.VerdictRejected, Code: projector.CodeNotOpen}
+	foreign := projector.OutcomeReport{Outcome: projector.VerdictRejected, Code: projector.CodeImporting}
+	with := func(o projector.OutcomeReport, n uint64) projector.OutcomeReport { o.Ordinal = n; return o }
+	for name, steps := range map[string][]step{
+		"reported": {{"art", early, 0}, {"ctl", with(open, 1), 1}, {"art", with(art, 2), 2}, {"art", foreign, 0},
+			{"art", with(early, 3), 3}, {"art", with(art, 4), 4}},
+		"counted": {{"art", early, 0}, {"ctl", open, 1}, {"art", art, 2}, {"art", foreign, 0}, {"art", early, 3}, {"art", art, 4}},
+	} {
+		w := &watcher{}
+		for i, s := range steps {
+			got, ok := w.ordinalOf(s.kind, s.o)
+			if ok != (s.want > 0) || got != s.want {
+				t.Fatalf("%s: step %d: %d %v, want %d", name, i, got, ok, s.want)
+			}
+			if ok {
+				w.ordinal = got
+			}
+		}
+	}
+}

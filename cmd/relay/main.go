@@ -30,6 +30,7 @@ import (
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/buildinfo"
+	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 )
@@ -285,7 +286,7 @@ func runFleet(ctx context.Context, cfg *relay.Config, k int, opts relay.Options,
 	secs := time.Since(start).Seconds()
 	if asJSON {
 		b, _ := json.MarshalIndent(map[string]any{"runs": len(sums), "completed": completed, "seconds": secs, "summaries": sums}, "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
+		fmt.Fprintf(stdout, "%s\n", textsafe.JSON(b)) // participants' words: printable
 	} else {
 		fmt.Fprintf(stdout, "%s\n  %-16s%d, completed and verified %d, %.1f s\n", cfg.Title, "runs", len(sums), completed, secs)
 		for _, s := range sums {
@@ -303,7 +304,7 @@ func runFleet(ctx context.Context, cfg *relay.Config, k int, opts relay.Options,
 func printSummary(w io.Writer, sum *relay.Summary, asJSON bool, forked string) int {
 	if asJSON {
 		b, _ := json.MarshalIndent(sum, "", "  ")
-		fmt.Fprintf(w, "%s\n", b)
+		fmt.Fprintf(w, "%s\n", textsafe.JSON(b)) // participants' words: printable
 	} else {
 		s := relay.FormatSummary(sum)
 		if forked != "" {
