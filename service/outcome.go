@@ -52,6 +52,7 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 		return out, err
 	}
 	out.Outcome, out.Participant, out.Op, out.Note = mo.Verdict, mo.Participant, mo.Op, mo.Note
+	out.Ordinal = mo.Ordinal
 	if mo.ArtifactID != (canon.Digest{}) {
 		out.ArtifactID = mo.ArtifactID.String()
 	}

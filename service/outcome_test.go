@@ -40,7 +40,7 @@ func TestQueries_Outcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := wait(id, ack.Sequence, ""); o.Outcome != projector.VerdictApplied || o.Op != "open" || !o.Took() {
+	if o := wait(id, ack.Sequence, ""); o.Outcome != projector.VerdictApplied || o.Op != "open" || !o.Took() || o.Ordinal != 1 {
 		t.Errorf("open: %+v", o)
 	}
 	claim, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "p99 halves"}})
@@ -49,7 +49,7 @@ func TestQueries_Outcome(t *testing.T) {
 	}
 	accepted := ack.Sequence
 	if o := wait(id, accepted, claim.ID.String()); o.Outcome != projector.VerdictAccepted || o.ArtifactID != claim.ID.String() ||
-		o.ArtifactType != "CLAIM" || o.Participant != "alice" {
+		o.ArtifactType != "CLAIM" || o.Participant != "alice" || o.Ordinal != 2 {
 		t.Errorf("claim: %+v", o)
 	}
 	_, ack, err = bob.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "me too"}})
@@ -57,7 +57,7 @@ func TestQueries_Outcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o := wait(id, ack.Sequence, ""); o.Outcome != projector.VerdictRejected || o.Code != projector.CodeNotInCharter ||
-		o.ErrorClass != projector.ClassInvalidSubmission || o.Message == "" || o.Took() {
+		o.ErrorClass != projector.ClassInvalidSubmission || o.Message == "" || o.Took() || o.Ordinal != 3 {
 		t.Errorf("bob: %+v", o)
 	}
 	// A refused charter: the deliberation never opens, and its open is
