@@ -9,7 +9,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-
 // MessageOutcome is the verdict on the message at a stream position.
 type MessageOutcome struct {
 	Verdict      Verdict
@@ -152,4 +151,3 @@ func evictedNote(kept, total int, what string) string {
 	}
 	return "the projection has no record of the message"
 }
-

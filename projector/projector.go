@@ -104,7 +104,6 @@ func EffectiveTime(m Msg, prev time.Time) time.Time {
 	return t
 }
 
-
 // ClassInvalidSubmission is the class of the rejections the projector
 // itself makes (routing, deliberation state, attribution, duplicates,
 // limits), beside the classes of canon and events.
@@ -159,7 +158,6 @@ var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipan
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.
 var LimitCodes = []string{CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts}
-
 
 // Late records a valid artifact that arrived after a terminal TERMINATION:
 // it is kept, outside the state.
@@ -664,7 +662,6 @@ type Control struct {
 	Reason  string          `json:"reason,omitempty"`
 	Round   int             `json:"round,omitempty"`
 }
-
 
 // MaxControlBytes bounds a control message: an open's charter is kept for
 // the deliberation's life, so what anyone may make the engine keep is
