@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,8 +19,8 @@ import (
 	"github.com/parley-engine/parley/web"
 )
 
-// queryAPI answers the query API over HTTP and NATS micro from the read
-// model, with the engine's health and its one write (a principal's
+// queryAPI answers the query API over HTTP from the read model (the NATS
+// micro service is microapi's), with the engine's health and its one write (a principal's
 // resolution).
 type queryAPI struct {
 	q      *readmodel.Queries
@@ -30,8 +29,7 @@ type queryAPI struct {
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 	watch  *streamWatch        // the stream watch (health.go); nil: none
 
-	bounds  func(now time.Time) []Bound // the bounds for /healthz (bounds.go); nil: none
-	offLoop atomic.Int64                // micro reads served off their endpoint's goroutine
+	bounds func(now time.Time) []Bound // the bounds for /healthz (bounds.go); nil: none
 }
 
 // admit admits an expensive read of what for r from the read budget; a

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
@@ -617,24 +615,6 @@ func (w *streamWatch) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rw, r)
 	})
-}
-
-// guardMicro answers the micro endpoints as guard does HTTP (health
-// still answers).
-func (a *queryAPI) guardMicro(name string, h micro.HandlerFunc) micro.HandlerFunc {
-	if name == "health" {
-		return h
-	}
-	return func(r micro.Request) {
-		if err := a.watch.haltedErr(); err != nil {
-			var ae *api.Error
-			errors.As(err, &ae)
-			body, _ := json.Marshal(ae)
-			r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
-			return
-		}
-		h(r)
-	}
 }
 
 // watchedJS is the engine's JetStream for its own writes: each publish's

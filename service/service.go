@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/readmodel"
@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	w := newStreamWatch(s.js, s.Stream, s.Runner, s.srv, s.Metrics, s.log.With("component", "watch"), cfg.StreamCheckEvery,
 		func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
-			// (guard, guardMicro).
+			// (guard, microapi's guard).
 			stopJudging()
 			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
 		})
@@ -264,7 +264,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
 	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
-	if s.micro, err = qa.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
+	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.haltedErr,
+		Health:  func(ctx context.Context) any { return qa.Health(ctx) },
+		Ignored: func(reason string) { s.Metrics.ignored.WithLabelValues(reason).Inc() }}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP
@@ -494,15 +496,6 @@ func (s *Service) natsOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
 	return opts, nil
-}
-
-func microVersion(v string) string {
-	// micro requires semver.
-	v = strings.TrimPrefix(v, "v")
-	if parts := strings.Split(v, "."); len(parts) == 3 {
-		return v
-	}
-	return "0.1.0"
 }
 
 // NATSURL is where participants connect.

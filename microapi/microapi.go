@@ -1,16 +1,25 @@
-package service
+// Package microapi serves the query API as a NATS micro service named
+// "parley" (parley.api.*), from the read model (readmodel): the same reads
+// and the same JSON as the HTTP API, the same refusals (an *api.Error's
+// Kind gives the error code, its body the stable code), read-your-writes
+// off the endpoints' goroutines, and nothing for what is not a request
+// (a stream delivery, a reply subject the engine does not answer on).
+package microapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -25,7 +34,29 @@ const (
 	maxOffLoop = 1024
 )
 
-// AddMicro registers the query API as a NATS micro service named "parley"
+// Config is what the micro service answers from, beside the read model.
+type Config struct {
+	// Version is the service's version (semver; "0.1.0" otherwise).
+	Version string
+	// Health is the health report parley.api.health answers.
+	Health func(ctx context.Context) any
+	// Halted, when set, says why the engine serves no state: every
+	// endpoint but health then answers its error (engine.halted).
+	Halted func() error
+	// Ignored, when set, counts a message on the query subjects the
+	// service did not act on, by reason (IgnoredDelivery,
+	// IgnoredReplySubject).
+	Ignored func(reason string)
+}
+
+// server answers the endpoints.
+type server struct {
+	q       *readmodel.Queries
+	cfg     Config
+	offLoop atomic.Int64 // reads served off their endpoint's goroutine
+}
+
+// Add registers the query API as a NATS micro service named "parley"
 // (discoverable with nats micro ls). Every endpoint takes a JSON request
 // and answers with the same JSON as the HTTP API:
 //
@@ -46,10 +77,11 @@ const (
 //
 // Every endpoint but health also takes "min_position":N, the stream
 // position the caller has seen: the answer waits until the projection has
-// reached it (up to Config.MinPositionWait, off the endpoint's goroutine), or is
+// reached it (up to readmodel.Config.MinPositionWait, off the endpoint's goroutine), or is
 // the error 503 with code projection.behind (api.CodeBehind): ask again.
-func (a *queryAPI) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
+func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error) {
+	a := &server{q: q, cfg: cfg}
+	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: semver(cfg.Version),
 		Description: "parley query API: deliberation state, artifacts, rejections"})
 	if err != nil {
 		return nil, err
@@ -102,9 +134,9 @@ func (a *queryAPI) AddMicro(nc *nats.Conn, version string) (micro.Service, error
 	// during an election), is served on its own goroutine so that the
 	// endpoint's others are not held up behind it (at most maxOffLoop at
 	// once; past that, in turn). Global reads (the listings of all) wait
-	// for the whole projection. A halted engine answers none (guardMicro).
+	// for the whole projection. A halted engine answers none (guard).
 	add := func(name string, global, stream bool, h func(micro.Request, req)) error {
-		return g.AddEndpoint(name, a.onlyRequests(a.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
+		return g.AddEndpoint(name, a.onlyRequests(a.guard(name, micro.HandlerFunc(func(r micro.Request) {
 			v, ok := parse(r)
 			if !ok {
 				return
@@ -184,7 +216,7 @@ func (a *queryAPI) AddMicro(nc *nats.Conn, version string) (micro.Service, error
 			out, err := a.q.Provenance(v.ID)
 			respond(r, out, err)
 		}),
-		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.Health(context.Background()), nil) })),
+		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {
 		svc.Stop()
@@ -202,7 +234,7 @@ func (a *queryAPI) AddMicro(nc *nats.Conn, version string) (micro.Service, error
 // permissions: as an artifact of a reserved token, a binding
 // announcement, a JetStream API request). Each is counted in
 // parley_ignored_messages_total by reason.
-func (a *queryAPI) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
+func (a *server) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
 	return func(r micro.Request) {
 		status := ""
 		if hdr := r.Headers(); hdr != nil {
@@ -225,10 +257,37 @@ const (
 	IgnoredReplySubject = "reply_subject"      // a request whose reply subject the engine does not answer on
 )
 
-func (a *queryAPI) ignored(reason string) {
-	if a.watch != nil {
-		a.watch.m.ignored.WithLabelValues(reason).Inc()
+func (a *server) ignored(reason string) {
+	if a.cfg.Ignored != nil {
+		a.cfg.Ignored(reason)
 	}
+}
+
+// guard answers the endpoints as the HTTP API's guard does once the
+// engine halted (health still answers).
+func (a *server) guard(name string, h micro.HandlerFunc) micro.HandlerFunc {
+	if name == "health" || a.cfg.Halted == nil {
+		return h
+	}
+	return func(r micro.Request) {
+		if err := a.cfg.Halted(); err != nil {
+			var ae *api.Error
+			errors.As(err, &ae)
+			body, _ := json.Marshal(ae)
+			r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
+			return
+		}
+		h(r)
+	}
+}
+
+// semver is v as micro requires it: a semantic version, or 0.1.0.
+func semver(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if parts := strings.Split(v, "."); len(parts) == 3 {
+		return v
+	}
+	return "0.1.0"
 }
 
 // detached answers a micro request from a goroutine of its own, after the
