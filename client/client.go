@@ -22,10 +22,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -269,12 +269,12 @@ func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsy
 
 // State asks the engine (its NATS micro service) for the state of
 // deliberation id.
-func (c *Client) State(ctx context.Context, id string) (projector.View, error) {
+func (c *Client) State(ctx context.Context, id string) (api.View, error) {
 	return c.state(ctx, id, 0)
 }
 
-func (c *Client) state(ctx context.Context, id string, at uint64) (projector.View, error) {
-	var v projector.View
+func (c *Client) state(ctx context.Context, id string, at uint64) (api.View, error) {
+	var v api.View
 	b, err := c.request(ctx, "state of "+id, "deliberation", c.fresh(map[string]any{"id": id}, at))
 	if err != nil {
 		return v, err
@@ -317,7 +317,7 @@ func (c *Client) Artifact(ctx context.Context, id, artifactID string) (b []byte,
 // answering engine's projection has not moved on for as long, the error
 // is ErrUnavailable; an engine that is catching up is waited for; ctx may
 // end it sooner.
-func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (projector.View, error) {
+func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (api.View, error) {
 	var last uint64
 	for {
 		v, err := c.state(ctx, id, seq)
@@ -427,14 +427,14 @@ func (c *Client) requestOnce(ctx context.Context, op, endpoint string, b []byte)
 // message), late, applied, unprojected (not reached yet: ask again) or
 // unknown (no longer kept). It works for deliberations never opened too:
 // an open whose charter the engine refused is rejected, with its reason.
-func (c *Client) Outcome(ctx context.Context, id string, seq uint64) (projector.OutcomeReport, error) {
+func (c *Client) Outcome(ctx context.Context, id string, seq uint64) (api.OutcomeReport, error) {
 	return c.ArtifactOutcome(ctx, id, seq, "")
 }
 
 // ArtifactOutcome is Outcome, checking that the message at seq is the
 // artifact artifactID (a *ServiceError with status 409 otherwise).
-func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, artifactID string) (projector.OutcomeReport, error) {
-	var o projector.OutcomeReport
+func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, artifactID string) (api.OutcomeReport, error) {
+	var o api.OutcomeReport
 	req := map[string]any{"id": id, "position": seq}
 	if artifactID != "" {
 		req["artifact_id"] = artifactID
@@ -452,13 +452,13 @@ func (c *Client) ArtifactOutcome(ctx context.Context, id string, seq uint64, art
 // serves the query API yet) is retried too; an error answer is returned
 // at once. When ctx ends first, the error wraps ctx.Err() and the last
 // outcome (unprojected) or error.
-func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifactID string) (projector.OutcomeReport, error) {
+func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifactID string) (api.OutcomeReport, error) {
 	wait := 10 * time.Millisecond
 	for {
 		o, err := c.ArtifactOutcome(ctx, id, seq, artifactID)
 		var se *ServiceError
 		switch {
-		case err == nil && o.Outcome != projector.VerdictUnprojected:
+		case err == nil && o.Outcome != api.VerdictUnprojected:
 			return o, nil
 		case errors.As(err, &se) && se.Code != CodeBehind:
 			return o, err
@@ -477,7 +477,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 
 // Watch calls fn with the state of deliberation id each time the engine
 // has projected new messages of it, until ctx ends or fn returns false.
-func (c *Client) Watch(ctx context.Context, id string, fn func(projector.View) bool) error {
+func (c *Client) Watch(ctx context.Context, id string, fn func(api.View) bool) error {
 	// An ordered push consumer (participants may not pull:
 	// ledger.Reader), stopped no later than Watch's return.
 	rd, err := ledger.Read(ctx, c.nc, wire.DeliberationFilter(id), 0)

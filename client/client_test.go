@@ -17,12 +17,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -236,7 +236,7 @@ func TestClient_WatchLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	once := func() {
-		if err := c.Watch(ctx, id, func(projector.View) bool { return false }); err != nil {
+		if err := c.Watch(ctx, id, func(api.View) bool { return false }); err != nil {
 			t.Fatal(err)
 		}
 	}

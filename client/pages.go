@@ -7,14 +7,14 @@ import (
 	"iter"
 	"strings"
 
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/wire"
 )
 
 // ListOptions select what a listing gives and how it is asked for.
 type ListOptions struct {
 	// Status keeps the deliberations of these statuses (none: any).
-	Status []projector.Status
+	Status []api.Status
 	// PageSize is how many items each request asks for (0:
 	// wire.MaxPageLimit, the most the engine gives at once).
 	PageSize int
@@ -61,16 +61,16 @@ func (c *Client) page(ctx context.Context, op, endpoint string, req pageReq, v a
 // cursor of the next page ("" at the end). A cursor stays good while
 // deliberations open: each deliberation there when the first page was read
 // is on exactly one page.
-func (c *Client) DeliberationPage(ctx context.Context, opts ListOptions, cursor string) ([]projector.Summary, string, error) {
-	var out []projector.Summary
+func (c *Client) DeliberationPage(ctx context.Context, opts ListOptions, cursor string) ([]api.Summary, string, error) {
+	var out []api.Summary
 	next, err := c.page(ctx, "deliberations", "deliberations", opts.req("", cursor), &out)
 	return out, next, err
 }
 
 // ArtifactPage asks for one page of a deliberation's artifacts, in stream
 // order, after cursor ("" for the first page).
-func (c *Client) ArtifactPage(ctx context.Context, id string, opts ListOptions, cursor string) ([]projector.ArtifactEntry, string, error) {
-	var out []projector.ArtifactEntry
+func (c *Client) ArtifactPage(ctx context.Context, id string, opts ListOptions, cursor string) ([]api.ArtifactEntry, string, error) {
+	var out []api.ArtifactEntry
 	next, err := c.page(ctx, "artifacts", "artifacts", opts.req(id, cursor), &out)
 	return out, next, err
 }
@@ -78,8 +78,8 @@ func (c *Client) ArtifactPage(ctx context.Context, id string, opts ListOptions, 
 // RejectionPage asks for one page of a deliberation's kept rejections, in
 // stream order, with their counts, after cursor ("" for the first page);
 // the cursor of the next page is in NextCursor.
-func (c *Client) RejectionPage(ctx context.Context, id string, opts ListOptions, cursor string) (projector.RejectionList, error) {
-	var out projector.RejectionList
+func (c *Client) RejectionPage(ctx context.Context, id string, opts ListOptions, cursor string) (api.RejectionList, error) {
+	var out api.RejectionList
 	_, err := c.page(ctx, "rejections", "rejections", opts.req(id, cursor), &out)
 	return out, err
 }
@@ -87,23 +87,23 @@ func (c *Client) RejectionPage(ctx context.Context, id string, opts ListOptions,
 // Deliberations lists every deliberation, newest opened first, page by
 // page: it asks for the next page when the loop has taken the last one,
 // and stops when the loop breaks. An error is the last thing it yields.
-func (c *Client) Deliberations(ctx context.Context, opts ListOptions) iter.Seq2[projector.Summary, error] {
-	return pages(func(cursor string) ([]projector.Summary, string, error) {
+func (c *Client) Deliberations(ctx context.Context, opts ListOptions) iter.Seq2[api.Summary, error] {
+	return pages(func(cursor string) ([]api.Summary, string, error) {
 		return c.DeliberationPage(ctx, opts, cursor)
 	})
 }
 
 // Artifacts lists a deliberation's artifacts in stream order, page by page.
-func (c *Client) Artifacts(ctx context.Context, id string, opts ListOptions) iter.Seq2[projector.ArtifactEntry, error] {
-	return pages(func(cursor string) ([]projector.ArtifactEntry, string, error) {
+func (c *Client) Artifacts(ctx context.Context, id string, opts ListOptions) iter.Seq2[api.ArtifactEntry, error] {
+	return pages(func(cursor string) ([]api.ArtifactEntry, string, error) {
 		return c.ArtifactPage(ctx, id, opts, cursor)
 	})
 }
 
 // Rejections lists a deliberation's kept rejections in stream order, page
 // by page.
-func (c *Client) Rejections(ctx context.Context, id string, opts ListOptions) iter.Seq2[projector.Rejection, error] {
-	return pages(func(cursor string) ([]projector.Rejection, string, error) {
+func (c *Client) Rejections(ctx context.Context, id string, opts ListOptions) iter.Seq2[api.Rejection, error] {
+	return pages(func(cursor string) ([]api.Rejection, string, error) {
 		l, err := c.RejectionPage(ctx, id, opts, cursor)
 		return l.Rejections, l.NextCursor, err
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/parley-engine/parley/internal/gittest"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/wire"
@@ -99,7 +100,7 @@ func TestProvenance_Live(t *testing.T) {
 	if v.Status != projector.StatusCompleted || len(v.InadmissibleEvidence) != 0 {
 		t.Fatalf("%+v", v)
 	}
-	var rep service.ProvenanceReport
+	var rep readmodel.ProvenanceReport
 	if code := getJSON(t, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id1+"/provenance", &rep); code != 200 || len(rep.Evidence) != 1 ||
 		!rep.Evidence[0].Admissible || rep.Evidence[0].ArtifactID != ev1.ID || rep.Policy == nil || rep.Policy.K != 2 ||
 		len(rep.Evidence[0].Assertions[0].Reverification) != 2 || rep.Evidence[0].Assertions[0].Reverification[0].Result != provenance.ResultVerified {
@@ -133,7 +134,7 @@ func TestProvenance_Live(t *testing.T) {
 	if !found {
 		t.Fatal("no FAILURE")
 	}
-	var rep2 service.ProvenanceReport
+	var rep2 readmodel.ProvenanceReport
 	getJSON(t, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id2+"/provenance", &rep2)
 	if rep2.Inadmissible != 1 || rep2.Evidence[0].Admissible || rep2.Reverifications == nil || rep2.Reverifications.Failed < 1 {
 		t.Fatalf("%+v", rep2)

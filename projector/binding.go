@@ -56,10 +56,10 @@ func (d *Deliberation) Principal() string {
 	return wire.PrincipalToken
 }
 
-// checkPrincipal checks the principal a charter names: a participant token,
+// checkPrincipal checks the principal charter ch names: a participant token,
 // and one of the participants when the charter lists them (the fold admits
 // no artifact from anyone else).
-func (ch *Charter) checkPrincipal() error {
+func checkPrincipal(ch *Charter) error {
 	switch {
 	case ch.Principal == "":
 	case !wire.ValidToken(ch.Principal):

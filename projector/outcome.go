@@ -9,37 +9,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// Verdict is what the fold did with one message.
-type Verdict string
-
-// Verdicts. Accepted and applied mean the message took effect;
-// rejected and late mean it did not (it stays in the stream); unprojected
-// and unknown say that the projection cannot tell (yet, or any more).
-const (
-	// VerdictAccepted: the artifact is in the DAG at the message's position.
-	VerdictAccepted Verdict = "accepted"
-	// VerdictRejected: the message is recorded as a rejection, with its
-	// class, code and message.
-	VerdictRejected Verdict = "rejected"
-	// VerdictLate: a valid artifact that arrived after the deliberation
-	// ended; it is kept outside the state.
-	VerdictLate Verdict = "late"
-	// VerdictApplied: a control message that took effect.
-	VerdictApplied Verdict = "applied"
-	// VerdictUnprojected: the projection has not reached the position yet.
-	// Ask again.
-	VerdictUnprojected Verdict = "unprojected"
-	// VerdictUnknown: the projection no longer keeps the record (only the
-	// most recent Options.MaxKept rejections and late artifacts are kept
-	// in detail).
-	VerdictUnknown Verdict = "unknown"
-)
-
-// Took reports whether the verdict says the message took effect.
-func (v Verdict) Took() bool {
-	return v == VerdictAccepted || v == VerdictApplied
-}
-
 // MessageOutcome is the verdict on the message at a stream position.
 type MessageOutcome struct {
 	Verdict      Verdict
@@ -187,38 +156,3 @@ func evictedNote(kept, total int, what string) string {
 	}
 	return "the projection has no record of the message"
 }
-
-// OutcomeReport is the answer of the outcome query: what the projector did
-// with the message at a stream position (the Sequence of the PubAck its
-// publisher received).
-//
-// Outcome is one of accepted (the artifact is in the DAG at Position),
-// rejected (ErrorClass,
-// Code and Message say why), late (a valid artifact after the deliberation
-// ended, kept outside the state), applied (a control message that took
-// effect), unprojected (the engine's projection, at Projected, has not
-// reached Position yet: ask again) or unknown (the projection no longer
-// keeps the record: only the most recent 10,000 rejections and late
-// artifacts of a deliberation are kept in detail; Note says so).
-type OutcomeReport struct {
-	Deliberation string  `json:"deliberation"`
-	Position     uint64  `json:"position"`
-	Outcome      Verdict `json:"outcome"`
-	// Projected is the projection's position when it answered.
-	Projected    uint64 `json:"projected"`
-	Participant  string `json:"participant,omitempty"`
-	ArtifactID   string `json:"artifact_id,omitempty"`
-	ArtifactType string `json:"artifact_type,omitempty"`
-	Op           string `json:"op,omitempty"`
-	// Ordinal is the message's rank among the deliberation's messages
-	// (MessageOutcome.Ordinal): absent for a message outside its record,
-	// and from an engine whose answer does not carry it.
-	Ordinal    uint64 `json:"ordinal,omitempty"`
-	ErrorClass string `json:"error_class,omitempty"`
-	Code       string `json:"code,omitempty"`
-	Message    string `json:"message,omitempty"`
-	Note       string `json:"note,omitempty"`
-}
-
-// Took reports whether the message took effect: accepted or applied.
-func (o OutcomeReport) Took() bool { return o.Outcome.Took() }

@@ -104,25 +104,6 @@ func EffectiveTime(m Msg, prev time.Time) time.Time {
 	return t
 }
 
-// Status of a deliberation.
-type Status string
-
-// Statuses. Suspended is not terminal; completed, cancelled, deadlock and
-// exhausted are.
-const (
-	StatusOpen      Status = "open"
-	StatusSuspended Status = "suspended"
-	StatusCompleted Status = "completed"
-	StatusCancelled Status = "cancelled"
-	StatusDeadlock  Status = "deadlock"
-	StatusExhausted Status = "exhausted"
-)
-
-// Terminal reports whether s ends the deliberation.
-func (s Status) Terminal() bool {
-	return s == StatusCompleted || s == StatusCancelled || s == StatusDeadlock || s == StatusExhausted
-}
-
 // ClassInvalidSubmission is the class of the rejections the projector
 // itself makes (routing, deliberation state, attribution, duplicates,
 // limits), beside the classes of canon and events.
@@ -177,21 +158,6 @@ var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipan
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.
 var LimitCodes = []string{CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts}
-
-// Rejection records a message that did not enter the DAG. It stays in the
-// stream; this is its place in the projection.
-type Rejection struct {
-	Position uint64 `json:"position"`
-	// Ordinal is the message's rank among the deliberation's messages,
-	// filled in by the query API as it answers (0, and absent, for a
-	// message of no opened deliberation).
-	Ordinal     uint64 `json:"ordinal,omitempty"`
-	Participant string `json:"participant,omitempty"`
-	ArtifactID  string `json:"artifact_id,omitempty"`
-	Class       string `json:"error_class"`
-	Code        string `json:"code"`
-	Message     string `json:"message"`
-}
 
 // Late records a valid artifact that arrived after a terminal TERMINATION:
 // it is kept, outside the state.
@@ -456,23 +422,23 @@ type kept[T keptItem] struct {
 
 // keptItem is what a kept list holds: a message's summary, with its
 // position (a list's items are in position order) and about the bytes it
-// holds.
+// holds (keptOf).
 type keptItem interface {
 	Rejection | Late
-	keptPos() uint64
-	keptSize() int64
 }
 
-func (r Rejection) keptPos() uint64 { return r.Position }
-
-// keptSize is about what a kept rejection holds: the struct, its strings,
-// and its entry in the ledger's queue.
-func (r Rejection) keptSize() int64 {
-	return 120 + int64(len(r.Participant)+len(r.ArtifactID)+len(r.Class)+len(r.Code)+len(r.Message))
+// keptOf returns the position of a kept item and about the bytes it
+// holds: for a rejection, the struct, its strings, and its entry in the
+// ledger's queue.
+func keptOf[T keptItem](v *T) (pos uint64, size int64) {
+	switch x := any(v).(type) {
+	case *Rejection:
+		return x.Position, 120 + int64(len(x.Participant)+len(x.ArtifactID)+len(x.Class)+len(x.Code)+len(x.Message))
+	case *Late:
+		return x.Position, 80 + int64(len(x.Participant)+len(x.ArtifactID))
+	}
+	panic("unreachable")
 }
-
-func (l Late) keptPos() uint64 { return l.Position }
-func (l Late) keptSize() int64 { return 80 + int64(len(l.Participant)+len(l.ArtifactID)) }
 
 // add appends v, dropping the oldest item beyond max, and counts it in l
 // (nil: no byte bound), which may drop the oldest items of any list.
@@ -487,7 +453,8 @@ func (k *kept[T]) add(v T, max int, l *keptLedger) {
 	}
 	k.buf = append(k.buf, v)
 	if l != nil {
-		l.added(k, v.keptPos(), v.keptSize())
+		pos, size := keptOf(&k.buf[len(k.buf)-1])
+		l.added(k, pos, size)
 	}
 }
 
@@ -497,7 +464,8 @@ func (k *kept[T]) dropOldest(l *keptLedger) {
 		return
 	}
 	if l != nil {
-		l.removed(k.buf[k.start].keptSize())
+		_, size := keptOf(&k.buf[k.start])
+		l.removed(size)
 	}
 	var zero T
 	k.buf[k.start] = zero
@@ -509,7 +477,8 @@ func (k *kept[T]) oldest() (uint64, bool) {
 	if k.start >= len(k.buf) {
 		return 0, false
 	}
-	return k.buf[k.start].keptPos(), true
+	pos, _ := keptOf(&k.buf[k.start])
+	return pos, true
 }
 
 // list returns the kept items, oldest first (not to be modified; valid
@@ -618,16 +587,18 @@ func (p *Projection) rebuildLedger() {
 	}
 	var all []item
 	rejections := func(k *kept[Rejection]) {
-		for _, r := range k.list() {
-			all = append(all, item{k, r.Position, r.keptSize()})
+		for i := range k.list() {
+			pos, size := keptOf(&k.list()[i])
+			all = append(all, item{k, pos, size})
 		}
 	}
 	rejections(&p.unrouted)
 	for _, d := range p.delibs {
 		rejections(&d.rejects)
 		rejections(&d.foreign)
-		for _, r := range d.late.list() {
-			all = append(all, item{&d.late, r.Position, r.keptSize()})
+		for i := range d.late.list() {
+			pos, size := keptOf(&d.late.list()[i])
+			all = append(all, item{&d.late, pos, size})
 		}
 	}
 	slices.SortStableFunc(all, func(a, b item) int { return cmp.Compare(a.pos, b.pos) })
@@ -690,22 +661,6 @@ type Control struct {
 	Charter json.RawMessage `json:"charter,omitempty"`
 	Reason  string          `json:"reason,omitempty"`
 	Round   int             `json:"round,omitempty"`
-}
-
-// Charter is what the open control message fixes. Limits and Policy are
-// kept as canonical JSON for the supervisor.
-type Charter struct {
-	Title        string   `json:"title"`
-	Participants []string `json:"participants,omitempty"`
-	// Terminators are the participants who may, beside the supervisor,
-	// publish a TERMINATION; the record must still justify it.
-	Terminators []string        `json:"terminators,omitempty"`
-	Limits      json.RawMessage `json:"limits,omitempty"`
-	Policy      json.RawMessage `json:"policy,omitempty"`
-	// Principal is the participant whose resolution alone resolves the
-	// deliberation's binding moments (binding.go); "" means
-	// wire.PrincipalToken.
-	Principal string `json:"principal,omitempty"`
 }
 
 // MaxControlBytes bounds a control message: an open's charter is kept for
@@ -774,7 +729,7 @@ func parseControl(data []byte) (Control, *Charter, error) {
 				return c, nil, errors.New("charter: terminator token " + strconv.Quote(t))
 			}
 		}
-		if err := ch.checkPrincipal(); err != nil {
+		if err := checkPrincipal(&ch); err != nil {
 			return c, nil, err
 		}
 		return c, &ch, nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/web"
 	"github.com/parley-engine/parley/wire"
 )
@@ -104,13 +105,19 @@ func (a *httpAuth) lookup(secret string) (string, bool) {
 
 type principalKey struct{}
 
+// signedIn reports whether the request carries a valid token.
+func signedIn(r *http.Request) bool {
+	_, ok := principalOf(r.Context())
+	return ok
+}
+
 // principalOf returns the participant the request's token stands for.
 func principalOf(ctx context.Context) (string, bool) {
 	p, ok := ctx.Value(principalKey{}).(string)
 	return p, ok
 }
 
-var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+var errUnauthorized = &api.Error{Kind: api.KindUnauthorized, Code: api.CodeUnauthorized,
 	Message: "this needs the engine's HTTP token: Authorization: Bearer <token> (engine serve writes it to <data>/credentials.json, http_token), or open the sign_in_url of that file"}
 
 func (a *httpAuth) wrap(next http.Handler) http.Handler {
@@ -161,14 +168,14 @@ func (a *httpAuth) wrap(next http.Handler) http.Handler {
 			// A cookie goes with every request the browser makes, whoever
 			// made the page: a write must come from the engine's own.
 			if err := sameOrigin(r); err != nil {
-				a.refuse(w, r, &apiError{Status: http.StatusForbidden, Code: "forbidden", Message: err.Error()})
+				a.refuse(w, r, &api.Error{Kind: api.KindForbidden, Code: api.CodeForbidden, Message: err.Error()})
 				return
 			}
 		case read && !authed && a.protectReads:
 			a.refuse(w, r, errUnauthorized)
 			return
 		case !authed && a.loopback && !loopbackHost(r.Host):
-			a.refuse(w, r, &apiError{Status: http.StatusForbidden, Code: "forbidden",
+			a.refuse(w, r, &api.Error{Kind: api.KindForbidden, Code: api.CodeForbidden,
 				Message: "the API listens on loopback and is read without a token only under a loopback name, not " + strconv.Quote(r.Host)})
 			return
 		}
@@ -218,13 +225,13 @@ func loopbackHost(hostport string) bool {
 
 // refuse answers a refused request: JSON for the API, a page for a
 // browser's /bind and explorer pages.
-func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *apiError) {
-	if e.Status == http.StatusUnauthorized {
+func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *api.Error) {
+	if e.Kind == api.KindUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 	}
 	if web.IsBindPage(r.URL.Path) || web.IsPage(r.URL.Path) {
-		web.Refuse(w, e.Status, e.Code, e.Message)
+		web.Refuse(w, e.HTTPStatus(), e.Code, e.Message)
 		return
 	}
-	writeJSON(w, e.Status, e)
+	writeJSON(w, e.HTTPStatus(), e)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -24,16 +24,11 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// Bindings returns the binding moments of a deliberation in stream order,
-// as the projector keeps them (projector.Deliberation.BindingMoments): a
-// moment is resolved only by its principal's artifact that the fold
-// admitted.
-func (q *Queries) Bindings(_ context.Context, id string) ([]binding.Moment, error) {
-	var out []binding.Moment
-	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { out = d.BindingMoments() }) {
-		return nil, notFound("deliberation " + id)
-	}
-	return out, nil
+// Bindings returns the binding moments of a deliberation
+// (readmodel.Queries.Bindings): with Resolve, what web's binding pages
+// need of the API (web.BindingAPI).
+func (a *queryAPI) Bindings(ctx context.Context, id string) ([]binding.Moment, error) {
+	return a.q.Bindings(ctx, id)
 }
 
 // Resolve applies a principal's resolution (the body, seed 002 §7.3) to the
@@ -42,25 +37,25 @@ func (q *Queries) Bindings(_ context.Context, id string) ([]binding.Moment, erro
 // (binding.Record), on condition that nothing else arrived in the
 // deliberation since it was read, so that two resolutions can never both
 // land. A resolution naming an unknown or resolved envelope is discarded.
-func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error) {
+func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error) {
 	if !wire.ValidToken(principal) {
-		return nil, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "as: " + strconv.Quote(principal) + " is not a participant token"}
+		return nil, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "as: " + strconv.Quote(principal) + " is not a participant token"}
 	}
 	res, err := binding.ParseResolution(body)
 	if err != nil {
 		var mal *binding.Malformed
 		errors.As(err, &mal)
-		return nil, &apiError{Status: http.StatusBadRequest, Code: "resolution.malformed", Message: err.Error(), Findings: mal.Findings}
+		return nil, &api.Error{Kind: api.KindInvalid, Code: "resolution.malformed", Message: err.Error(), Findings: mal.Findings}
 	}
 	if res.EnvelopeDigest.String() != envDigest {
-		return nil, &apiError{Status: http.StatusBadRequest, Code: binding.CodeEnvelopeMismatch, Message: "the resolution names " + res.EnvelopeDigest.String() + ", the path " + envDigest}
+		return nil, &api.Error{Kind: api.KindInvalid, Code: binding.CodeEnvelopeMismatch, Message: "the resolution names " + res.EnvelopeDigest.String() + ", the path " + envDigest}
 	}
 	var last uint64
 	var moments []binding.Moment
-	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+	if !qa.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		last, moments = d.Position, d.BindingMoments()
 	}) {
-		return nil, notFound("deliberation " + id)
+		return nil, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: "deliberation " + id + " not found"}
 	}
 	var m *binding.Moment
 	for i := range moments {
@@ -70,15 +65,15 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	}
 	switch {
 	case m == nil:
-		return nil, &apiError{Status: http.StatusNotFound, Code: binding.CodeUnknownEnvelope, Message: "no binding moment of " + id + " has envelope " + envDigest + ": the resolution is discarded"}
+		return nil, &api.Error{Kind: api.KindNotFound, Code: binding.CodeUnknownEnvelope, Message: "no binding moment of " + id + " has envelope " + envDigest + ": the resolution is discarded"}
 	case m.Principal != principal:
 		// The fold would refuse it (binding.not_principal): publish nothing.
-		return nil, &apiError{Status: http.StatusForbidden, Code: projector.CodeBindingNotPrincipal,
+		return nil, &api.Error{Kind: api.KindForbidden, Code: projector.CodeBindingNotPrincipal,
 			Message: "this token resolves as " + strconv.Quote(principal) + ", and only the deliberation's principal, " + strconv.Quote(m.Principal) + ", resolves its binding moments: nothing was published"}
 	case m.Status == "resolved":
-		return nil, &apiError{Status: http.StatusConflict, Code: binding.CodeAlreadyResolved, Message: "envelope " + envDigest + " was already resolved (" + string(m.Resolution.Resolution) + "): the resolution is discarded"}
+		return nil, &api.Error{Kind: api.KindConflict, Code: binding.CodeAlreadyResolved, Message: "envelope " + envDigest + " was already resolved (" + string(m.Resolution.Resolution) + "): the resolution is discarded"}
 	}
-	raw, err := q.Artifact(ctx, id, m.Decision.String())
+	raw, err := qa.q.Artifact(ctx, id, m.Decision.String())
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +87,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	}
 	v := binding.Verify(env, res, nil)
 	if !v.OK {
-		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: v.Findings[0].Code, Message: v.Findings[0].Message, Findings: v.Findings}
+		return nil, &api.Error{Kind: api.KindUnprocessable, Code: v.Findings[0].Code, Message: v.Findings[0].Message, Findings: v.Findings}
 	}
 	a, err := binding.Record(decision, env, res)
 	if err != nil {
@@ -102,26 +97,26 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 	var ack *jetstream.PubAck
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
-		ack, err = q.publishDecline(ctx, id, msg, a, env, last)
-		q.watch.wrote(err) // the batch goes around q.js's PublishMsg
+		ack, err = qa.publishDecline(ctx, id, msg, a, env, last)
+		qa.watch.wrote(err) // the batch goes around qa.js's PublishMsg
 	} else {
-		ack, err = q.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
+		ack, err = qa.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
 		if ledger.IsWrongLastSequence(err) {
-			return nil, &apiError{Status: http.StatusConflict, Code: "binding.concurrent", Message: "the deliberation moved while the resolution was checked; nothing was published: read the binding moments again and retry"}
+			return nil, &api.Error{Kind: api.KindConflict, Code: "binding.concurrent", Message: "the deliberation moved while the resolution was checked; nothing was published: read the binding moments again and retry"}
 		}
-		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "publish: " + err.Error()}
+		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "publish: " + err.Error()}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := q.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
-		return nil, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "published at " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
+	if err := qa.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
+		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
 	}
 	var accepted bool
 	var rej string
-	q.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+	qa.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		accepted = d.PositionOf(a.ID) != 0
 		if !accepted {
 			kept, _, _ := d.Rejections()
@@ -133,7 +128,7 @@ func (q *Queries) Resolve(ctx context.Context, id, envDigest string, body []byte
 		}
 	})
 	if !accepted {
-		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
+		return nil, &api.Error{Kind: api.KindUnprocessable, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
 	}
 	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
 }
@@ -147,14 +142,14 @@ var msgIDs = wire.NewMsgIDs()
 // control message it implies (binding.DeclineControl) as one atomic batch,
 // on condition that the deliberation's last message is still at last. It
 // returns the artifact's acknowledgement.
-func (q *Queries) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
+func (qa *queryAPI) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
 	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
-	ack, err := jetstreamext.PublishMsgBatch(ctx, q.js, []*nats.Msg{msg, ctl})
+	ack, err := jetstreamext.PublishMsgBatch(ctx, qa.js, []*nats.Msg{msg, ctl})
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +263,7 @@ type deciderLabels struct {
 	seen map[string]bool
 }
 
-func (l *deciderLabels) label(ch *projector.Charter, decider string) string {
+func (l *deciderLabels) label(ch *api.Charter, decider string) string {
 	if ch == nil || !(slices.Contains(ch.Participants, decider) || slices.Contains(ch.Terminators, decider) || ch.Principal == decider) {
 		return otherLabel
 	}

@@ -5,8 +5,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
 )
@@ -35,7 +37,7 @@ const BoundRecent = time.Minute
 type boundSources struct {
 	budget   *httplimit.Budget
 	explorer *web.Explorer
-	reads    *reads
+	reads    *readmodel.Budget
 	runner   *runner.Runner
 }
 
@@ -75,12 +77,12 @@ func (b boundSources) report(now time.Time) []Bound {
 		add(CodeKeptBytes, int(max), int(used), dropped, last)
 	}
 	if b.reads != nil {
-		st := b.reads.stats()
+		st := b.reads.Stats()
 		var hits uint64
 		for _, n := range st.Refused {
 			hits += n
 		}
-		add(CodeReadBudget, b.reads.cfg.Concurrent, st.Running, hits, st.LastHit)
+		add(api.CodeReadBudget, st.Concurrent, st.Running, hits, st.LastHit)
 	}
 	return out
 }
@@ -127,17 +129,17 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 		counter("parley_kept_dropped_total", "Summaries of rejected, late and foreign messages dropped for the byte bound (limit.kept_bytes); their counts and digests remain.", nil, kept(2))
 	}
 	rs := b.reads
-	for _, read := range budgetedReads {
+	for _, read := range readmodel.BudgetedReads {
 		counter("parley_reads_refused_total", "Expensive reads of clients not signed in refused with 429 limit.read_budget, by read: closure, recording, bindings, list (a search or status filter).",
-			prometheus.Labels{"read": read}, func() float64 { return float64(rs.stats().Refused[read]) })
+			prometheus.Labels{"read": read}, func() float64 { return float64(rs.Stats().Refused[read]) })
 	}
 	counter("parley_read_budget_spent_seconds_total", "Compute time spent by expensive reads of clients not signed in.", nil,
-		func() float64 { return rs.stats().Spent.Seconds() })
+		func() float64 { return rs.Stats().Spent.Seconds() })
 	counter("parley_closure_cache_hits_total", "Closure verifications answered from the cache of final answers.", nil,
-		func() float64 { return float64(rs.closures.hits.Load()) })
+		func() float64 { return float64(rs.Stats().ClosureHits) })
 	counter("parley_closure_cache_misses_total", "Closure verifications computed (the API's; the supervisor's are its own).", nil,
-		func() float64 { return float64(rs.closures.misses.Load()) })
-	gauge("parley_closure_cache_bytes", "Size of the cache of final closure answers.", func() float64 { return float64(rs.closures.size()) })
+		func() float64 { return float64(rs.Stats().ClosureMisses) })
+	gauge("parley_closure_cache_bytes", "Size of the cache of final closure answers.", func() float64 { return float64(rs.Stats().ClosureBytes) })
 }
 
 // watchReclaim exports what the reclaimer gave back.

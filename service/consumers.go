@@ -22,7 +22,7 @@ import (
 // at start and every sweepEvery checks. Until then (a few milliseconds
 // after an advisory; the sweep's interval when the advisories are not
 // received) the server may deliver: the receivers ignore such deliveries
-// (onlyRequests, client.SubscribeBindings), which is what makes them
+// (microapi's onlyRequests, client.SubscribeBindings), which is what makes them
 // harmless; the deletion ends the traffic.
 
 // consumerInbox is the deliver-subject prefix a push consumer may have:

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +17,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
@@ -127,11 +126,11 @@ type StorageReport struct {
 
 // Health reports the watch's problems, whether the stream answers, and
 // the projector's lag.
-func (q *Queries) Health(ctx context.Context) Health {
-	h := Health{Position: q.r.Position(), Advisories: false}
+func (a *queryAPI) Health(ctx context.Context) Health {
+	h := Health{Position: a.r.Position(), Advisories: false}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	info, err := q.stream.Info(ctx)
+	info, err := a.stream.Info(ctx)
 	var errs []string
 	if err != nil {
 		errs = append(errs, "stream info: "+err.Error())
@@ -141,14 +140,14 @@ func (q *Queries) Health(ctx context.Context) Health {
 			h.Lag = h.StreamLast - h.Position
 		}
 	}
-	if w := q.watch; w != nil {
+	if w := a.watch; w != nil {
 		w.fill(&h)
 		for _, p := range h.Problems {
 			errs = append(errs, p.Message)
 		}
 	}
-	if q.bounds != nil {
-		h.Bounds = q.bounds(time.Now())
+	if a.bounds != nil {
+		h.Bounds = a.bounds(time.Now())
 		for _, b := range h.Bounds {
 			if b.Recent {
 				h.BoundsHit = append(h.BoundsHit, b.Name)
@@ -564,10 +563,6 @@ func (w *streamWatch) clear(code string) {
 	w.log.Info("engine problem cleared", "problem", code)
 }
 
-// CodeHalted is the code of every answer of a halted engine's query API
-// (client.CodeHalted: not retried).
-const CodeHalted = "engine.halted"
-
 // haltedErr is the API's answer once the engine halted, or nil.
 func (w *streamWatch) haltedErr() error {
 	if w == nil {
@@ -584,7 +579,7 @@ func (w *streamWatch) haltedErr() error {
 			reasons = append(reasons, p.Message)
 		}
 	}
-	return &apiError{Status: http.StatusServiceUnavailable, Code: CodeHalted,
+	return &api.Error{Kind: api.KindUnavailable, Code: api.CodeHalted,
 		Message: "the engine stopped judging and serving its projection: " + strings.Join(reasons, "; ") +
 			" (the record may have lost messages; see /healthz, and restart the engine once the stream is safe)"}
 }
@@ -620,24 +615,6 @@ func (w *streamWatch) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(rw, r)
 	})
-}
-
-// guardMicro answers the micro endpoints as guard does HTTP (health
-// still answers).
-func (q *Queries) guardMicro(name string, h micro.HandlerFunc) micro.HandlerFunc {
-	if name == "health" {
-		return h
-	}
-	return func(r micro.Request) {
-		if err := q.watch.haltedErr(); err != nil {
-			var ae *apiError
-			errors.As(err, &ae)
-			body, _ := json.Marshal(ae)
-			r.Error(strconv.Itoa(ae.Status), ae.Message, body)
-			return
-		}
-		h(r)
-	}
 }
 
 // watchedJS is the engine's JetStream for its own writes: each publish's

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
@@ -37,7 +38,7 @@ func (d *discard) WriteHeader(int)             {}
 // 100,000 deliberations: what one page costs the handler (not the HTTP
 // server around it).
 func BenchmarkDeliberationPage(b *testing.B) {
-	q := &Queries{r: opened(b, 100000)}
+	q := &queryAPI{q: readmodel.New(readmodel.Config{Runner: opened(b, 100000)})}
 	for _, limit := range []int{100, 1000} {
 		b.Run(strconv.Itoa(limit), func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/api/v1/deliberations?limit="+strconv.Itoa(limit), nil)

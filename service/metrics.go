@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/runner"
@@ -27,7 +28,7 @@ type Metrics struct {
 	healthy, halted              prometheus.Gauge
 	storageUsed, storageLimit    prometheus.Gauge
 
-	// What the engine refused to act on (micro.go, consumers.go).
+	// What the engine refused to act on (microapi, consumers.go).
 	ignored          *prometheus.CounterVec
 	consumersRemoved prometheus.Counter
 }
@@ -71,7 +72,7 @@ func NewMetrics() *Metrics {
 		consumersRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_consumers_removed_total",
 			Help: "Push consumers of the stream the engine deleted because their deliver subject is not under _INBOX."}),
 	}
-	for _, r := range []string{IgnoredDelivery, IgnoredReplySubject} {
+	for _, r := range []string{microapi.IgnoredDelivery, microapi.IgnoredReplySubject} {
 		m.ignored.WithLabelValues(r)
 	}
 	for _, r := range []string{"stored", "superseded", "refused", "refused_storage", "unavailable"} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
@@ -61,8 +62,8 @@ func TestQueries_MinPosition(t *testing.T) {
 		}
 		json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
-		if resp.StatusCode != 503 || body.Code != service.CodeBehind || resp.Header.Get("Retry-After") == "" || body.Projected < ack.Sequence {
-			t.Errorf("%s ahead: %d %+v Retry-After %q, want 503 %s", path, resp.StatusCode, body, resp.Header.Get("Retry-After"), service.CodeBehind)
+		if resp.StatusCode != 503 || body.Code != api.CodeBehind || resp.Header.Get("Retry-After") == "" || body.Projected < ack.Sequence {
+			t.Errorf("%s ahead: %d %+v Retry-After %q, want 503 %s", path, resp.StatusCode, body, resp.Header.Get("Retry-After"), api.CodeBehind)
 		}
 	}
 	var bad struct{ Code string }
@@ -77,7 +78,7 @@ func TestQueries_MinPosition(t *testing.T) {
 		}
 		var body struct{ Code string }
 		json.Unmarshal(msg.Data, &body)
-		if msg.Header.Get("Nats-Service-Error-Code") != "503" || body.Code != service.CodeBehind {
+		if msg.Header.Get("Nats-Service-Error-Code") != "503" || body.Code != api.CodeBehind {
 			t.Errorf("micro %s ahead: %q %s", ep, msg.Header.Get("Nats-Service-Error-Code"), msg.Data)
 		}
 		msg, err = nc.Request(wire.MicroPrefix+"."+ep, []byte(`{"id":"`+id+`","min_position":`+seq+`}`), 5*time.Second)
@@ -118,7 +119,7 @@ func TestQueries_WaitingReadHoldsUpNoOther(t *testing.T) {
 		m, _ := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`","min_position":`+next+`}`), 2*time.Minute)
 		slow <- m
 	}()
-	eventually.True(t, 10*time.Second, "the read waits for its min_position", func() bool { return service.WaitingReads(s.Queries) == 1 })
+	eventually.True(t, 10*time.Second, "the read waits for its min_position", func() bool { return s.Queries.Waiting() == 1 })
 	m, err := nc.Request(wire.MicroPrefix+".deliberation", []byte(`{"id":"`+id+`"}`), 5*time.Second)
 	if err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
 		t.Fatalf("read beside a waiting one: %v", err)

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -25,7 +27,7 @@ import (
 // change is never kept: a later read sees what arrived.
 func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	// A budget that one verification spends for hours.
-	s := startWith(t, service.Config{NoSupervisor: true, ReadBudget: service.ReadBudget{Concurrent: 1, PerSecond: time.Nanosecond, Burst: time.Nanosecond}})
+	s := startWith(t, service.Config{NoSupervisor: true, ReadBudget: readmodel.ReadBudget{Concurrent: 1, PerSecond: time.Nanosecond, Burst: time.Nanosecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, _ := client.New(dial(t, s), "alice")
@@ -72,7 +74,7 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	}
 	// At another position: the budget is spent.
 	code, h, _, body := read(after.Sequence, false)
-	if code != http.StatusTooManyRequests || body["code"] != service.CodeReadBudget || h.Get("Retry-After") == "" {
+	if code != http.StatusTooManyRequests || body["code"] != api.CodeReadBudget || h.Get("Retry-After") == "" {
 		t.Fatalf("a read past the budget: %d %v Retry-After %q", code, body, h.Get("Retry-After"))
 	}
 	if n, err := strconv.Atoi(h.Get("Retry-After")); err != nil || n < 1 {
@@ -112,7 +114,7 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 			if signed {
 				want = 200
 			}
-			if r.status != want || (!signed && (r.json["code"] != service.CodeReadBudget || r.header.Get("Retry-After") == "")) {
+			if r.status != want || (!signed && (r.json["code"] != api.CodeReadBudget || r.header.Get("Retry-After") == "")) {
 				t.Errorf("%s (signed in %v): %d %s", path, signed, r.status, r.body)
 			}
 		}
@@ -145,7 +147,7 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 		t.Errorf("parley_closure_cache_hits_total %v", v)
 	}
 	_, hl := health(t, s)
-	if !strings.Contains(strings.Join(hl.BoundsHit, ","), service.CodeReadBudget) || !hl.OK {
+	if !strings.Contains(strings.Join(hl.BoundsHit, ","), api.CodeReadBudget) || !hl.OK {
 		t.Errorf("/healthz: ok %v, bounds hit %v", hl.OK, hl.BoundsHit)
 	}
 }

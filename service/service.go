@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,8 +28,10 @@ import (
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
 	"github.com/parley-engine/parley/termination"
@@ -118,11 +119,11 @@ type Config struct {
 	// httplimit.DefaultEvictAfter, 10 s).
 	HTTPEvictAfter time.Duration
 	// ReadBudget bounds the expensive reads of HTTP clients that are not
-	// signed in (the zero value: DefaultReadBudget; reads.go).
-	ReadBudget ReadBudget
+	// signed in (the zero value: readmodel.DefaultReadBudget).
+	ReadBudget readmodel.ReadBudget
 	// MinPositionWait is how long a read with a min_position waits for
 	// the projection to reach it before answering projection.behind (0:
-	// DefaultMinPositionWait).
+	// readmodel.DefaultMinPositionWait).
 	MinPositionWait time.Duration
 	Version         string
 	Logger          *slog.Logger
@@ -137,7 +138,7 @@ type Service struct {
 	js         jetstream.JetStream
 	Stream     jetstream.Stream
 	Runner     *runner.Runner
-	Queries    *Queries
+	Queries    *readmodel.Queries
 	Metrics    *Metrics
 	Supervisor *runner.Supervisor
 	micro      micro.Service
@@ -251,7 +252,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	w := newStreamWatch(s.js, s.Stream, s.Runner, s.srv, s.Metrics, s.log.With("component", "watch"), cfg.StreamCheckEvery,
 		func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
-			// (guard, guardMicro).
+			// (guard, microapi's guard).
 			stopJudging()
 			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
 		})
@@ -260,9 +261,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	ejs := watchedJS{JetStream: s.js, w: w}
-	s.Queries = &Queries{r: s.Runner, stream: s.Stream, js: ejs, rv: s.Reverifier, watch: w, minWait: cfg.MinPositionWait,
-		reads: newReads(cfg.ReadBudget)}
-	if s.micro, err = s.Queries.AddMicro(s.nc, microVersion(cfg.Version)); err != nil {
+	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
+		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
+	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
+	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.haltedErr,
+		Health:  func(ctx context.Context) any { return qa.Health(ctx) },
+		Ignored: func(reason string) { s.Metrics.ignored.WithLabelValues(reason).Inc() }}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP
@@ -278,20 +282,20 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// API), beside the query API, behind the same authentication and the
 	// same halt (a halted engine serves no state as if it were sound).
 	root := http.NewServeMux()
-	root.Handle("/", s.Queries.Handler(s.Metrics))
+	root.Handle("/", qa.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.haltedErr
 	explorer.SignedIn = signedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
-		t, err := s.Queries.reads.admit(r, readList)
+		t, err := qa.admit(r, readmodel.ReadList)
 		if err != nil {
 			return nil, err
 		}
-		return t.done, nil
+		return t.Done, nil
 	}
 	explorer.Register(root)
 	s.explorer = explorer
-	web.NewBinder(s.Runner, s.Stream, s.Queries, resolver).Register(root)
+	web.NewBinder(s.Runner, s.Stream, qa, resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
 	// At most fds.HTTP connections: past it the next waits for the one
@@ -302,11 +306,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.wrap(w.guard(s.Queries.minPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.wrap(w.guard(qa.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
-	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.reads, runner: s.Runner}
+	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.Budget(), runner: s.Runner}
 	s.Metrics.watchBounds(bounds, s.fds)
-	s.Queries.bounds = bounds.report
+	qa.bounds = bounds.report
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	go func() {
 		if err := s.http.Serve(s.httpBudget); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -492,15 +496,6 @@ func (s *Service) natsOptions() ([]nats.Option, error) {
 		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
 	}
 	return opts, nil
-}
-
-func microVersion(v string) string {
-	// micro requires semver.
-	v = strings.TrimPrefix(v, "v")
-	if parts := strings.Split(v, "."); len(parts) == 3 {
-		return v
-	}
-	return "0.1.0"
 }
 
 // NATSURL is where participants connect.

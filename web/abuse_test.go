@@ -15,9 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/web"
 )
 
@@ -102,7 +103,7 @@ func TestLiveFeedAbuse(t *testing.T) {
 	// min_position holds for the explorer's endpoints as for the API's:
 	// not a number is refused, a position far ahead answers behind.
 	for _, u := range []string{feed, base + "/api/v1/explorer/deliberations"} {
-		for q, want := range map[string]string{"-5": "400 bad_request", "abc": "400 bad_request", strconv.FormatUint(1<<62, 10): "503 " + service.CodeBehind} {
+		for q, want := range map[string]string{"-5": "400 bad_request", "abc": "400 bad_request", strconv.FormatUint(1<<62, 10): "503 " + api.CodeBehind} {
 			resp, body := get(u+"?min_position="+q, nil)
 			if got := fmt.Sprint(resp.StatusCode, " ", body["code"]); got != want {
 				t.Errorf("%s?min_position=%s: %s, want %s", u[len(base):], q, got, want)
@@ -282,11 +283,11 @@ func TestLiveFeedAbuse(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if answers["503 "+service.CodeBehind+" retry-after=true"] != flood {
+	if answers["503 "+api.CodeBehind+" retry-after=true"] != flood {
 		t.Errorf("the flood's answers: %v", answers)
 	}
-	// each waits service.DefaultMinPositionWait, all at once
-	if took > 20*service.DefaultMinPositionWait {
+	// each waits readmodel.DefaultMinPositionWait, all at once
+	if took > 20*readmodel.DefaultMinPositionWait {
 		t.Errorf("%d reads waiting for %s took %v", flood, far, took)
 	}
 	for _, tr := range transports {

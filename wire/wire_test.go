@@ -20,7 +20,8 @@ func deps(t *testing.T, pkg string) []string {
 
 // wire depends on the standard library only, and a participant built on
 // package client (or archive, for export and import) links neither the
-// engine nor the NATS server, nor the engine's metrics and pages.
+// engine nor the NATS server, nor the engine's metrics and pages; the
+// client reads the API's types from api, and links no fold (projector).
 func TestLayering_ParticipantsLinkNoServer(t *testing.T) {
 	if got := deps(t, "github.com/parley-engine/parley/wire"); len(got) != 1 {
 		t.Fatalf("wire links %v", got)
@@ -32,6 +33,9 @@ func TestLayering_ParticipantsLinkNoServer(t *testing.T) {
 				if strings.HasPrefix(d, banned) {
 					t.Errorf("%s links %s", pkg, d)
 				}
+			}
+			if pkg == "github.com/parley-engine/parley/client" && d == "github.com/parley-engine/parley/projector" {
+				t.Errorf("client links the fold, %s", d)
 			}
 		}
 	}

@@ -25,11 +25,12 @@ var cores = map[string][]string{
 	"wire":        {},
 	"canon":       {},
 	"events":      {"canon"},
+	"api":         {"canon", "events"},
 	"closure":     {"canon", "events"},
 	"provenance":  {"canon", "events"},
 	"binding":     {"canon", "events"},
-	"projector":   {"binding", "canon", "events", "closure", "provenance", "wire"},
-	"termination": {"binding", "canon", "events", "closure", "provenance", "projector", "wire"},
+	"projector":   {"api", "binding", "canon", "events", "closure", "provenance", "wire"},
+	"termination": {"api", "binding", "canon", "events", "closure", "provenance", "projector", "wire"},
 }
 
 // exempt are the banned imports a core may have, and why.

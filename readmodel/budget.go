@@ -1,19 +1,19 @@
-package service
+package readmodel
 
 import (
 	"container/list"
+	"context"
 	"math"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/web"
 )
 
 // Readers never slow the writers. A read whose cost grows with a
@@ -55,18 +55,16 @@ type ReadBudget struct {
 // twentieth of two cores), 500 ms at once.
 var DefaultReadBudget = ReadBudget{Concurrent: 2, PerSecond: 100 * time.Millisecond, Burst: 500 * time.Millisecond}
 
-// CodeReadBudget is the code of a read refused for the budget (429).
-const CodeReadBudget = "limit.read_budget"
-
 // Reads that spend the budget (the read label of its metrics).
 const (
-	readClosure   = "closure"
-	readRecording = "recording"
-	readBindings  = "bindings"
-	readList      = "list" // a listing that may read every deliberation: a search, a status filter
+	ReadClosure   = "closure"
+	ReadRecording = "recording"
+	ReadBindings  = "bindings"
+	ReadList      = "list" // a listing that may read every deliberation: a search, a status filter
 )
 
-var budgetedReads = []string{readClosure, readRecording, readBindings, readList}
+// BudgetedReads are the reads that spend the budget.
+var BudgetedReads = []string{ReadClosure, ReadRecording, ReadBindings, ReadList}
 
 // closureCacheBytes bounds the closure results kept.
 const closureCacheBytes = 32 << 20
@@ -79,8 +77,8 @@ const (
 	yieldAbove = 4096
 )
 
-// reads holds the read budget and the closure cache.
-type reads struct {
+// Budget holds the read budget and the closure cache.
+type Budget struct {
 	cfg ReadBudget
 
 	mu      sync.Mutex
@@ -90,13 +88,14 @@ type reads struct {
 	perNet  map[string]int
 	changed chan struct{} // closed (and replaced) when a place is given back
 
-	refused  [4]atomic.Uint64 // by read, as budgetedReads
+	refused  [4]atomic.Uint64 // by read, as BudgetedReads
 	lastHit  atomic.Int64     // unix nanoseconds of the last refusal
 	spent    atomic.Int64     // nanoseconds of compute spent from the budget
 	closures closureCache
 }
 
-func newReads(cfg ReadBudget) *reads {
+// NewBudget returns a budget of cfg (its zero fields: DefaultReadBudget's).
+func NewBudget(cfg ReadBudget) *Budget {
 	if cfg.Concurrent <= 0 {
 		cfg.Concurrent = DefaultReadBudget.Concurrent
 	}
@@ -106,22 +105,17 @@ func newReads(cfg ReadBudget) *reads {
 	if cfg.Burst <= 0 {
 		cfg.Burst = max(cfg.PerSecond, DefaultReadBudget.Burst)
 	}
-	return &reads{cfg: cfg, tokens: float64(cfg.Burst), refill: time.Now(), perNet: map[string]int{}, changed: make(chan struct{}),
+	return &Budget{cfg: cfg, tokens: float64(cfg.Burst), refill: time.Now(), perNet: map[string]int{}, changed: make(chan struct{}),
 		closures: closureCache{max: closureCacheBytes, m: map[closureKey]*list.Element{}}}
 }
 
-// ticket is a read admitted by the budget; charge spends what it used,
-// done gives its place back.
-type ticket struct {
-	r       *reads
+// Ticket is a read admitted by the budget; charge spends what it used,
+// Done gives its place back. A nil Ticket (a reader the budget does not
+// count) spends nothing.
+type Ticket struct {
+	r       *Budget
 	network string
 	start   time.Time
-}
-
-// signedIn reports whether the request carries a valid token.
-func signedIn(r *http.Request) bool {
-	_, ok := principalOf(r.Context())
-	return ok
 }
 
 // admitWait is how long a read waits for the budget before it is
@@ -129,14 +123,16 @@ func signedIn(r *http.Request) bool {
 // asks at most once a second a connection.
 const admitWait = time.Second
 
-// admit admits an expensive read of what for r, waiting up to admitWait
-// for the budget, or returns the 429 that refuses it. A signed-in reader's
-// is admitted at once, with no ticket (nil).
-func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
-	if rs == nil || signedIn(r) {
+// Admit admits an expensive read of what for a reader of client network
+// network (web.ClientNetwork) not signed in, waiting up to admitWait for
+// the budget (ctx ends the wait), or returns the limit.read_budget
+// refusal (api.KindLimited, with RetryAfter). A signed-in reader is not
+// budgeted: its caller does not ask (a nil Budget admits at once, with no
+// ticket).
+func (rs *Budget) Admit(ctx context.Context, network, what string) (*Ticket, error) {
+	if rs == nil {
 		return nil, nil
 	}
-	network := web.ClientNetwork(r.RemoteAddr)
 	timeout := time.NewTimer(admitWait)
 	defer timeout.Stop()
 	for {
@@ -156,7 +152,7 @@ func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
 			rs.running++
 			rs.perNet[network]++
 			rs.mu.Unlock()
-			return &ticket{r: rs, network: network, start: now}, nil
+			return &Ticket{r: rs, network: network, start: now}, nil
 		}
 		// Wait for a place to be given back, or for the budget to refill.
 		wake, refill := rs.changed, time.Duration(0)
@@ -177,7 +173,7 @@ func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
 			again = true
 		case <-refilled:
 			again = true
-		case <-r.Context().Done():
+		case <-ctx.Done():
 		case <-timeout.C:
 		}
 		if t != nil {
@@ -186,18 +182,18 @@ func (rs *reads) admit(r *http.Request, what string) (*ticket, error) {
 		if again {
 			continue
 		}
-		for i, n := range budgetedReads {
+		for i, n := range BudgetedReads {
 			if n == what {
 				rs.refused[i].Add(1)
 			}
 		}
 		rs.lastHit.Store(time.Now().UnixNano())
-		return nil, &apiError{Status: http.StatusTooManyRequests, Code: CodeReadBudget, RetryAfter: wait,
+		return nil, &api.Error{Kind: api.KindLimited, Code: api.CodeReadBudget, RetryAfter: wait,
 			Message: "this " + what + " read is refused: " + why + "; sign in (a token) or ask again in " + strconv.Itoa(wait) + " s"}
 	}
 }
 
-func (rs *reads) refillLocked(now time.Time) {
+func (rs *Budget) refillLocked(now time.Time) {
 	if d := now.Sub(rs.refill); d > 0 {
 		rs.tokens = math.Min(float64(rs.cfg.Burst), rs.tokens+float64(d)*float64(rs.cfg.PerSecond)/float64(time.Second))
 		rs.refill = now
@@ -206,7 +202,7 @@ func (rs *reads) refillLocked(now time.Time) {
 
 // retryAfterLocked is how many seconds until the budget has compute again
 // (at least 1).
-func (rs *reads) retryAfterLocked() int {
+func (rs *Budget) retryAfterLocked() int {
 	if rs.tokens > 0 {
 		return 1
 	}
@@ -215,7 +211,7 @@ func (rs *reads) retryAfterLocked() int {
 }
 
 // charge spends d of the budget (nil ticket: nothing to spend).
-func (t *ticket) charge(d time.Duration) {
+func (t *Ticket) charge(d time.Duration) {
 	if t == nil || d <= 0 {
 		return
 	}
@@ -228,7 +224,7 @@ func (t *ticket) charge(d time.Duration) {
 
 // pace waits until the budget has compute again (ctx ends it); a
 // recording spends its budget as it goes.
-func (t *ticket) pace(done <-chan struct{}) bool {
+func (t *Ticket) pace(done <-chan struct{}) bool {
 	if t == nil {
 		return true
 	}
@@ -249,8 +245,8 @@ func (t *ticket) pace(done <-chan struct{}) bool {
 	}
 }
 
-// done spends the time since admission and gives the place back.
-func (t *ticket) done() {
+// Done spends the time since admission and gives the place back.
+func (t *Ticket) Done() {
 	if t == nil {
 		return
 	}
@@ -260,7 +256,7 @@ func (t *ticket) done() {
 
 // release gives the place back, spending nothing: a read that charges as
 // it goes (a recording, paced) holds no place while it streams.
-func (t *ticket) release() {
+func (t *Ticket) release() {
 	if t == nil {
 		return
 	}
@@ -288,11 +284,14 @@ type ReadStats struct {
 	// cache, and computed; ClosureBytes is the cache's size.
 	ClosureHits, ClosureMisses uint64
 	ClosureBytes               int
+	// Concurrent is the most budgeted reads at once (ReadBudget.Concurrent).
+	Concurrent int
 }
 
-func (rs *reads) stats() ReadStats {
+// Stats returns the budget's and the cache's counts.
+func (rs *Budget) Stats() ReadStats {
 	st := ReadStats{Refused: map[string]uint64{}, Spent: time.Duration(rs.spent.Load())}
-	for i, n := range budgetedReads {
+	for i, n := range BudgetedReads {
 		st.Refused[n] = rs.refused[i].Load()
 	}
 	if t := rs.lastHit.Load(); t != 0 {
@@ -303,6 +302,7 @@ func (rs *reads) stats() ReadStats {
 	rs.mu.Unlock()
 	st.ClosureHits, st.ClosureMisses = rs.closures.hits.Load(), rs.closures.misses.Load()
 	st.ClosureBytes = rs.closures.size()
+	st.Concurrent = rs.cfg.Concurrent
 	return st
 }
 
@@ -399,7 +399,7 @@ type yieldingGraph struct {
 	d     *projector.Deliberation
 	yield func(rest time.Duration)
 	n     int
-	t     *ticket
+	t     *Ticket
 	// work is the compute time so far, mark when the current stretch
 	// of it began; slice is how long a stretch lasts (0: paceSlice).
 	work  time.Duration

@@ -1,15 +1,25 @@
-package service
+// Package microapi serves the query API as a NATS micro service named
+// "parley" (parley.api.*), from the read model (readmodel): the same reads
+// and the same JSON as the HTTP API, the same refusals (an *api.Error's
+// Kind gives the error code, its body the stable code), read-your-writes
+// off the endpoints' goroutines, and nothing for what is not a request
+// (a stream delivery, a reply subject the engine does not answer on).
+package microapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -24,7 +34,29 @@ const (
 	maxOffLoop = 1024
 )
 
-// AddMicro registers the query API as a NATS micro service named "parley"
+// Config is what the micro service answers from, beside the read model.
+type Config struct {
+	// Version is the service's version (semver; "0.1.0" otherwise).
+	Version string
+	// Health is the health report parley.api.health answers.
+	Health func(ctx context.Context) any
+	// Halted, when set, says why the engine serves no state: every
+	// endpoint but health then answers its error (engine.halted).
+	Halted func() error
+	// Ignored, when set, counts a message on the query subjects the
+	// service did not act on, by reason (IgnoredDelivery,
+	// IgnoredReplySubject).
+	Ignored func(reason string)
+}
+
+// server answers the endpoints.
+type server struct {
+	q       *readmodel.Queries
+	cfg     Config
+	offLoop atomic.Int64 // reads served off their endpoint's goroutine
+}
+
+// Add registers the query API as a NATS micro service named "parley"
 // (discoverable with nats micro ls). Every endpoint takes a JSON request
 // and answers with the same JSON as the HTTP API:
 //
@@ -45,10 +77,11 @@ const (
 //
 // Every endpoint but health also takes "min_position":N, the stream
 // position the caller has seen: the answer waits until the projection has
-// reached it (up to Config.MinPositionWait, off the endpoint's goroutine), or is
-// the error 503 with code projection.behind (CodeBehind): ask again.
-func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: version,
+// reached it (up to readmodel.Config.MinPositionWait, off the endpoint's goroutine), or is
+// the error 503 with code projection.behind (api.CodeBehind): ask again.
+func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error) {
+	a := &server{q: q, cfg: cfg}
+	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: semver(cfg.Version),
 		Description: "parley query API: deliberation state, artifacts, rejections"})
 	if err != nil {
 		return nil, err
@@ -60,9 +93,9 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 		Decision   string `json:"decision"`
 		At         uint64 `json:"at"`
 		Position   uint64 `json:"position"`
-		// MinPosition: read-your-writes (awaitPosition).
+		// MinPosition: read-your-writes (readmodel.Queries.AwaitPosition).
 		MinPosition uint64 `json:"min_position"`
-		PageRequest
+		api.PageRequest
 	}
 	parse := func(r micro.Request) (req, bool) {
 		var v req
@@ -76,10 +109,10 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	}
 	respond := func(r micro.Request, v any, err error) {
 		if err != nil {
-			var ae *apiError
+			var ae *api.Error
 			if errors.As(err, &ae) {
 				body, _ := json.Marshal(ae) // the stable code, as over HTTP
-				r.Error(strconv.Itoa(ae.Status), ae.Message, body)
+				r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
 			} else {
 				r.Error("500", err.Error(), nil)
 			}
@@ -101,9 +134,9 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 	// during an election), is served on its own goroutine so that the
 	// endpoint's others are not held up behind it (at most maxOffLoop at
 	// once; past that, in turn). Global reads (the listings of all) wait
-	// for the whole projection. A halted engine answers none (guardMicro).
+	// for the whole projection. A halted engine answers none (guard).
 	add := func(name string, global, stream bool, h func(micro.Request, req)) error {
-		return g.AddEndpoint(name, q.onlyRequests(q.guardMicro(name, micro.HandlerFunc(func(r micro.Request) {
+		return g.AddEndpoint(name, a.onlyRequests(a.guard(name, micro.HandlerFunc(func(r micro.Request) {
 			v, ok := parse(r)
 			if !ok {
 				return
@@ -112,19 +145,19 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			if global {
 				id = ""
 			}
-			if !stream && q.reached(id, v.MinPosition) {
+			if !stream && a.q.Reached(id, v.MinPosition) {
 				h(r, v)
 				return
 			}
 			serve := func(r micro.Request) {
-				if err := q.awaitPosition(context.Background(), id, v.MinPosition, q.minPositionWait()); err != nil {
+				if err := a.q.AwaitPosition(context.Background(), id, v.MinPosition, a.q.MinPositionWait()); err != nil {
 					respond(r, nil, err)
 					return
 				}
 				h(r, v)
 			}
-			if q.offLoop.Add(1) > maxOffLoop {
-				q.offLoop.Add(-1)
+			if a.offLoop.Add(1) > maxOffLoop {
+				a.offLoop.Add(-1)
 				serve(r)
 				return
 			}
@@ -133,36 +166,36 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			// the goroutine answers through a request of its own.
 			d := &detached{nc: nc, msg: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}}
 			go func() {
-				defer q.offLoop.Add(-1)
+				defer a.offLoop.Add(-1)
 				serve(d)
 			}()
 		}))))
 	}
 	errs := []error{
 		add("deliberations", true, false, func(r micro.Request, v req) {
-			out, next, err := q.DeliberationPage(v.PageRequest)
+			out, next, err := a.q.DeliberationPage(v.PageRequest)
 			respondPage(r, out, next, err)
 		}),
 		add("artifacts", false, false, func(r micro.Request, v req) {
-			out, next, err := q.ArtifactPage(v.ID, v.PageRequest)
+			out, next, err := a.q.ArtifactPage(v.ID, v.PageRequest)
 			respondPage(r, out, next, err)
 		}),
 		add("unrouted", true, false, func(r micro.Request, v req) {
-			out, err := q.UnroutedPage(v.PageRequest)
+			out, err := a.q.UnroutedPage(v.PageRequest)
 			respondPage(r, out, out.NextCursor, err)
 		}),
 		add("deliberation", false, false, func(r micro.Request, v req) {
-			out, err := q.Get(v.ID)
+			out, err := a.q.Get(v.ID)
 			respond(r, out, err)
 		}),
 		add("rejections", false, false, func(r micro.Request, v req) {
-			out, err := q.RejectionPage(v.ID, v.PageRequest)
+			out, err := a.q.RejectionPage(v.ID, v.PageRequest)
 			respondPage(r, out, out.NextCursor, err)
 		}),
 		add("artifact", false, true, func(r micro.Request, v req) {
 			ctx, cancel := context.WithTimeout(context.Background(), streamReadTimeout)
 			defer cancel()
-			b, err := q.Artifact(ctx, v.ID, v.ArtifactID)
+			b, err := a.q.Artifact(ctx, v.ID, v.ArtifactID)
 			if err != nil {
 				respond(r, nil, err)
 				return
@@ -170,20 +203,20 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 			r.Respond(b)
 		}),
 		add("closure", false, false, func(r micro.Request, v req) {
-			out, err := q.Closure(v.ID, v.Decision, v.At)
+			out, err := a.q.Closure(v.ID, v.Decision, v.At)
 			respond(r, out, err)
 		}),
 		add("outcome", false, true, func(r micro.Request, v req) {
 			ctx, cancel := context.WithTimeout(context.Background(), streamReadTimeout)
 			defer cancel()
-			out, err := q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
+			out, err := a.q.Outcome(ctx, v.ID, v.Position, v.ArtifactID)
 			respond(r, out, err)
 		}),
 		add("provenance", false, false, func(r micro.Request, v req) {
-			out, err := q.Provenance(v.ID)
+			out, err := a.q.Provenance(v.ID)
 			respond(r, out, err)
 		}),
-		g.AddEndpoint("health", q.onlyRequests(func(r micro.Request) { respond(r, q.Health(context.Background()), nil) })),
+		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {
 		svc.Stop()
@@ -201,7 +234,7 @@ func (q *Queries) AddMicro(nc *nats.Conn, version string) (micro.Service, error)
 // permissions: as an artifact of a reserved token, a binding
 // announcement, a JetStream API request). Each is counted in
 // parley_ignored_messages_total by reason.
-func (q *Queries) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
+func (a *server) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
 	return func(r micro.Request) {
 		status := ""
 		if hdr := r.Headers(); hdr != nil {
@@ -209,9 +242,9 @@ func (q *Queries) onlyRequests(h micro.HandlerFunc) micro.HandlerFunc {
 		}
 		switch {
 		case wire.ServerDelivery(r.Reply(), status):
-			q.ignored(IgnoredDelivery)
+			a.ignored(IgnoredDelivery)
 		case !wire.AnswerableReply(r.Reply()):
-			q.ignored(IgnoredReplySubject)
+			a.ignored(IgnoredReplySubject)
 		default:
 			h(r)
 		}
@@ -224,10 +257,37 @@ const (
 	IgnoredReplySubject = "reply_subject"      // a request whose reply subject the engine does not answer on
 )
 
-func (q *Queries) ignored(reason string) {
-	if q.watch != nil {
-		q.watch.m.ignored.WithLabelValues(reason).Inc()
+func (a *server) ignored(reason string) {
+	if a.cfg.Ignored != nil {
+		a.cfg.Ignored(reason)
 	}
+}
+
+// guard answers the endpoints as the HTTP API's guard does once the
+// engine halted (health still answers).
+func (a *server) guard(name string, h micro.HandlerFunc) micro.HandlerFunc {
+	if name == "health" || a.cfg.Halted == nil {
+		return h
+	}
+	return func(r micro.Request) {
+		if err := a.cfg.Halted(); err != nil {
+			var ae *api.Error
+			errors.As(err, &ae)
+			body, _ := json.Marshal(ae)
+			r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
+			return
+		}
+		h(r)
+	}
+}
+
+// semver is v as micro requires it: a semantic version, or 0.1.0.
+func semver(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if parts := strings.Split(v, "."); len(parts) == 3 {
+		return v
+	}
+	return "0.1.0"
 }
 
 // detached answers a micro request from a goroutine of its own, after the

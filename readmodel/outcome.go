@@ -1,13 +1,13 @@
-package service
+package readmodel
 
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
 )
@@ -15,19 +15,19 @@ import (
 // Outcome says what the projector did with the message of deliberation id
 // at stream position position. artifactID, when not empty, must be the
 // artifact the message carries. The message is read back from the stream,
-// so that a position of another deliberation is refused (404) rather than
+// so that a position of another deliberation is refused (not_found) rather than
 // misreported; a deliberation never opened is answered from the rejections
 // of messages that belong to no opened deliberation.
-func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artifactID string) (projector.OutcomeReport, error) {
-	out := projector.OutcomeReport{Deliberation: id, Position: position}
+func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artifactID string) (api.OutcomeReport, error) {
+	out := api.OutcomeReport{Deliberation: id, Position: position}
 	if position == 0 {
-		return out, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "position must be a stream position (1 or more)"}
+		return out, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "position must be a stream position (1 or more)"}
 	}
 	var want *canon.Digest
 	if artifactID != "" {
 		d, ok := canon.ParseDigest(artifactID)
 		if !ok {
-			return out, &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: "artifact id is not sha256:<64 lowercase hex>"}
+			return out, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "artifact id is not sha256:<64 lowercase hex>"}
 		}
 		want = &d
 	}
@@ -36,17 +36,17 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return out, notFound("message at position " + strconv.FormatUint(position, 10))
 	case err != nil:
-		return out, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "read position: " + err.Error()}
+		return out, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "read position: " + err.Error()}
 	}
 	var mo projector.MessageOutcome
 	out.Projected = q.r.Position()
 	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data, Import: projector.ImportOf(msg.Subject, msg.Header.Get)}, want)
 	switch {
 	case errors.Is(err, projector.ErrOtherDeliberation):
-		return out, &apiError{Status: http.StatusNotFound, Code: "not_found",
+		return out, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound,
 			Message: "the message at position " + strconv.FormatUint(position, 10) + " is not one of deliberation " + id + "'s"}
 	case errors.Is(err, projector.ErrArtifactMismatch):
-		return out, &apiError{Status: http.StatusConflict, Code: "outcome.artifact_mismatch",
+		return out, &api.Error{Kind: api.KindConflict, Code: api.CodeArtifactMismatch,
 			Message: "the message at position " + strconv.FormatUint(position, 10) + " is artifact " + mo.ArtifactID.String() + ", not " + artifactID}
 	case err != nil:
 		return out, err

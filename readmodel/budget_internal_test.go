@@ -1,4 +1,4 @@
-package service
+package readmodel
 
 import (
 	"encoding/json"
@@ -119,7 +119,7 @@ func TestYieldingGraph_SameAnswer(t *testing.T) {
 			// Paid from a budget of a tenth of the time, a verification
 			// rests nine times as long as it computes, a stretch at a
 			// time (shortened here), with the same answer.
-			rs := newReads(ReadBudget{Concurrent: 1, PerSecond: 100 * time.Millisecond})
+			rs := NewBudget(ReadBudget{Concurrent: 1, PerSecond: 100 * time.Millisecond})
 			last := decisions[len(decisions)-1]
 			var rested time.Duration
 			var want, got closure.Result
@@ -128,7 +128,7 @@ func TestYieldingGraph_SameAnswer(t *testing.T) {
 			for work < 20*slice {
 				r.ReadDeliberation(id, func(d *projector.Deliberation) { want = d.Verify(last.id, seq, d.ClosureLimits()) })
 				r.ReadDeliberationYielding(id, func(d *projector.Deliberation, yield func(time.Duration)) {
-					g := &yieldingGraph{d: d, t: &ticket{r: rs}, slice: slice, yield: func(rest time.Duration) { rested += rest; yield(0) }}
+					g := &yieldingGraph{d: d, t: &Ticket{r: rs}, slice: slice, yield: func(rest time.Duration) { rested += rest; yield(0) }}
 					g.start()
 					got = closure.Verify(g, last.id, seq, d.ClosureLimits())
 					work += g.stop()

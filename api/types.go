@@ -1,0 +1,201 @@
+// Package api holds the types of the engine's query API as they go on the
+// wire (HTTP under /api/v1 and the NATS micro service parley.api.*): a
+// deliberation's view and summary, its artifacts and rejections, the
+// outcome of a message, the statuses and verdicts they carry. The fold
+// (projector) builds them; the engine's read model serves them; the
+// client decodes them, importing this package and not the fold.
+//
+// Like the fold, it is a pure core: values only, no IO, no clock
+// (internal/layering).
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/events"
+)
+
+// Status of a deliberation.
+type Status string
+
+// Statuses. Suspended is not terminal; completed, cancelled, deadlock and
+// exhausted are.
+const (
+	StatusOpen      Status = "open"
+	StatusSuspended Status = "suspended"
+	StatusCompleted Status = "completed"
+	StatusCancelled Status = "cancelled"
+	StatusDeadlock  Status = "deadlock"
+	StatusExhausted Status = "exhausted"
+)
+
+// Terminal reports whether s ends the deliberation.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusCancelled || s == StatusDeadlock || s == StatusExhausted
+}
+
+// Rejection records a message that did not enter the DAG. It stays in the
+// stream; this is its place in the projection.
+type Rejection struct {
+	Position uint64 `json:"position"`
+	// Ordinal is the message's rank among the deliberation's messages,
+	// filled in by the query API as it answers (0, and absent, for a
+	// message of no opened deliberation).
+	Ordinal     uint64 `json:"ordinal,omitempty"`
+	Participant string `json:"participant,omitempty"`
+	ArtifactID  string `json:"artifact_id,omitempty"`
+	Class       string `json:"error_class"`
+	Code        string `json:"code"`
+	Message     string `json:"message"`
+}
+
+// Charter is what the open control message fixes. Limits and Policy are
+// kept as canonical JSON for the supervisor.
+type Charter struct {
+	Title        string   `json:"title"`
+	Participants []string `json:"participants,omitempty"`
+	// Terminators are the participants who may, beside the supervisor,
+	// publish a TERMINATION; the record must still justify it.
+	Terminators []string        `json:"terminators,omitempty"`
+	Limits      json.RawMessage `json:"limits,omitempty"`
+	Policy      json.RawMessage `json:"policy,omitempty"`
+	// Principal is the participant whose resolution alone resolves the
+	// deliberation's binding moments (projector/binding.go); "" means
+	// wire.PrincipalToken.
+	Principal string `json:"principal,omitempty"`
+}
+
+// Verdict is what the fold did with one message.
+type Verdict string
+
+// Verdicts. Accepted and applied mean the message took effect;
+// rejected and late mean it did not (it stays in the stream); unprojected
+// and unknown say that the projection cannot tell (yet, or any more).
+const (
+	// VerdictAccepted: the artifact is in the DAG at the message's position.
+	VerdictAccepted Verdict = "accepted"
+	// VerdictRejected: the message is recorded as a rejection, with its
+	// class, code and message.
+	VerdictRejected Verdict = "rejected"
+	// VerdictLate: a valid artifact that arrived after the deliberation
+	// ended; it is kept outside the state.
+	VerdictLate Verdict = "late"
+	// VerdictApplied: a control message that took effect.
+	VerdictApplied Verdict = "applied"
+	// VerdictUnprojected: the projection has not reached the position yet.
+	// Ask again.
+	VerdictUnprojected Verdict = "unprojected"
+	// VerdictUnknown: the projection no longer keeps the record (only the
+	// most recent projector.Options.MaxKept rejections and late artifacts are kept
+	// in detail).
+	VerdictUnknown Verdict = "unknown"
+)
+
+// Took reports whether the verdict says the message took effect.
+func (v Verdict) Took() bool {
+	return v == VerdictAccepted || v == VerdictApplied
+}
+
+// OutcomeReport is the answer of the outcome query: what the projector did
+// with the message at a stream position (the Sequence of the PubAck its
+// publisher received).
+//
+// Outcome is one of accepted (the artifact is in the DAG at Position),
+// rejected (ErrorClass,
+// Code and Message say why), late (a valid artifact after the deliberation
+// ended, kept outside the state), applied (a control message that took
+// effect), unprojected (the engine's projection, at Projected, has not
+// reached Position yet: ask again) or unknown (the projection no longer
+// keeps the record: only the most recent 10,000 rejections and late
+// artifacts of a deliberation are kept in detail; Note says so).
+type OutcomeReport struct {
+	Deliberation string  `json:"deliberation"`
+	Position     uint64  `json:"position"`
+	Outcome      Verdict `json:"outcome"`
+	// Projected is the projection's position when it answered.
+	Projected    uint64 `json:"projected"`
+	Participant  string `json:"participant,omitempty"`
+	ArtifactID   string `json:"artifact_id,omitempty"`
+	ArtifactType string `json:"artifact_type,omitempty"`
+	Op           string `json:"op,omitempty"`
+	// Ordinal is the message's rank among the deliberation's messages
+	// (projector.MessageOutcome.Ordinal): absent for a message outside its
+	// record, and from an engine whose answer does not carry it.
+	Ordinal    uint64 `json:"ordinal,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Note       string `json:"note,omitempty"`
+}
+
+// Took reports whether the message took effect: accepted or applied.
+func (o OutcomeReport) Took() bool { return o.Outcome.Took() }
+
+// Summary is one deliberation in the query API's list.
+type Summary struct {
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	Status   Status `json:"status"`
+	Position uint64 `json:"position"`
+	// OpenedAt is the position of the open control message: the list's
+	// order (newest first) and its cursor.
+	OpenedAt   uint64 `json:"opened_at"`
+	Artifacts  int    `json:"artifacts"`
+	Rejections int    `json:"rejections"`
+}
+
+// ArtifactEntry is one artifact of a deliberation's DAG in the query
+// API's list of its artifacts.
+type ArtifactEntry struct {
+	ArtifactID canon.Digest `json:"artifact_id"`
+	Position   uint64       `json:"position"`
+	// Ordinal is the artifact's message's rank among the deliberation's
+	// messages (projector.Deliberation.Ordinal): where a person reads positions.
+	Ordinal     uint64 `json:"ordinal,omitempty"`
+	Participant string `json:"participant"`
+	Type        string `json:"artifact_type"`
+}
+
+// RejectionList is a page of rejections (of a deliberation, or of the
+// messages of no opened deliberation) in stream order, with the counts
+// of all of them.
+type RejectionList struct {
+	Deliberation string `json:"deliberation"`
+	// Total counts every rejection ever recorded, ByCode the recorded ones
+	// by code (of a deliberation: all of them; unrouted: the kept ones),
+	// Kept those kept in detail (the most recent MaxKept).
+	Total  int            `json:"total"`
+	ByCode map[string]int `json:"by_code"`
+	Kept   int            `json:"kept"`
+	// NextCursor asks for the page after this one (empty: this is the
+	// last).
+	NextCursor string      `json:"next_cursor,omitempty"`
+	Rejections []Rejection `json:"rejections"`
+}
+
+// View is the JSON summary of a deliberation served by the query API
+// (the HTTP API in the README).
+type View struct {
+	ID                     string              `json:"id"`
+	Title                  string              `json:"title"`
+	Status                 Status              `json:"status"`
+	Position               uint64              `json:"position"`
+	OpenedAt               uint64              `json:"opened_at"`
+	Round                  int                 `json:"round"`
+	Artifacts              int                 `json:"artifacts"`
+	Counts                 map[events.Type]int `json:"counts"`
+	Participants           map[string]int      `json:"participants"`
+	Rejections             int                 `json:"rejections"`
+	RejectionsByCode       map[string]int      `json:"rejections_by_code"`
+	Late                   int                 `json:"late"`
+	Tips                   []canon.Digest      `json:"tips"`
+	OpenBlockingObjections []canon.Digest      `json:"open_blocking_objections"`
+	Decisions              []canon.Digest      `json:"decisions"`
+	Terminations           []canon.Digest      `json:"terminations"`
+	Charter                *Charter            `json:"charter,omitempty"`
+	// InadmissibleEvidence is the EVIDENCE the charter's provenance
+	// policy holds inadmissible (absent without a policy).
+	InadmissibleEvidence []canon.Digest `json:"inadmissible_evidence,omitempty"`
+	StateDigest          canon.Digest   `json:"state_digest"`
+}
