@@ -312,6 +312,16 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Metrics.watchBounds(bounds, s.fds)
 	qa.bounds = bounds.report
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
+	// The credentials are written before anything answers: a client that
+	// sees /healthz answer finds them.
+	s.creds.HTTPURL = s.HTTPURL()
+	if s.creds.HTTPToken != "" {
+		s.creds.SignInURL = s.creds.BindURL()
+	}
+	if err := writeCredentials(cfg.DataDir, s.creds); err != nil {
+		return nil, err
+	}
+	s.credsPath = filepath.Join(cfg.DataDir, CredentialsFile)
 	go func() {
 		if err := s.http.Serve(s.httpBudget); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http", "err", err)
@@ -343,14 +353,6 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			close(s.superDone)
 		}()
 	}
-	s.creds.HTTPURL = s.HTTPURL()
-	if s.creds.HTTPToken != "" {
-		s.creds.SignInURL = s.creds.BindURL()
-	}
-	if err := writeCredentials(cfg.DataDir, s.creds); err != nil {
-		return nil, err
-	}
-	s.credsPath = filepath.Join(cfg.DataDir, CredentialsFile)
 	return s, nil
 }
 
