@@ -95,6 +95,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			for it := range r.reverify {
 				it.rev = provenance.Reverify(it.m.Artifact, r.verify)
 				close(it.reverified)
+				signal(it.shard.wake)
 			}
 		}()
 	}
@@ -170,6 +171,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			from = to
 		}
 		r.dispatched.Store(b.items[len(b.items)-1].m.Seq)
+		// A shard with nothing of the batch is complete up to its end.
+		r.moved.notify()
 	}
 	timer := time.AfterFunc(time.Hour, func() {
 		mu.Lock()

@@ -19,19 +19,93 @@ import (
 // deliberation back for a reader, new readers wait for them to be applied
 // (wanted), so that readers who follow one another cannot starve the fold.
 // Messages held while their re-verification runs do not make readers wait:
-// the fold could not apply them anyway.
+// the fold could not apply them anyway. Nobody polls: the reader that lets
+// go of a wanted lock wakes its shard (runlock), and the shard wakes the
+// readers waiting once it has applied what it held (release).
 type delibLock struct {
 	sync.RWMutex
 	wanted atomic.Bool
+	// drained is notified when the shard lets go of the lock after
+	// applying what it held for readers (wanted cleared).
+	drained notifier
+	// wake is the shard's (shard.wake; nil: a runner without goroutines).
+	wake chan struct{}
 }
 
+// readerWait bounds how long a new reader waits for the shard to apply
+// what it holds back, should the reader it waits behind hold the lock for
+// long: past it, the reader reads alongside.
+const readerWait = 100 * time.Millisecond
+
 // rlock read-locks l once the shard has applied what it holds back (or
-// after a bound, should a reader hold it for long).
+// after readerWait).
 func (l *delibLock) rlock() {
-	for i := 0; l.wanted.Load() && i < 2000; i++ {
-		time.Sleep(50 * time.Microsecond)
+	if l.wanted.Load() {
+		l.awaitDrained()
 	}
 	l.RLock()
+}
+
+func (l *delibLock) awaitDrained() {
+	t := time.NewTimer(readerWait)
+	defer t.Stop()
+	for {
+		c := l.drained.wait()
+		if !l.wanted.Load() {
+			return
+		}
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// runlock read-unlocks l and, when the shard wants the lock, wakes it.
+// The shard marks the lock wanted before it tries it a last time (take),
+// so whichever reader lets go last either sees wanted or has let go before
+// that try: the shard is never left waiting for a wake-up that no one
+// sends.
+func (l *delibLock) runlock() {
+	l.RUnlock()
+	if l.wanted.Load() {
+		signal(l.wake)
+	}
+}
+
+// take locks l for the shard's goroutine without waiting, or, when a
+// reader holds it, marks it wanted and reports false: the reader that lets
+// go last wakes the shard (runlock).
+func (l *delibLock) take() bool {
+	if l.TryLock() {
+		return true
+	}
+	l.wanted.Store(true)
+	// A reader that let go before wanted was set did not wake the shard:
+	// try once more.
+	return l.TryLock()
+}
+
+// release unlocks what take locked; if readers were waiting for the
+// shard's held messages, they may read.
+func (l *delibLock) release() {
+	if !l.wanted.Load() {
+		l.Unlock()
+		return
+	}
+	l.wanted.Store(false)
+	l.Unlock()
+	l.drained.notify()
+}
+
+// signal wakes the goroutine that receives on c (capacity 1), without
+// waiting: a wake-up already pending is enough.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // ReadDeliberation runs fn with deliberation id under its read lock and
@@ -46,7 +120,7 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 		return false
 	}
 	l.rlock()
-	defer l.RUnlock()
+	defer l.runlock()
 	fn(d)
 	return true
 }
@@ -68,10 +142,10 @@ func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Delibe
 		return false
 	}
 	l.rlock()
-	defer l.RUnlock()
+	defer l.runlock()
 	fn(d, func(rest time.Duration) {
 		if rest > 0 || l.wanted.Load() {
-			l.RUnlock()
+			l.runlock()
 			time.Sleep(rest)
 			l.rlock()
 		}
@@ -95,7 +169,7 @@ func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 		for _, e := range list {
 			e.l.rlock()
 			fn(e.d)
-			e.l.RUnlock()
+			e.l.runlock()
 		}
 	}
 }
@@ -143,7 +217,7 @@ func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projec
 	s.mu.RUnlock()
 	if l != nil {
 		l.rlock()
-		defer l.RUnlock()
+		defer l.runlock()
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -165,7 +239,8 @@ func (r *Runner) Position() uint64 {
 }
 
 // WaitFor waits until the projection has applied every message up to
-// position seq.
+// position seq, or ctx ends. It does not poll: the shards wake the
+// waiters each time they have applied a batch's part or held messages.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 	return r.wait(ctx, seq, r.Position)
 }
@@ -192,14 +267,17 @@ func (r *Runner) wait(ctx context.Context, seq uint64, pos func() uint64) error 
 	if pos() >= seq {
 		return nil
 	}
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for pos() < seq {
+	for {
+		// The channel first, then the position: an advance after the
+		// check closes the channel (notifier).
+		moved := r.moved.wait()
+		if pos() >= seq {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("service: wait for position %d (at %d): %w", seq, pos(), ctx.Err())
-		case <-t.C:
+		case <-moved:
 		}
 	}
-	return nil
 }

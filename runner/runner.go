@@ -52,6 +52,9 @@ type Runner struct {
 	budget     *byteBudget   // the bytes read and not yet applied (budget.go)
 	dispatched atomic.Uint64 // the last position handed to a shard
 	start      uint64        // the position the stream is read from (after the snapshots)
+	// moved is notified whenever the applied position may have advanced
+	// (Position, WaitFor, WaitForIn).
+	moved notifier
 }
 
 // Config configures a Runner.
@@ -122,7 +125,7 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	r.shards = make([]*shard, n)
 	for i := range r.shards {
 		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan []*item, 1024),
-			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan frozen)}
+			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan frozen), wake: make(chan struct{}, 1)}
 	}
 	if r.snapPath != "" {
 		r.removeLeftovers()
@@ -174,12 +177,13 @@ func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 	s.mu.Lock()
 	out := s.proj.Apply(m)
 	if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
-		s.locks[id] = &delibLock{}
+		s.locks[id] = s.newLock()
 		s.noteOpened(d)
 	}
 	s.mu.Unlock()
 	s.enq.Store(m.Seq)
 	s.processed.Store(m.Seq)
 	r.dispatched.Store(m.Seq)
+	r.moved.notify()
 	return out
 }

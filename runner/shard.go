@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -37,6 +36,10 @@ type shard struct {
 	heldMin  atomic.Uint64
 	heldMu   sync.Mutex
 	heldHead map[string]uint64 // deliberation -> its first held position, for WaitForIn
+	// wake (capacity 1) tells the shard's goroutine that held messages
+	// may be applied: a reader let go of a lock the shard wants, or a
+	// re-verification ended.
+	wake chan struct{}
 
 	snapReq chan chan frozen
 	snapAt  atomic.Uint64 // the position of the shard's last snapshot
@@ -74,17 +77,28 @@ func (it *item) done() bool {
 	}
 }
 
+// newLock returns the lock of a deliberation of the shard.
+func (s *shard) newLock() *delibLock { return &delibLock{wake: s.wake} }
+
 // runShard applies the shard's messages until its channel is closed and
 // drained.
 func (r *Runner) runShard(ctx context.Context, s *shard) {
 	s.running.Store(true)
 	defer s.running.Store(false)
-	retry := time.NewTicker(time.Millisecond)
-	defer retry.Stop()
+	// closed applies what the shard holds once its channel is closed: as
+	// the readers let go and the re-verifications end, each of which wakes
+	// the shard.
 	closed := func() {
-		for len(s.held) > 0 {
+		for {
 			r.drain(s)
-			time.Sleep(time.Millisecond)
+			if len(s.held) == 0 {
+				return
+			}
+			select {
+			case <-s.wake:
+			case reply := <-s.snapReq:
+				reply <- r.freezeShard(s)
+			}
 		}
 	}
 	// take applies a batch's part, or, once the channel is closed, what
@@ -97,6 +111,7 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 		for _, it := range its {
 			r.handle(s, it)
 		}
+		r.moved.notify()
 		return true
 	}
 	for {
@@ -114,18 +129,14 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 			}
 			break
 		}
-		// The ticker is waited on only while messages are held: a shard
-		// with nothing held does not wake every millisecond.
-		var tick <-chan time.Time
-		if len(s.held) > 0 {
-			tick = retry.C
-		}
 		select {
 		case its, ok := <-s.in:
 			if !take(its, ok) {
 				return
 			}
-		case <-tick:
+		case <-s.wake:
+			// A reader let go of a lock the shard wants, or a
+			// re-verification ended.
 			r.drain(s)
 		case reply := <-s.snapReq:
 			reply <- r.freezeShard(s)
@@ -162,28 +173,25 @@ func (r *Runner) handle(s *shard, it *item) {
 		s.mu.Lock()
 		out := s.proj.Apply(it.m)
 		if d := s.proj.Deliberation(id); d != nil && s.locks[id] == nil {
-			s.locks[id] = &delibLock{}
+			s.locks[id] = s.newLock()
 			s.noteOpened(d)
 		}
 		s.mu.Unlock()
 		r.applied(it, out)
 		return
 	}
-	if !it.done() || !l.TryLock() {
+	if !it.done() || !l.take() {
 		s.hold(id, it)
 		return
 	}
 	it.m.Reverified = it.rev
 	out := s.proj.Apply(it.m)
-	l.Unlock()
+	l.release()
 	r.applied(it, out)
 }
 
 func (s *shard) hold(id string, it *item) {
 	s.held[id] = append(s.held[id], it)
-	if s.held[id][0].done() {
-		s.locks[id].wanted.Store(true) // held for a reader
-	}
 	s.heldMu.Lock()
 	if s.heldHead[id] == 0 {
 		s.heldHead[id] = it.m.Seq
@@ -195,7 +203,9 @@ func (s *shard) hold(id string, it *item) {
 }
 
 // drain applies the held messages of every deliberation no reader holds,
-// up to the first whose re-verification is still running.
+// up to the first whose re-verification is still running. The shard runs
+// it when woken (shard.wake): by the last reader to let go of a lock it
+// wants, and by the re-verifiers as each finishes.
 func (r *Runner) drain(s *shard) {
 	for id, q := range s.held {
 		n := 0
@@ -206,17 +216,15 @@ func (r *Runner) drain(s *shard) {
 			continue
 		}
 		l := s.locks[id]
-		if !l.TryLock() {
-			l.wanted.Store(true)
-			continue
+		if !l.take() {
+			continue // the reader that lets go last wakes the shard
 		}
 		outs := make([]projector.Outcome, n)
 		for i, it := range q[:n] {
 			it.m.Reverified = it.rev
 			outs[i] = s.proj.Apply(it.m)
 		}
-		l.wanted.Store(false)
-		l.Unlock()
+		l.release()
 		s.heldMu.Lock()
 		if n == len(q) {
 			delete(s.held, id)
@@ -237,6 +245,7 @@ func (r *Runner) drain(s *shard) {
 		}
 	}
 	s.heldMin.Store(low)
+	r.moved.notify()
 }
 
 func (r *Runner) applied(it *item, out projector.Outcome) {

@@ -18,7 +18,7 @@ import (
 func (s *shard) install(p *projector.Projection) {
 	s.proj = p
 	s.snapAt.Store(p.Position())
-	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = &delibLock{} })
+	p.Deliberations(func(d *projector.Deliberation) { s.locks[d.ID] = s.newLock() })
 	s.indexOpened()
 }
 
