@@ -49,9 +49,10 @@ type Runner struct {
 	onApply   func(*Runner, projector.Msg, projector.Outcome)
 
 	shards     []*shard
-	budget     *byteBudget   // the bytes read and not yet applied (budget.go)
-	dispatched atomic.Uint64 // the last position handed to a shard
-	start      uint64        // the position the stream is read from (after the snapshots)
+	budget     *byteBudget      // the bytes read and not yet applied (budget.go)
+	dispatched atomic.Uint64    // the last position handed to a shard
+	start      uint64           // the position the stream is read from (after the snapshots)
+	clock      func() time.Time // Config.Clock
 	// moved is notified whenever the applied position may have advanced
 	// (Position, WaitFor, WaitForIn).
 	moved notifier
@@ -90,20 +91,29 @@ type Config struct {
 	// announcements, their metrics). It is handed the runner: the first
 	// calls may come before New has returned.
 	OnApply func(r *Runner, m projector.Msg, out projector.Outcome)
+	// Clock is what the runner and its supervisor judge time by: when a
+	// deliberation has settled and what its time limits say (Supervisor),
+	// when the consumer last waited for the in-flight budget (InFlight).
+	// Default time.Now; tests drive it to judge time without sleeping.
+	// The stream's times are the server's, not this clock's.
+	Clock func() time.Time
 }
 
 // New returns a Runner over stream, starting from the snapshots at
 // cfg.SnapshotPath when there are usable ones.
 func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg Config) (*Runner, error) {
 	r := &Runner{js: js, stream: stream, log: cfg.Logger, observe: cfg.Observe, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
-		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify}
+		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify, clock: cfg.Clock}
+	if r.clock == nil {
+		r.clock = time.Now
+	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	if r.snapEvery <= 0 {
 		r.snapEvery = 30 * time.Second
 	}
-	r.budget = newByteBudget(cmp.Or(max(cfg.InFlightBytes, 0), DefaultInFlightBytes))
+	r.budget = newByteBudget(cmp.Or(max(cfg.InFlightBytes, 0), DefaultInFlightBytes), r.clock)
 	n := cfg.Shards
 	if n <= 0 {
 		n = DefaultShards
@@ -162,7 +172,7 @@ func (r *Runner) shardOf(deliberation string) *shard {
 // a caller applies with ApplyInMemory: for tests and benchmarks of what
 // reads the runner.
 func NewInMemory(n int, opts projector.Options) *Runner {
-	r := &Runner{opts: opts, shards: make([]*shard, n)}
+	r := &Runner{opts: opts, shards: make([]*shard, n), clock: time.Now}
 	for i := range r.shards {
 		r.shards[i] = &shard{i: i, proj: projector.New(opts), locks: map[string]*delibLock{}, held: map[string][]*item{}, heldHead: map[string]uint64{}}
 	}
