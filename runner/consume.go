@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -50,7 +51,10 @@ const (
 // occupy the validators.
 const Reverifiers = 8
 
-// Run consumes the stream until ctx ends, then writes last snapshots.
+// Run consumes the stream until ctx ends or the consumer does, then
+// writes last snapshots. It returns nil when ctx ended it; when the
+// consumer ended first (the connection closed, the stream deleted), an
+// error that says so and why, once everything it started has stopped.
 func (r *Runner) Run(ctx context.Context) error {
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if r.start > 0 {
@@ -108,11 +112,21 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.runShard(shardCtx, s)
 		}()
 	}
+	// What runs beside the consumer (the snapshot loop, the stream's
+	// watch) stops when it does, whatever ended it.
+	besideCtx, endBeside := context.WithCancel(ctx)
+	defer endBeside()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.snapshotLoop(ctx)
+		r.snapshotLoop(besideCtx)
+	}()
+	consumeErrs, gone := make(chan struct{}, 1), make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.watchStream(besideCtx, consumeErrs, gone)
 	}()
 	// The consumer's handler runs on one goroutine of the NATS client; a
 	// reset of the ordered consumer (a node lost) starts another, so the
@@ -227,27 +241,38 @@ func (r *Runner) Run(ctx context.Context) error {
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			lastErr.Store(fmt.Sprint(err))
 			r.log.Debug("consume", "position", r.Position(), "err", err)
+			signal(consumeErrs) // called under the consumer's lock: no waiting here
 		}))
 	var runErr error
 	if err != nil {
 		runErr = fmt.Errorf("service: consume: %w", err)
 	} else {
 		closed := cc.Closed()
-		select {
-		case <-ctx.Done():
-			cc.Stop()
+		stopConsumer := func() {
+			// Stop waits for the ordered consumer's lock, which a reset
+			// holds between its attempts to recreate the consumer (up to
+			// 10 s apart while the stream is gone): not here.
+			go cc.Stop()
 			select {
 			case <-closed:
 			case <-time.After(5 * time.Second):
 				r.log.Warn("the consumer did not stop within 5 s; going on without it")
 			}
+		}
+		select {
+		case <-ctx.Done():
+			stopConsumer()
 		case <-closed:
 			if ctx.Err() == nil {
 				why, _ := lastErr.Load().(string)
 				runErr = fmt.Errorf("service: consume ended at position %d: %s", r.Position(), cmp.Or(why, "the consumer closed"))
 			}
+		case err := <-gone:
+			stopConsumer()
+			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), wire.StreamName, err)
 		}
 	}
+	endBeside()
 	mu.Lock()
 	flush()
 	stop = true
@@ -268,6 +293,39 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.log.Error("final snapshot", "err", err)
 	}
 	return runErr
+}
+
+// streamRecheck is how long after a consumer error the runner asks again
+// whether the stream is still there.
+const streamRecheck = 2 * time.Second
+
+// watchStream sends on gone the error that says the stream is gone, once
+// it is. The ordered consumer recreates its consumer on the server
+// whenever it is lost (a node lost, the consumer deleted) and retries for
+// ever while the stream is gone, reporting nothing after the first
+// error: so, on each error of the consumer (errs), the runner asks for
+// the stream, then once more streamRecheck later (in a cluster the
+// stream's removal may reach the server asked after the consumer's).
+func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone chan<- error) {
+	recheck := time.NewTimer(0)
+	recheck.Stop()
+	defer recheck.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-errs:
+			recheck.Reset(streamRecheck)
+		case <-recheck.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := r.js.Stream(lctx, wire.StreamName)
+		cancel()
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			gone <- err
+			return
+		}
+	}
 }
 
 // ackMetadata reads a JetStream message's stream position, time and the
