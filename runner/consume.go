@@ -248,27 +248,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("service: consume: %w", err)
 	} else {
 		closed := cc.Closed()
-		stopConsumer := func() {
+		select {
+		case <-ctx.Done():
 			// Stop waits for the ordered consumer's lock, which a reset
 			// holds between its attempts to recreate the consumer (up to
-			// 10 s apart while the stream is gone): not here.
+			// 10 s apart while the stream is unreachable): not here.
 			go cc.Stop()
 			select {
 			case <-closed:
 			case <-time.After(5 * time.Second):
 				r.log.Warn("the consumer did not stop within 5 s; going on without it")
 			}
-		}
-		select {
-		case <-ctx.Done():
-			stopConsumer()
 		case <-closed:
 			if ctx.Err() == nil {
 				why, _ := lastErr.Load().(string)
 				runErr = fmt.Errorf("service: consume ended at position %d: %s", r.Position(), cmp.Or(why, "the consumer closed"))
 			}
 		case err := <-gone:
-			stopConsumer()
+			// Nothing more can arrive; the consumer stops once its reset
+			// lets go (stop keeps out whatever it still hands over).
+			go cc.Stop()
 			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), wire.StreamName, err)
 		}
 	}
@@ -297,19 +296,23 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // streamRecheck is how long after a consumer error the runner asks again
 // whether the stream is still there.
-const streamRecheck = 2 * time.Second
+const streamRecheck = time.Second
 
 // watchStream sends on gone the error that says the stream is gone, once
 // it is. The ordered consumer recreates its consumer on the server
-// whenever it is lost (a node lost, the consumer deleted) and retries for
-// ever while the stream is gone, reporting nothing after the first
-// error: so, on each error of the consumer (errs), the runner asks for
-// the stream, then once more streamRecheck later (in a cluster the
-// stream's removal may reach the server asked after the consumer's).
+// whenever it is lost (a node lost, the consumer deleted) and, while the
+// stream is gone, retries for ever without reporting anything after the
+// first error. So on each error of the consumer (errs) the runner asks
+// for the stream at once and again streamRecheck later (in a cluster the
+// stream's removal may reach the server asked after the consumer's); two
+// answers in a row that it does not exist (a cluster electing its
+// leaders may answer so for a moment, as the engine's health check
+// knows) and it is gone.
 func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone chan<- error) {
-	recheck := time.NewTimer(0)
+	recheck := time.NewTimer(streamRecheck)
 	recheck.Stop()
 	defer recheck.Stop()
+	notFound := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -321,10 +324,15 @@ func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone cha
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := r.js.Stream(lctx, wire.StreamName)
 		cancel()
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			notFound = 0
+			continue
+		}
+		if notFound++; notFound >= 2 {
 			gone <- err
 			return
 		}
+		recheck.Reset(streamRecheck)
 	}
 }
 
