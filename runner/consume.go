@@ -186,7 +186,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.dispatched.Store(b.items[len(b.items)-1].m.Seq)
 		// A shard with nothing of the batch is complete up to its end.
-		r.moved.notify()
+		r.advanced()
 	}
 	timer := time.AfterFunc(time.Hour, func() {
 		mu.Lock()

@@ -20,7 +20,7 @@ func TestNotifier_NoLostWakeUp(t *testing.T) {
 			defer wg.Done()
 			for want := uint64(1); want <= last; want++ {
 				for {
-					c := n.wait()
+					c := n.wait(want)
 					if pos.Load() >= want {
 						break
 					}
@@ -36,7 +36,39 @@ func TestNotifier_NoLostWakeUp(t *testing.T) {
 	}
 	for i := uint64(1); i <= last; i++ {
 		pos.Store(i)
-		n.notify()
+		n.notify(i)
 	}
 	wg.Wait()
+}
+
+// A waiter for a position beyond what a notify says may be reached is not
+// woken by it (a reader far ahead of the projection does not wake with
+// every batch); one within it is.
+func TestNotifier_WakesOnlyWithinTheBound(t *testing.T) {
+	var n notifier
+	far := n.wait(100)
+	n.notify(50)
+	select {
+	case <-far:
+		t.Fatal("woken by a notify up to 50 while waiting for 100")
+	default:
+	}
+	near := n.wait(40)
+	n.notify(50)
+	select {
+	case <-near:
+	default:
+		t.Fatal("not woken by a notify up to 50 while waiting for 40")
+	}
+	// Woken too (they shared the channel): it waits again, for 100 alone.
+	<-far
+	again := n.wait(100)
+	n.notify(99)
+	select {
+	case <-again:
+		t.Fatal("woken by a notify up to 99 while waiting for 100")
+	default:
+	}
+	n.notify(100)
+	<-again
 }

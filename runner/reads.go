@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -50,7 +51,7 @@ func (l *delibLock) awaitDrained() {
 	t := time.NewTimer(readerWait)
 	defer t.Stop()
 	for {
-		c := l.drained.wait()
+		c := l.drained.wait(0)
 		if !l.wanted.Load() {
 			return
 		}
@@ -96,7 +97,7 @@ func (l *delibLock) release() {
 	}
 	l.wanted.Store(false)
 	l.Unlock()
-	l.drained.notify()
+	l.drained.notify(math.MaxUint64)
 }
 
 // signal wakes the goroutine that receives on c (capacity 1), without
@@ -238,6 +239,12 @@ func (r *Runner) Position() uint64 {
 	return pos
 }
 
+// advanced wakes the waiters for positions up to the last one handed to
+// the shards: what a shard applied, held or handed over may have moved
+// theirs (every waiter's position is at most that one). Called after the
+// move.
+func (r *Runner) advanced() { r.moved.notify(r.dispatched.Load()) }
+
 // WaitFor waits until the projection has applied every message up to
 // position seq, or ctx ends. It does not poll: the shards wake the
 // waiters each time they have applied a batch's part or held messages.
@@ -270,7 +277,7 @@ func (r *Runner) wait(ctx context.Context, seq uint64, pos func() uint64) error 
 	for {
 		// The channel first, then the position: an advance after the
 		// check closes the channel (notifier).
-		moved := r.moved.wait()
+		moved := r.moved.wait(seq)
 		if pos() >= seq {
 			return nil
 		}

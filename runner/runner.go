@@ -54,7 +54,7 @@ type Runner struct {
 	start      uint64           // the position the stream is read from (after the snapshots)
 	clock      func() time.Time // Config.Clock
 	// moved is notified whenever the applied position may have advanced
-	// (Position, WaitFor, WaitForIn).
+	// (advanced; Position, WaitFor, WaitForIn).
 	moved notifier
 }
 
@@ -194,6 +194,6 @@ func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 	s.enq.Store(m.Seq)
 	s.processed.Store(m.Seq)
 	r.dispatched.Store(m.Seq)
-	r.moved.notify()
+	r.advanced()
 	return out
 }

@@ -111,7 +111,7 @@ func (r *Runner) runShard(ctx context.Context, s *shard) {
 		for _, it := range its {
 			r.handle(s, it)
 		}
-		r.moved.notify()
+		r.advanced()
 		return true
 	}
 	for {
@@ -245,7 +245,7 @@ func (r *Runner) drain(s *shard) {
 		}
 	}
 	s.heldMin.Store(low)
-	r.moved.notify()
+	r.advanced()
 }
 
 func (r *Runner) applied(it *item, out projector.Outcome) {
