@@ -25,10 +25,11 @@ type byteBudget struct {
 	waits uint64
 	last  time.Time
 	peak  int64
+	now   func() time.Time
 }
 
-func newByteBudget(max int64) *byteBudget {
-	b := &byteBudget{max: max}
+func newByteBudget(max int64, now func() time.Time) *byteBudget {
+	b := &byteBudget{max: max, now: now}
 	b.cond.L = &b.mu
 	return b
 }
@@ -40,7 +41,7 @@ func (b *byteBudget) take(n int64) int64 {
 	b.mu.Lock()
 	if b.used+n > b.max {
 		b.waits++
-		b.last = time.Now()
+		b.last = b.now()
 		for b.used+n > b.max {
 			b.cond.Wait()
 		}

@@ -72,7 +72,7 @@ func (r *Runner) DeliberationsBefore(before uint64, fn func(*projector.Deliberat
 		heads[best] = l[:len(l)-1]
 		e.l.rlock()
 		more := fn(e.d)
-		e.l.RUnlock()
+		e.l.runlock()
 		if !more {
 			return
 		}

@@ -21,12 +21,18 @@ import (
 // Supervisor runs the termination supervisor: it judges every deliberation
 // with termination.Decide and publishes what it decides as _supervisor,
 // each publish guarded by the expected last sequence of the deliberation's
-// subjects. It owns the clock; the decision is pure.
+// subjects. It judges time by its clock (Now: the runner's, Config.Clock);
+// the decision is pure.
 type Supervisor struct {
-	r     *Runner
-	js    jetstream.JetStream
-	log   *slog.Logger
-	Now   func() time.Time
+	r   *Runner
+	js  jetstream.JetStream
+	log *slog.Logger
+	// Now is the clock every judgment is made at: the settle, MaxWait,
+	// the limits that depend on time (termination.Decide), the back-off
+	// after a refusal. NewSupervisor sets it to the runner's clock
+	// (Config.Clock).
+	Now func() time.Time
+	// Every is the interval between Run's steps.
 	Every time.Duration
 
 	// Settle is how long a deliberation should have been quiet (no new
@@ -71,7 +77,11 @@ func NewSupervisor(r *Runner, js jetstream.JetStream, log *slog.Logger) *Supervi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{r: r, js: js, log: log, Now: time.Now, Every: 250 * time.Millisecond, judged: map[string]uint64{}, seen: map[string]seenAt{},
+	now := r.clock
+	if now == nil {
+		now = time.Now
+	}
+	return &Supervisor{r: r, js: js, log: log, Now: now, Every: 250 * time.Millisecond, judged: map[string]uint64{}, seen: map[string]seenAt{},
 		refused: map[string]time.Time{}}
 }
 

@@ -197,3 +197,39 @@ func TestSupervisor_TwoEnginesNeverFight(t *testing.T) {
 		}
 	}
 }
+
+// The supervisor judges time by the runner's clock (Config.Clock): a
+// deliberation is judged once it has been quiet for Settle by that clock,
+// which the test moves without sleeping.
+func TestSupervisor_SettleByTheRunnersClock(t *testing.T) {
+	b := newBed(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	r, err := runner.New(context.Background(), b.js, b.stream, runner.Config{Shards: 2, Clock: clock,
+		Projector: projector.Options{Rules: termination.Rules{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	b.open(delibA)
+	if err := r.WaitFor(ctx, b.publish(wire.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))); err != nil {
+		t.Fatal(err)
+	}
+	s := runner.NewSupervisor(r, b.js, nil)
+	s.Settle, s.MaxWait = time.Hour, 2*time.Hour
+	for range 3 {
+		if n := s.Step(ctx); n != 0 {
+			t.Fatalf("published %d before the deliberation settled by the runner's clock", n)
+		}
+	}
+	now.Add(int64(time.Hour))
+	if n := s.Step(ctx); n != 1 {
+		t.Fatalf("published %d once settled by the runner's clock, want its TERMINATION", n)
+	}
+}

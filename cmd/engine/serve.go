@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -142,7 +143,14 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	case <-ctx.Done():
 		cfg.Logger.Info("shutting down")
 	case <-s.Done():
-		cfg.Logger.Error("projector stopped", "err", s.Err())
+		// The runner ended on its own: its consumer did (the connection
+		// closed, the stream deleted). Nothing is applied any more.
+		why := s.Err()
+		if why == nil {
+			why = errors.New("the runner ended without an error")
+		}
+		cfg.Logger.Error("projector stopped", "err", why)
+		fmt.Fprintf(e.stderr, "engine serve: the projection stopped: %v\n", why)
 		code = 1
 	}
 	if err := s.Close(); err != nil {
