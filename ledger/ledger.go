@@ -122,8 +122,20 @@ func Check(cfg jetstream.StreamConfig) error {
 // checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
 // could drop or erase messages. It never changes an existing stream.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
+	return ensure(ctx, js, replicas, true)
+}
+
+// Existing looks up the stream and checks it as Ensure does, but never
+// creates it: a missing stream is jetstream.ErrStreamNotFound.
+func Existing(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	return ensure(ctx, js, 0, false)
+}
+
+func ensure(ctx context.Context, js jetstream.JetStream, replicas int, create bool) (jetstream.Stream, error) {
 	s, err := js.Stream(ctx, wire.StreamName)
 	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && !create:
+		return nil, fmt.Errorf("ledger: stream %s: %w", wire.StreamName, err)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		s, err = js.CreateStream(ctx, StreamConfig(replicas))
 		if err != nil {

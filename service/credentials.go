@@ -15,6 +15,10 @@ import (
 // when the engine stops).
 const CredentialsFile = "credentials.json"
 
+// SnapshotFile is where the projection's snapshots are kept in the data
+// directory, one file per shard (SnapshotFile.<i>-of-<n>).
+const SnapshotFile = "projection.snapshot"
+
 // Credentials are what a running engine generated at start, for its
 // operator: the NATS operator user of the embedded default (which may
 // publish on every parley subject, as engine import needs, but not delete,

@@ -232,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
-		SnapshotPath:  filepath.Join(cfg.DataDir, "projection.snapshot"),
+		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
@@ -361,10 +361,26 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 // JetStream leader drops the requests it gets meanwhile, and a request
 // that waited for the whole of ctx would miss the leader elected a moment
 // later. An unsafe stream or a refusal ends it at once; ctx ends the wait.
+//
+// A data directory that holds snapshots was folded from a stream, which
+// must still be there: an engine started after the stream was deleted
+// would otherwise create an empty one and serve it as the record, the
+// history it folded gone without a word. It refuses to start instead.
 func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	snaps, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, SnapshotFile+".*-of-*"))
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := ledger.Ensure(actx, s.js, s.cfg.Replicas)
+		var st jetstream.Stream
+		var err error
+		if len(snaps) > 0 {
+			st, err = ledger.Existing(actx, s.js)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				cancel()
+				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", wire.StreamName, s.cfg.DataDir, filepath.Base(snaps[0]))
+			}
+		} else {
+			st, err = ledger.Ensure(actx, s.js, s.cfg.Replicas)
+		}
 		cancel()
 		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
 			errors.Is(err, jetstream.ErrNoStreamResponse) || ledger.IsJetStreamNotAvailable(err))

@@ -18,6 +18,8 @@ import (
 // The stream deleted under a running engine (by the cluster's
 // administrator): its consumer is dead, and engine serve exits 1 at once,
 // saying why, instead of serving a projection that no longer moves.
+// Started again on its data directory, it refuses to create an empty
+// stream in the deleted one's place.
 func TestServe_ExitsWhenTheStreamIsDeleted(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	os.WriteFile(conf, []byte(`
@@ -35,9 +37,11 @@ accounts { A { jetstream: enabled, users: [
 	defer cancel()
 	var out, errb syncBuffer
 	done := make(chan int, 1)
+	data := t.TempDir()
+	args := []string{"serve", "--nats", srv.ClientURL(), "--user", "engine", "--password", "engine", "--data", data,
+		"--http", "127.0.0.1:0", "--log-level", "warn"}
 	go func() {
-		done <- Run(ctx, []string{"serve", "--nats", srv.ClientURL(), "--user", "engine", "--password", "engine", "--data", t.TempDir(),
-			"--http", "127.0.0.1:0", "--log-level", "warn"}, strings.NewReader(""), &out, &errb)
+		done <- Run(ctx, args, strings.NewReader(""), &out, &errb)
 	}()
 	for !strings.Contains(out.String(), "  data  ") {
 		select {
@@ -65,5 +69,12 @@ accounts { A { jetstream: enabled, users: [
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("serve still running 20 s after the stream's deletion: %s", errb.String())
+	}
+	var out2, errb2 syncBuffer
+	if code := Run(ctx, args, strings.NewReader(""), &out2, &errb2); code != 1 || !strings.Contains(errb2.String(), "does not exist, but") {
+		t.Fatalf("serve started again exited %d, said:\n%s", code, errb2.String())
+	}
+	if _, err := admin.Stream(ctx, wire.StreamName); err == nil {
+		t.Fatal("the engine started again created a stream in the deleted one's place")
 	}
 }
