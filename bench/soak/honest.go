@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/client"
@@ -73,9 +74,14 @@ func runHonest(ctx context.Context, natsURL string, relays int, finish time.Dura
 
 // deliberate runs one deliberation to its end.
 func deliberate(ctx context.Context, alice, bob *client.Client, title string) (lat []time.Duration, completed, verified bool, err error) {
-	id, err := alice.Open(ctx, client.Charter{Title: title, Participants: []string{"alice", "bob"}})
+	id := uuid.NewString()
+	ack, err := alice.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: title, Participants: []string{"alice", "bob"}}})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("%s: open: %w", title, err)
+	}
+	// The open's verdict: an engine at its bound refuses it.
+	if o, err := alice.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || !o.Took() {
+		return nil, false, false, fmt.Errorf("%s: open: %s %s %v", title, o.Code, o.Message, err)
 	}
 	publish := func(c *client.Client, d events.Draft) (*events.Artifact, error) {
 		t0 := time.Now()
