@@ -3,13 +3,11 @@ package tlog
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/nkeys"
-	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
 	flog "github.com/transparency-dev/formats/log"
@@ -59,7 +57,7 @@ func ParseBody(text []byte) (Checkpoint, error) {
 	if len(fc.Hash) != len(Hash{}) {
 		return Checkpoint{}, fail(ErrCheckpoint, "the root is not 32 bytes")
 	}
-	if !validName(fc.Origin) {
+	if !ValidName(fc.Origin) {
 		return Checkpoint{}, fail(ErrCheckpoint, "the origin is not a key name")
 	}
 	c := Checkpoint{Origin: fc.Origin, Size: fc.Size, Root: Hash(fc.Hash)}
@@ -69,9 +67,9 @@ func ParseBody(text []byte) (Checkpoint, error) {
 	return c, nil
 }
 
-// validName is note's rule for a key name, which an origin must meet to
-// name the log's key: non-empty UTF-8 without spaces or '+'.
-func validName(s string) bool {
+// ValidName reports whether s meets note's rule for a key name, which an
+// origin must meet to name the log's key: non-empty UTF-8 without spaces or '+'.
+func ValidName(s string) bool {
 	return s != "" && strings.ToValidUTF8(s, "") == s && !strings.ContainsAny(s, "+ \t\n\r\v\f\u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 }
 
@@ -124,11 +122,11 @@ func NewSigner(seed []byte, origin string) (*Signer, error) {
 // the key hash being the first four bytes of SHA-256(origin || "\n" ||
 // 0x01 || public key), big-endian.
 func VerifierKey(publicKey, origin string) (string, error) {
-	pub, err := ed25519Key(publicKey)
+	pub, err := PublicKey(publicKey)
 	if err != nil {
 		return "", err
 	}
-	if !validName(origin) {
+	if !ValidName(origin) {
 		return "", fail(ErrOrigin, "not a key name")
 	}
 	vkey, err := note.NewEd25519VerifierKey(origin, pub)
@@ -138,9 +136,9 @@ func VerifierKey(publicKey, origin string) (string, error) {
 	return vkey, nil
 }
 
-// ed25519Key decodes an nkeys public key of an Ed25519 kind: server,
+// PublicKey decodes an nkeys public key of an Ed25519 kind: server,
 // cluster, operator, account or user.
-func ed25519Key(publicKey string) (ed25519.PublicKey, error) {
+func PublicKey(publicKey string) (ed25519.PublicKey, error) {
 	kinds := map[byte]nkeys.PrefixByte{'N': nkeys.PrefixByteServer, 'C': nkeys.PrefixByteCluster, 'O': nkeys.PrefixByteOperator, 'A': nkeys.PrefixByteAccount, 'U': nkeys.PrefixByteUser}
 	if publicKey == "" {
 		return nil, fail(ErrKey, "not an Ed25519 nkeys public key")
@@ -195,7 +193,7 @@ func Sign(c Checkpoint, signers ...note.Signer) ([]byte, error) {
 	if len(signers) == 0 || signers[0].Name() != c.Origin {
 		return nil, fail(ErrOrigin, "the log's key is named by its origin")
 	}
-	if !validName(c.Origin) {
+	if !ValidName(c.Origin) {
 		return nil, fail(ErrOrigin, "the origin is not a key name")
 	}
 	b, err := note.Sign(&note.Note{Text: string(c.Body())}, signers...)
@@ -249,68 +247,6 @@ func signedBy(n *note.Note, v note.Verifier) bool {
 		}
 	}
 	return false
-}
-
-// Cosigner returns a C2SP tlog-cosignature (cosignature/v1) signer named
-// name with an nkeys seed's Ed25519 key: a witness's. Its signatures carry
-// the time they were made.
-func Cosigner(seed []byte, name string) (note.Signer, error) {
-	_, raw, err := nkeys.DecodeSeed(seed)
-	if err != nil || len(raw) != ed25519.SeedSize || !validName(name) {
-		return nil, fail(ErrKey, "not an nkeys seed and a key name")
-	}
-	// formats' cosignature signer reads note's private key encoding; it
-	// recomputes the key hash itself.
-	skey := "PRIVATE+KEY+" + name + "+00000000+" + base64.StdEncoding.EncodeToString(append([]byte{0x04}, raw...))
-	s, err := fnote.NewSignerForCosignatureV1(skey)
-	if err != nil {
-		return nil, fail(ErrKey, err.Error())
-	}
-	return s, nil
-}
-
-// CosignatureVerifierKey returns the note verifier key of a witness:
-// "<name>+<8 hex key hash>+<base64 of 0x04 || public key>", the key hash
-// being the first four bytes of SHA-256(name || "\n" || 0x04 || public
-// key).
-func CosignatureVerifierKey(publicKey, name string) (string, error) {
-	pub, err := ed25519Key(publicKey)
-	if err != nil {
-		return "", err
-	}
-	if !validName(name) {
-		return "", fail(ErrKey, "not a key name")
-	}
-	vkey, err := note.NewEd25519VerifierKey(name, pub)
-	if err != nil {
-		return "", fail(ErrKey, err.Error())
-	}
-	vkey, err = fnote.VKeyToCosignatureV1(vkey)
-	if err != nil {
-		return "", fail(ErrKey, err.Error())
-	}
-	return vkey, nil
-}
-
-// CosignatureVerifier returns the verifier of a witness's cosignatures,
-// given an nkeys public key and the witness's name, or its cosignature
-// verifier key.
-func CosignatureVerifier(key, name string) (note.Verifier, error) {
-	vkey := key
-	if !strings.Contains(key, "+") {
-		var err error
-		if vkey, err = CosignatureVerifierKey(key, name); err != nil {
-			return nil, err
-		}
-	}
-	v, err := fnote.NewVerifierForCosignatureV1(vkey)
-	if err != nil {
-		return nil, fail(ErrKey, err.Error())
-	}
-	if v.Name() != name {
-		return nil, fail(ErrKey, "the verifier key names "+strconv.Quote(v.Name()))
-	}
-	return v, nil
 }
 
 // Cosign adds cosignatures to a signed checkpoint that log has signed,

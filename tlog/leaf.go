@@ -4,11 +4,11 @@
 // signed notes, Ed25519, with keys taken from nkeys seeds); inclusion and
 // consistency proofs (transparency-dev/merkle); receipts as C2SP
 // tlog-proof documents (transparency-dev/formats) that carry the leaf; and
-// optional C2SP tlog-cosignature witness signatures.
+// optional C2SP tlog-cosignature witness signatures (made and checked with
+// package tlog/cosign).
 //
 // Every byte is specified in docs/VERIFY.md. The package does no IO and
-// reads no clock, except that a cosigner made by Cosigner stamps its
-// cosignature with the time, as tlog-cosignature requires.
+// reads no clock.
 package tlog
 
 import (

@@ -520,59 +520,6 @@ func must2(h tlog.Hash, err error) tlog.Hash {
 	return h
 }
 
-func TestCosignatures(t *testing.T) {
-	origin, _ := tlog.Origin(delib)
-	seed, public := keyPair(t, nkeys.PrefixByteServer, 2)
-	wseed, wpublic := keyPair(t, nkeys.PrefixByteServer, 3)
-	s, _ := tlog.NewSigner(seed, origin)
-	v, _ := tlog.NewVerifier(public, origin)
-	w, err := tlog.Cosigner(wseed, "witness.example/w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wv, err := tlog.CosignatureVerifier(wpublic, "witness.example/w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.KeyHash() != wv.KeyHash() {
-		t.Fatal("cosigner and verifier key hashes differ")
-	}
-	tr := build(msgs(3))
-	cp := tlog.Checkpoint{Origin: origin, Size: 3, Root: tr.Root()}
-	signed, _ := tlog.Sign(cp, s)
-	if _, _, err := tlog.Open(signed, origin, v, wv); !errors.Is(err, tlog.ErrSignature) {
-		t.Errorf("a missing cosignature: %v", err)
-	}
-	cosigned, err := tlog.Cosign(signed, origin, v, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, n, err := tlog.Open(cosigned, origin, v, wv)
-	if err != nil || got != cp || len(n.Sigs) != 2 {
-		t.Fatalf("cosigned: %v\n%s", err, cosigned)
-	}
-	// The log's verifier alone still opens it: the cosignature is an
-	// unknown signature to it, ignored.
-	if _, _, err := tlog.Open(cosigned, origin, v); err != nil {
-		t.Fatal(err)
-	}
-	// The cosignature is not the log's signature.
-	if _, _, err := tlog.Open(cosigned, origin, mustV(tlog.NewVerifier(wpublic, origin))); !errors.Is(err, tlog.ErrSignature) {
-		t.Errorf("the witness as the log: %v", err)
-	}
-	wvkey, _ := tlog.CosignatureVerifierKey(wpublic, "witness.example/w1")
-	if wv2, err := tlog.CosignatureVerifier(wvkey, "witness.example/w1"); err != nil || wv2.KeyHash() != wv.KeyHash() {
-		t.Errorf("cosignature verifier key: %v", err)
-	}
-}
-
-func mustV(v note.Verifier, err error) note.Verifier {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 func FuzzOpen(f *testing.F) {
 	origin, _ := tlog.Origin(delib)
 	seed, public := keyPair(f, nkeys.PrefixByteServer, 2)
