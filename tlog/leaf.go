@@ -38,8 +38,9 @@ type Leaf struct {
 	// Subject is the message's subject, parley.<deliberation>.art.<token>
 	// or parley.<deliberation>.ctl.
 	Subject string
-	// DataHash is SHA-256 of the message's exact bytes; for an artifact
-	// published in canonical form it is the digest of its id.
+	// DataHash is SHA-256 of the message's exact bytes, as published (not
+	// the artifact id, which hashes the canonical form less its
+	// artifact_id member).
 	DataHash Hash
 	// Key and Signature are the values of the Parley-Key and
 	// Parley-Signature headers, empty when absent, committed as they are
