@@ -236,7 +236,7 @@ func Verify(deliberation, token, artifactID string, h Headers, b Binding) error 
 	if err != nil {
 		return fail(ErrBinding, "the key of "+token+" is not an nkeys user public key")
 	}
-	var buf [160]byte
+	var buf [208]byte // the longest message: a 64-byte token
 	msg := appendMessage(buf[:0], deliberation, token, artifactID)
 	if !ed25519.Verify(pub, msg, sig) {
 		return ErrBadSignature
