@@ -31,6 +31,12 @@ var cores = map[string][]string{
 	"binding":     {"canon", "events"},
 	"projector":   {"api", "binding", "canon", "events", "closure", "provenance", "wire"},
 	"termination": {"api", "binding", "canon", "events", "closure", "provenance", "projector", "wire"},
+	// Signatures of artifacts and the log of a deliberation's record:
+	// beside the fold, below what will check them (the projector,
+	// audit). Their witness cosignatures (tlog/cosign) read the clock and
+	// are not a core.
+	"signing": {"canon", "wire"},
+	"tlog":    {"wire"},
 }
 
 // exempt are the banned imports a core may have, and why.
@@ -41,9 +47,13 @@ var exempt = map[string]map[string]string{
 }
 
 // bannedDep reports whether a pure core may not depend on path at all,
-// however indirectly: processes, the network, NATS.
+// however indirectly: processes, the network, NATS. nkeys, NATS's
+// encoding of Ed25519 keys, does no IO: signing and tlog read keys with
+// it.
 func bannedDep(path string) bool {
 	switch {
+	case path == "github.com/nats-io/nkeys":
+		return false
 	case path == "os/exec", path == "net", strings.HasPrefix(path, "net/"), path == "crypto/tls",
 		strings.HasPrefix(path, "github.com/nats-io/"), strings.HasPrefix(path, "golang.org/x/net/"):
 		return true
@@ -317,5 +327,20 @@ func TestPagesBelowService(t *testing.T) {
 	}
 	if !slices.Contains(deps(all, module+"service"), module+"web") {
 		t.Error("the dependency walk misses service's import of web")
+	}
+}
+
+// nkeys is the one package of NATS a core may depend on: the client, the
+// server and jwt stay banned.
+func TestBannedNATS(t *testing.T) {
+	for path, want := range map[string]bool{
+		"github.com/nats-io/nkeys":                 false,
+		"github.com/nats-io/nats.go":               true,
+		"github.com/nats-io/nats-server/v2/server": true,
+		"github.com/nats-io/jwt/v2":                true,
+	} {
+		if bannedDep(path) != want {
+			t.Errorf("bannedDep(%s) = %v", path, !want)
+		}
 	}
 }
