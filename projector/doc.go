@@ -50,5 +50,5 @@
 // Nodes are stored without pointers (references in a per-deliberation
 // arena, the few payloads the fold needs later in a side table), so a
 // projection of a million artifacts costs the garbage collector almost
-// nothing and about 170 bytes per artifact.
+// nothing and about 135 bytes per artifact (BenchmarkProjectionMemory).
 package projector
