@@ -202,13 +202,12 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 		io.WriteString(out, b.String())
 	}
 	draw("")
-	buf := make([]byte, 16)
+	kr := &keyReader{r: in}
 	for {
-		n, err := in.Read(buf)
-		if err != nil || n == 0 {
+		k, err := kr.next()
+		if err != nil {
 			return nil, true
 		}
-		k := buf[:n]
 		switch {
 		case bytes.Equal(k, []byte{3}):
 			return nil, true
@@ -228,7 +227,7 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 			return map[string]any{"resolution": "question"}, false
 		case k[0] == 'a' && q.Hatches.FreeText:
 			draw("Your answer (Enter sends, Ctrl-C leaves):")
-			line, ok := readLine(in, out)
+			line, ok := readLine(kr, out)
 			if !ok {
 				return nil, true
 			}
@@ -238,6 +237,55 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 		}
 		draw("")
 	}
+}
+
+// keyReader splits what a terminal sends into keys: keys that arrive
+// together in one read (typed fast, pasted, or sent by a script) are each
+// a key of their own, an arrow's escape sequence one key. What is left of
+// a read after a key is read first by the next key, or by Read.
+type keyReader struct {
+	r       io.Reader
+	pending []byte
+}
+
+// next returns the next key: an escape sequence ESC [ X, or one byte. An
+// escape sequence split between reads is read whole (the picker has no use
+// for Esc alone).
+func (k *keyReader) next() ([]byte, error) {
+	for len(k.pending) == 0 || (k.pending[0] == 0x1b && len(k.pending) < 3 && (len(k.pending) == 1 || k.pending[1] == '[')) {
+		buf := make([]byte, 64)
+		n, err := k.r.Read(buf)
+		if n > 0 {
+			k.pending = append(k.pending, buf[:n]...)
+			continue
+		}
+		if err != nil && len(k.pending) == 0 {
+			return nil, err
+		}
+		if err != nil || n == 0 {
+			break // what is pending is all there is
+		}
+	}
+	if len(k.pending) == 0 {
+		return nil, io.EOF
+	}
+	n := 1
+	if len(k.pending) >= 3 && k.pending[0] == 0x1b && k.pending[1] == '[' {
+		n = 3
+	}
+	key := k.pending[:n]
+	k.pending = k.pending[n:]
+	return key, nil
+}
+
+// Read reads what is left of the last read first, then the terminal.
+func (k *keyReader) Read(p []byte) (int, error) {
+	if len(k.pending) > 0 {
+		n := copy(p, k.pending)
+		k.pending = k.pending[n:]
+		return n, nil
+	}
+	return k.r.Read(p)
 }
 
 // readLine reads a line in raw mode, echoing it, with backspace.

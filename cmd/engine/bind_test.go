@@ -74,14 +74,12 @@ func TestBind_Terminal(t *testing.T) {
 			t.Fatalf("tmux: %v %s", err, out)
 		}
 		t.Cleanup(func() { exec.Command(tmux, "kill-session", "-t", name).Run() })
-		// What keys do is waited for on the screen (waitFor). The pause
-		// after them keeps them apart: the picker takes one key per read
-		// of the terminal, so keys that arrive together (Down and Enter,
-		// or q and d) are one read, and all but the first are lost.
+		// What keys do is waited for on the screen (waitFor). Keys sent
+		// together reach the picker in one read, and each counts
+		// (TestPick_KeysInOneRead).
 		return func(keys ...string) string {
 			if len(keys) > 0 {
 				exec.Command(tmux, append([]string{"send-keys", "-t", name}, keys...)...).Run()
-				time.Sleep(300 * time.Millisecond)
 			}
 			out, _ := exec.Command(tmux, "capture-pane", "-p", "-t", name).Output()
 			return string(out)
