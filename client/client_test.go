@@ -499,3 +499,64 @@ func TestClient_CatchUp(t *testing.T) {
 		t.Fatalf("after CatchUp: min_position %d, seen %d, want %d", got, c.Seen(), last)
 	}
 }
+
+// Paged reads carry the client's last acknowledged publish as
+// min_position, as every other read does: an engine that has not reached
+// it waits or answers projection.behind, and the page is asked again,
+// instead of "deliberation not found" from an engine still catching up.
+func TestClient_PagesReadYourWrites(t *testing.T) {
+	_, nc := bare(t)
+	js, _ := jetstream.New(nc)
+	if _, err := ledger.Ensure(context.Background(), js, 1); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := client.NewWithOptions(nc, "alice", fast())
+	_, ack, err := c.Publish(context.Background(), delib, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, endpoint := range []string{"artifacts", "rejections", "deliberations"} {
+		t.Run(endpoint, func(t *testing.T) {
+			var mu sync.Mutex
+			var mins []uint64
+			sub, _ := nc.Subscribe(wire.MicroPrefix+"."+endpoint, func(m *nats.Msg) {
+				var req struct {
+					MinPosition uint64 `json:"min_position"`
+				}
+				json.Unmarshal(m.Data, &req)
+				mu.Lock()
+				mins = append(mins, req.MinPosition)
+				n := len(mins)
+				mu.Unlock()
+				if n == 1 {
+					r := nats.NewMsg(m.Reply)
+					r.Header.Set("Nats-Service-Error-Code", "503")
+					r.Header.Set("Nats-Service-Error", "behind")
+					r.Data = []byte(`{"code":"projection.behind","error":"behind","projected":0}`)
+					m.RespondMsg(r)
+					return
+				}
+				if endpoint == "rejections" {
+					m.Respond([]byte(`{"rejections":[],"total":0}`))
+					return
+				}
+				m.Respond([]byte(`[]`))
+			})
+			defer sub.Unsubscribe()
+			var err error
+			switch endpoint {
+			case "artifacts":
+				_, _, err = c.ArtifactPage(context.Background(), delib, client.ListOptions{}, "")
+			case "rejections":
+				_, err = c.RejectionPage(context.Background(), delib, client.ListOptions{}, "")
+			default:
+				_, _, err = c.DeliberationPage(context.Background(), client.ListOptions{}, "")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || len(mins) != 2 || mins[0] != ack.Sequence || mins[1] != ack.Sequence {
+				t.Fatalf("err %v, min_position on each request %v, want %d twice (behind, then the page)", err, mins, ack.Sequence)
+			}
+		})
+	}
+}

@@ -26,6 +26,8 @@ type pageReq struct {
 	Limit  int    `json:"limit"`
 	Cursor string `json:"cursor,omitempty"`
 	Status string `json:"status,omitempty"`
+	// MinPosition: read-your-writes, as every read carries it (fresh).
+	MinPosition uint64 `json:"min_position,omitempty"`
 }
 
 func (o ListOptions) req(id, cursor string) pageReq {
@@ -45,7 +47,15 @@ func (o ListOptions) req(id, cursor string) pageReq {
 
 // page asks a listing endpoint for one page and decodes it into v; it
 // returns the cursor of the next page ("" at the end).
+//
+// A page carries the client's last acknowledged publish as min_position,
+// as every read does: an engine still catching up (one that joined a fleet
+// a moment ago) waits for it, or answers projection.behind and the read
+// is retried, instead of answering that the deliberation does not exist.
 func (c *Client) page(ctx context.Context, op, endpoint string, req pageReq, v any) (string, error) {
+	if !c.opts.NoReadYourWrites {
+		req.MinPosition = c.seen.Load()
+	}
 	msg, err := c.requestMsg(ctx, op, endpoint, req)
 	if err != nil {
 		return "", err
