@@ -653,6 +653,11 @@ func (r *runner) answer(ctx context.Context, p ParticipantConfig, t Turn, res Re
 	if err != nil {
 		return "", err
 	}
+	// The orchestrator's reads (the state, the final closure) carry every
+	// participant's write as min_position, not only its own: an engine
+	// that lags behind it waits instead of answering that a decision it
+	// has not folded yet is unknown.
+	r.orch.Saw(ack.Sequence)
 	if _, err := c.WaitPosition(ctx, r.id, ack.Sequence); err != nil {
 		return "", err
 	}
@@ -894,6 +899,8 @@ func (r *runner) awaitEnd(ctx context.Context) (projector.View, error) {
 			return v, err
 		}
 		if (v.Status.Terminal() && len(v.Terminations) > 0) || time.Now().After(deadline) {
+			// What one engine showed, the next read asks of any other.
+			r.orch.Saw(v.Position)
 			return v, nil
 		}
 		time.Sleep(50 * time.Millisecond)
