@@ -33,6 +33,12 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	}
 	msg, err := q.stream.GetMsg(ctx, position)
 	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound) && position <= q.r.Position():
+		// The projection has applied the position, so the stream holds it:
+		// the replica that answered the read (a direct get may be served
+		// by any) has not caught up. Ask again, not "not found".
+		return out, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable,
+			Message: "read position " + strconv.FormatUint(position, 10) + ": the stream's replica that answered has not reached it yet"}
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return out, notFound("message at position " + strconv.FormatUint(position, 10))
 	case err != nil:
