@@ -64,6 +64,12 @@ type Charter struct {
 	// deliberation's binding moments (projector/binding.go); "" means
 	// wire.PrincipalToken.
 	Principal string `json:"principal,omitempty"`
+	// Keys binds participant tokens to the nkeys user public keys their
+	// artifacts are signed with (signing.Binding; docs/VERIFY.md).
+	Keys map[string]string `json:"keys,omitempty"`
+	// RequireSignatures: an artifact from a participant is admitted only
+	// signed by the key Keys binds to its token.
+	RequireSignatures bool `json:"require_signatures,omitempty"`
 }
 
 // Verdict is what the fold did with one message.

@@ -24,6 +24,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/termination"
 	"github.com/parley-engine/parley/wire"
 )
@@ -118,6 +119,11 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		// carries is the fold's to judge: Export writes the time the fold
 		// gave it.
 		if h := m.Header; h != nil {
+			// An artifact's signature is recorded with it, for an audit
+			// to verify again (an importer's message: the restored
+			// artifact's, which the importer republished).
+			msg.Signature = projector.SignatureOf(msg.msg.Subject, h)
+			msg.msg.Signature = msg.Signature
 			if im := projector.ImportOf(msg.msg.Subject, h.Get); im != nil {
 				msg.msg.Import = im
 				begun = true
@@ -315,6 +321,15 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 			msg.Header.Set(wire.OriginalSubjectHeader, m.Subject)
 			msg.Header.Set(wire.OriginalPositionHeader, strconv.FormatUint(m.Position, 10))
 			msg.Header.Set(wire.OriginalTimeHeader, m.Time.UTC().Format(time.RFC3339Nano))
+			// The restored artifact's signature, which the engine verifies
+			// as its participant's (under another id, --as, it no longer
+			// verifies: a signature names its deliberation).
+			if k := m.Signature.Key; k != "" {
+				msg.Header.Set(signing.KeyHeader, k)
+			}
+			if s := m.Signature.Signature; s != "" {
+				msg.Header.Set(signing.SignatureHeader, s)
+			}
 
 			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
 			msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)

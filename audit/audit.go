@@ -143,7 +143,7 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 		// against the supervisor's rules and the record at its position,
 		// as the live engine does; the audit reports what it refused.
 		// Re-verification, as live, comes before the fold.
-		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}
+		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature}
 		p.Prepare(&msg, verify)
 		out := p.Apply(msg)
 		if r := out.Rejection; r != nil {

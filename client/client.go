@@ -26,6 +26,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -65,6 +66,14 @@ func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, erro
 	if !wire.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
+	if o.SigningKey != nil {
+		if pub, err := o.SigningKey.PublicKey(); err != nil || !signing.ValidKey(pub) {
+			return nil, errors.New("client: the signing key is not an nkeys user key")
+		}
+		if _, err := o.SigningKey.Seed(); err != nil {
+			return nil, errors.New("client: the signing key has no seed: it cannot sign")
+		}
+	}
 	// DefaultAsyncMaxPending first: the caller's options override it.
 	js, err := jetstream.New(nc, append([]jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(DefaultAsyncMaxPending)}, o.JetStream...)...)
 	if err != nil {
@@ -101,6 +110,11 @@ type Charter struct {
 	// Principal is the participant whose resolutions of binding moments
 	// count (docs/BINDING.md); empty: "principal".
 	Principal string `json:"principal,omitempty"`
+	// Keys binds participant tokens to the nkeys user public keys their
+	// artifacts are signed with, and RequireSignatures refuses the
+	// artifacts of participants that are not (docs/VERIFY.md).
+	Keys              map[string]string `json:"keys,omitempty"`
+	RequireSignatures bool              `json:"require_signatures,omitempty"`
 }
 
 // Open opens a new deliberation with a version 7 UUID and returns its id.
@@ -207,10 +221,14 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 // publish publishes to the stream with a deadline for each attempt, retrying
 // what retryable accepts, and records the position acknowledged.
 func (c *Client) publish(ctx context.Context, op, subject string, b []byte, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	return c.publishMsg(ctx, op, &nats.Msg{Subject: subject, Data: b}, retryable, opts...)
+}
+
+func (c *Client) publishMsg(ctx context.Context, op string, msg *nats.Msg, retryable func(error) bool, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	var ack *jetstream.PubAck
 	err := c.retry(ctx, op, c.opts.PublishTimeout, retryable, func(ctx context.Context) error {
 		var err error
-		ack, err = c.js.Publish(ctx, subject, b, opts...)
+		ack, err = c.js.PublishMsg(ctx, msg, opts...)
 		return err
 	})
 	if err != nil {
@@ -241,9 +259,12 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 	if _, err := events.Validate(a.Canonical); err != nil {
 		return nil, err
 	}
-	subject := wire.ArtifactSubject(id, c.participant)
-	ack, err := c.publish(ctx, "publish "+a.ID.String(), subject, a.Canonical, retryablePublish,
-		jetstream.WithMsgID(c.ids.Artifact(subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
+	msg, err := c.artifactMsg(id, a)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.publishMsg(ctx, "publish "+a.ID.String(), msg, retryablePublish,
+		jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -255,13 +276,30 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 // re-validate a (Seal already did). Use it for independent artifacts: async
 // publishes may be stored out of order when retried.
 func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.PubAckFuture, error) {
-	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
+	msg, err := c.artifactMsg(id, a)
+	if err != nil {
+		return nil, err
+	}
 	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 		jetstream.WithStallWait(30*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
 	return f, nil
+}
+
+// artifactMsg is the message that publishes a to deliberation id: signed
+// when the client holds a signing key (Options.SigningKey).
+func (c *Client) artifactMsg(id string, a *events.Artifact) (*nats.Msg, error) {
+	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
+	if c.opts.SigningKey != nil {
+		h, err := signing.Sign(c.opts.SigningKey, id, c.participant, a.ID.String())
+		if err != nil {
+			return nil, fmt.Errorf("client: sign %s for %s: %w", a.ID, id, err)
+		}
+		h.Set(msg.Header)
+	}
+	return msg, nil
 }
 
 // PublishAsyncComplete is closed when every async publish is acknowledged.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/wire"
@@ -48,6 +49,12 @@ type Options struct {
 	// JetStream configure the client's JetStream context (for example
 	// jetstream.WithPublishAsyncMaxPending).
 	JetStream []jetstream.JetStreamOpt
+	// SigningKey, when set, is the participant's nkeys user key pair,
+	// with its seed (signing.KeyPair of an "SU…" seed): every artifact
+	// the client publishes carries its signature (the Parley-Key and
+	// Parley-Signature headers, docs/VERIFY.md), which a charter that
+	// binds the key to the participant's token checks. Nil: unsigned.
+	SigningKey nkeys.KeyPair
 }
 
 // Defaults of Options.

@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -215,9 +216,12 @@ func (d *Deliberation) rejectErr(seq uint64, participant, id string, err error) 
 	msg := err.Error()
 	var ce *canon.Error
 	var ee *events.Error
+	var se *signing.Error
 	switch {
 	case errors.As(err, &ce):
 		msg = ce.Msg
+	case errors.As(err, &se):
+		msg = se.Msg
 	case errors.As(err, &ee):
 		msg = ee.Msg
 		if ee.Path != "" {
@@ -269,6 +273,11 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		return d.rejectErr(m.Seq, participant, "", err)
 	}
 	id := func() string { return a.ID.String() }
+	// Who published it comes first: an artifact whose signature the
+	// charter's binding refuses is nobody's (not even late).
+	if err := d.signatureRule(m, participant, a); err != nil {
+		return d.rejectErr(m.Seq, participant, id(), err)
+	}
 	super := participant == wire.SupervisorToken
 	// A TERMINATION from one of the charter's terminators (authorize
 	// judges whether the record justifies it).

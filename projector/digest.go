@@ -102,6 +102,9 @@ func (d *Deliberation) computeDigest(legacy bool) canon.Digest {
 		if d.Charter.Principal != "" {
 			w.line("principal", q(d.Charter.Principal))
 		}
+		if len(d.Charter.Keys) > 0 {
+			w.line("keys", q(string(mustJSON(d.Charter.Keys))), strconv.FormatBool(d.Charter.RequireSignatures))
+		}
 	}
 	// The artifacts in stream order, which is the order they were
 	// admitted in. Their ordinals come from one walk along the

@@ -35,6 +35,9 @@ func (d *Deliberation) referenceDigest() canon.Digest {
 		if d.Charter.Principal != "" {
 			line("principal", q(d.Charter.Principal))
 		}
+		if len(d.Charter.Keys) > 0 {
+			line("keys", q(string(mustJSON(d.Charter.Keys))), strconv.FormatBool(d.Charter.RequireSignatures))
+		}
 	}
 	ids := d.ids()
 	order := make([]int32, len(d.nodes))

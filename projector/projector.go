@@ -14,6 +14,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -49,6 +50,17 @@ type Msg struct {
 	// alone. The fold never re-queries a substrate: it reads no file and
 	// runs no process.
 	Reverified []provenance.Verification
+	// Signature is, for a message on an artifact subject, its signature
+	// headers (SignatureOf), which the fold checks against the charter's
+	// key binding (docs/VERIFY.md); ignored in a deliberation whose charter
+	// binds no keys.
+	Signature signing.Headers
+	// SignatureChecked and SignatureErr are the verdict of
+	// PrepareSignature on Signature, when the runner verified it ahead of
+	// the fold (an Ed25519 verification is costly, and needs no state of
+	// the fold); not checked: the fold verifies.
+	SignatureChecked bool
+	SignatureErr     error
 }
 
 // Import is an imported message's account of the message it restores
@@ -153,7 +165,10 @@ var Codes = []string{CodeSubjectInvalid, CodeDeliberationInvalid, CodeParticipan
 	CodeSuspended, CodeTerminal, CodeControlInvalid, CodeNotInCharter, CodeDuplicate,
 	CodeLimitArtifactSize, CodeLimitReferences, CodeLimitGraphDepth, CodeLimitParticipant, CodeLimitArtifacts, CodeUnknownTarget, CodeImporting, CodeImportInvalid, CodeControlTooLarge, CodeDeliberationLimit,
 	CodeSupervisorUnjustified, CodeTerminationUnauthorized, CodeTerminationUnjustified,
-	CodeBindingNotPrincipal, CodeBindingInvalid, CodeBindingResolved}
+	CodeBindingNotPrincipal, CodeBindingInvalid, CodeBindingResolved,
+	// The signature rejections (SignatureCodes), of class
+	// signing.ClassSignature.
+	signing.ErrNoSignature.Code, signing.ErrMalformed.Code, signing.ErrUnknownToken.Code, signing.ErrWrongKey.Code, signing.ErrBadSignature.Code}
 
 // LimitCodes are the per-artifact limit breaches of a charter; the
 // supervisor answers each with a FAILURE.
@@ -730,6 +745,9 @@ func parseControl(data []byte) (Control, *Charter, error) {
 			}
 		}
 		if err := checkPrincipal(&ch); err != nil {
+			return c, nil, err
+		}
+		if err := checkKeys(&ch); err != nil {
 			return c, nil, err
 		}
 		return c, &ch, nil

@@ -16,7 +16,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 9
+const snapshotVersion = 10
 
 type snapshot struct {
 	Version       int

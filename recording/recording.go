@@ -4,18 +4,22 @@
 //   - the artifact log: one canonical artifact per line, in stream order:
 //     the DAG of a deliberation, what engine closure reads;
 //   - the stream recording: full fidelity. A header line
-//     {"parley_recording":"stream","version":1,"deliberation":ID}, then one
+//     {"parley_recording":"stream","version":2,"deliberation":ID}, then one
 //     line per message of the deliberation, in stream order: artifacts,
 //     control messages and rejected submissions alike, with its stream
-//     position, subject, time and exact bytes (base64), and a hash chain:
-//     {"position":N,"subject":…,"time":RFC3339Nano,"data":BASE64,"chain":HEX},
+//     position, subject, time and exact bytes (base64), an artifact's
+//     signature headers when it has them, and a hash chain:
+//     {"position":N,"subject":…,"time":RFC3339Nano,"data":BASE64,["key":…,"signature":…,]"chain":HEX},
 //     then a trailer {"parley_recording_end":true,"messages":N,"chain":HEX}
 //     (with the live engine's state_digest when the exporter had it).
 //     chain is SHA-256 over the previous line's chain (none for the first)
 //     and the message's position, subject, time and bytes, each
-//     length-prefixed: a changed byte, a removed or reordered line breaks
-//     it at that line, and a truncated recording lacks its trailer or
-//     disagrees with its count.
+//     length-prefixed, then, for a message with a signature header, the
+//     key and the signature, each length-prefixed: a changed byte, a
+//     removed or reordered line breaks it at that line, and a truncated
+//     recording lacks its trailer or disagrees with its count. Version 1,
+//     which had no signatures, is read as before (its chain is version 2's
+//     for messages without signatures).
 //
 // Readers detect the format from the first line. Both stream: a recording
 // of any length is read in constant memory (lines are bounded).
@@ -32,6 +36,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/parley-engine/parley/signing"
 )
 
 // Format of a recording.
@@ -50,7 +56,15 @@ type Message struct {
 	Subject  string
 	Time     time.Time
 	Data     []byte
+	// Signature is an artifact's Parley-Key and Parley-Signature headers
+	// (projector.SignatureOf), so that an audit verifies them again and an
+	// import publishes them again; empty in a version 1 recording.
+	Signature signing.Headers
 }
+
+// Version is the stream recording version the Writer writes; the Reader
+// reads it and every earlier one.
+const Version = 2
 
 // Header is a stream recording's first line.
 type Header struct {
@@ -64,6 +78,8 @@ type line struct {
 	Subject  string    `json:"subject"`
 	Time     time.Time `json:"time"`
 	Data     string    `json:"data"`
+	Key      string    `json:"key,omitempty"`
+	Sig      string    `json:"signature,omitempty"`
 	Chain    string    `json:"chain"`
 }
 
@@ -90,6 +106,10 @@ func link(prev [32]byte, m Message) [32]byte {
 	put([]byte(m.Subject))
 	put([]byte(m.Time.UTC().Format(time.RFC3339Nano)))
 	put(m.Data)
+	if m.Signature != (signing.Headers{}) {
+		put([]byte(m.Signature.Key))
+		put([]byte(m.Signature.Signature))
+	}
 	var out [32]byte
 	h.Sum(out[:0])
 	return out
@@ -136,7 +156,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	var h Header
 	if json.Unmarshal(first, &h) == nil && h.Recording == "stream" {
-		if h.Version != 1 {
+		if h.Version < 1 || h.Version > Version {
 			return nil, fmt.Errorf("%w: stream recording version %d", ErrFormat, h.Version)
 		}
 		rd.format, rd.header = Stream, h
@@ -214,6 +234,9 @@ func (r *Reader) Next() (Message, error) {
 		return Message{}, fmt.Errorf("recording: line %d: a message needs a position and a subject", r.n+1)
 	}
 	m := Message{Position: l.Position, Subject: l.Subject, Time: l.Time, Data: data}
+	if r.header.Version >= 2 {
+		m.Signature = signing.Headers{Key: l.Key, Signature: l.Sig}
+	}
 	r.chain = link(r.chain, m)
 	r.count++
 	if r.broken == 0 && hex.EncodeToString(r.chain[:]) != l.Chain {
@@ -243,7 +266,7 @@ type Writer struct {
 func NewWriter(w io.Writer, f Format, deliberation string) (*Writer, error) {
 	wr := &Writer{w: bufio.NewWriterSize(w, 1<<16), format: f}
 	if f == Stream {
-		h, _ := json.Marshal(Header{Recording: "stream", Version: 1, Deliberation: deliberation})
+		h, _ := json.Marshal(Header{Recording: "stream", Version: Version, Deliberation: deliberation})
 		wr.w.Write(append(h, '\n'))
 	}
 	return wr, nil
@@ -257,7 +280,8 @@ func (w *Writer) Write(m Message) error {
 	}
 	w.chain = link(w.chain, m)
 	w.count++
-	b, err := json.Marshal(line{Position: m.Position, Subject: m.Subject, Time: m.Time.UTC(), Data: base64.StdEncoding.EncodeToString(m.Data), Chain: hex.EncodeToString(w.chain[:])})
+	b, err := json.Marshal(line{Position: m.Position, Subject: m.Subject, Time: m.Time.UTC(), Data: base64.StdEncoding.EncodeToString(m.Data),
+		Key: m.Signature.Key, Sig: m.Signature.Signature, Chain: hex.EncodeToString(w.chain[:])})
 	if err != nil {
 		return err
 	}

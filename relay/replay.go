@@ -213,7 +213,7 @@ func prefix(rec *recording.Reader, at, atPos uint64) ([]recording.Message, []str
 		if atPos > 0 && m.Position > atPos {
 			break
 		}
-		fold.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time})
+		fold.Apply(projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature})
 		if at > 0 {
 			d := fold.Deliberation(id)
 			if d == nil || d.Ordinal(m.Position) == 0 {

@@ -86,6 +86,9 @@ func (r *Runner) Run(ctx context.Context) error {
 				for _, it := range b.items {
 					if it.ready != nil {
 						it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
+						// An Ed25519 verification costs as much as a
+						// validation: here too, not in the fold.
+						projector.PrepareSignature(&it.m)
 					}
 				}
 				close(b.ready)
@@ -219,10 +222,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		taken = seq
 		// An importer's message says what it restores in its headers;
-		// nobody else's headers are read (projector.ImportOf).
+		// an artifact's may carry its signature; nobody else's headers
+		// are read (projector.ImportOf, projector.SignatureOf).
 		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts)}
 		if h := msg.Headers(); h != nil {
 			m.Import = projector.ImportOf(m.Subject, h.Get)
+			m.Signature = projector.SignatureOf(m.Subject, h)
 		}
 		cur = append(cur, &item{m: m, pending: pending, cost: cost, shard: r.shardOf(wire.DeliberationOf(m.Subject))})
 		switch {

@@ -236,6 +236,33 @@ func Verify(deliberation, token, artifactID string, h Headers, b Binding) error 
 	if err != nil {
 		return fail(ErrBinding, "the key of "+token+" is not an nkeys user public key")
 	}
+	return verify(pub, sig, deliberation, token, artifactID)
+}
+
+// VerifyKey checks that h signs artifactID, published as token in
+// deliberation, with the key h itself names, whatever any binding says:
+// the costly half of Verify, which needs no binding, so that it can run
+// ahead of whoever knows the binding. It returns nil or ErrInput,
+// ErrNoSignature, ErrMalformed or ErrBadSignature. Verify's answer is
+// VerifyKey's when VerifyKey answers ErrInput, ErrNoSignature or
+// ErrMalformed; otherwise ErrUnknownToken or ErrWrongKey when the binding
+// says so, and VerifyKey's when it does not.
+func VerifyKey(deliberation, token, artifactID string, h Headers) error {
+	if err := checkInput(deliberation, token, artifactID); err != nil {
+		return err
+	}
+	sig, err := ParseHeaders(h)
+	if err != nil {
+		return err
+	}
+	pub, err := publicKey(h.Key)
+	if err != nil {
+		return fail(ErrMalformed, KeyHeader+" is not an nkeys user public key")
+	}
+	return verify(pub, sig, deliberation, token, artifactID)
+}
+
+func verify(pub ed25519.PublicKey, sig []byte, deliberation, token, artifactID string) error {
 	var buf [208]byte // the longest message: a 64-byte token
 	msg := appendMessage(buf[:0], deliberation, token, artifactID)
 	if !ed25519.Verify(pub, msg, sig) {

@@ -283,3 +283,34 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// VerifyKey is Verify without the binding: Verify's answer is VerifyKey's
+// but where the binding names no key or another one.
+func TestVerifyKey(t *testing.T) {
+	alice, mallory := key(t, 1), key(t, 3)
+	b := signing.Binding{"alice": pub(t, alice)}
+	h, _ := signing.Sign(alice, delib, "alice", art)
+	byMallory, _ := signing.Sign(mallory, delib, "alice", art)
+	for _, c := range []struct {
+		name                     string
+		d, tok, id               string
+		h                        signing.Headers
+		verifyKey, verifyBinding string
+	}{
+		{"signed", delib, "alice", art, h, "nil", "nil"},
+		{"unsigned", delib, "alice", art, signing.Headers{}, "signature.missing", "signature.missing"},
+		{"malformed", delib, "alice", art, signing.Headers{Key: h.Key}, "signature.malformed", "signature.malformed"},
+		{"another deliberation", delib2, "alice", art, h, "signature.bad", "signature.bad"},
+		{"another artifact", delib, "alice", art2, h, "signature.bad", "signature.bad"},
+		{"as bob", delib, "bob", art, h, "signature.bad", "signature.unknown_token"},
+		{"mallory's key", delib, "alice", art, byMallory, "nil", "signature.wrong_key"},
+		{"bad input", "x", "alice", art, h, "signature.invalid_input", "signature.invalid_input"},
+	} {
+		if got := code(signing.VerifyKey(c.d, c.tok, c.id, c.h)); got != c.verifyKey {
+			t.Errorf("%s: VerifyKey %s, want %s", c.name, got, c.verifyKey)
+		}
+		if got := code(signing.Verify(c.d, c.tok, c.id, c.h, b)); got != c.verifyBinding {
+			t.Errorf("%s: Verify %s, want %s", c.name, got, c.verifyBinding)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func readRecording(ctx context.Context, in io.Reader, maxSize int, verify proven
 			if err != nil {
 				return nil, 0, err
 			}
-			msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time}
+			msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature}
 			p.Prepare(&msg, verify) // re-verification, as live, before the fold
 			if o := p.Apply(msg); o.Rejection != nil {
 				skipped++

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -34,6 +37,9 @@ type liveFlags struct {
 	nats    natsFlags
 	timeout time.Duration
 	quiet   bool
+	// key signs the artifact engine publish publishes (--key); nil:
+	// unsigned.
+	key nkeys.KeyPair
 }
 
 func (l *liveFlags) register(fs *flag.FlagSet, quiet string) {
@@ -135,7 +141,7 @@ func connectClient(e *env, name string, l *liveFlags, token string) (*client.Cli
 		fmt.Fprintf(e.stderr, "engine %s: %v\n", name, err)
 		return nil, nil, false
 	}
-	cl, err := client.New(nc, token)
+	cl, err := client.NewWithOptions(nc, token, client.Options{SigningKey: l.key})
 	if err != nil {
 		nc.Close()
 		fmt.Fprintf(e.stderr, "engine %s: %v\n", name, err)
@@ -186,6 +192,10 @@ type charterFile struct {
 	Principal    string          `json:"principal"`
 	Limits       json.RawMessage `json:"limits"`
 	Policy       json.RawMessage `json:"policy"`
+	// Keys and RequireSignatures: the charter's key binding
+	// (docs/VERIFY.md).
+	Keys              map[string]string `json:"keys"`
+	RequireSignatures bool              `json:"require_signatures"`
 }
 
 // object decodes a charter's limits or policy, numbers as written.
@@ -220,12 +230,13 @@ func readCharter(e *env, path string) (client.Charter, error) {
 	dec.DisallowUnknownFields()
 	var f charterFile
 	if err := dec.Decode(&f); err != nil {
-		return ch, fmt.Errorf("charter %s: %w (members: title, participants, terminators, principal, limits, policy)", path, err)
+		return ch, fmt.Errorf("charter %s: %w (members: title, participants, terminators, principal, limits, policy, keys, require_signatures)", path, err)
 	}
 	if f.Title != nil {
 		ch.Title = *f.Title
 	}
 	ch.Participants, ch.Terminators, ch.Principal = f.Participants, f.Terminators, f.Principal
+	ch.Keys, ch.RequireSignatures = f.Keys, f.RequireSignatures
 	if ch.Limits, err = object("limits", f.Limits); err != nil {
 		return ch, err
 	}
@@ -313,20 +324,34 @@ included) exits 1 with its reason, and the deliberation is not open.
 
 func runPublish(ctx context.Context, e *env, args []string) int {
 	var l liveFlags
-	var id, as string
-	fs := newFlags(e, "publish", "--deliberation ID --as TOKEN [--nats URL] [--timeout D] [--quiet] FILE|-",
+	var id, as, keyPath string
+	fs := newFlags(e, "publish", "--deliberation ID --as TOKEN [--key FILE] [--nats URL] [--timeout D] [--quiet] FILE|-",
 		`Publishes an artifact as participant TOKEN on parley.<ID>.art.<TOKEN>. An
 artifact without an artifact_id is sealed exactly as engine seal does; one
 with an artifact_id is checked as engine verify does (the id must match).
 An artifact that fails its checks is not published: its error goes to
 standard error as engine id prints it, and the command exits 1.
 
+With --key FILE (an nkeys user seed, "SU…", alone or in a NATS credentials
+file), the artifact is signed for this deliberation and token (the
+Parley-Key and Parley-Signature headers, docs/VERIFY.md): a charter that
+binds the seed's public key to TOKEN admits it. Without it, unsigned.
+
 `+liveAbout)
 	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
 	fs.StringVar(&as, "as", "", "the participant token to publish as")
+	fs.StringVar(&keyPath, "key", "", "a file holding the nkeys user seed to sign the artifact with")
 	l.register(fs, "print only the artifact's id")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	if keyPath != "" {
+		kp, err := readSigningKey(keyPath)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine publish: --key %s: %v\n", keyPath, err)
+			return exitUsage
+		}
+		l.key = kp
 	}
 	switch {
 	case fs.NArg() != 1:
@@ -358,6 +383,24 @@ standard error as engine id prints it, and the command exits 1.
 	return publishOne(ctx, e, &l, "publish", as, id, a.ID.String(), "", a.ID.String(), func(ctx context.Context, cl *client.Client) (*jetstream.PubAck, error) {
 		return cl.PublishArtifact(ctx, id, a)
 	})
+}
+
+// readSigningKey reads an nkeys user seed from path: the seed alone (an
+// .nk file) or in a NATS credentials file.
+func readSigningKey(path string) (nkeys.KeyPair, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return nil, errors.New("no nkeys seed in the file")
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, errors.New("no nkeys seed in the file")
+	}
+	return signing.KeyPair(string(seed))
 }
 
 // prepare seals an artifact without an artifact_id, as engine seal does,

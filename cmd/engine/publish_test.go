@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/ledger"
@@ -309,5 +310,58 @@ func TestRun_OpenPrincipal(t *testing.T) {
 	code, _, errs = run(t, "", with("open", "--title", "Share?", "--principal", "_supervisor")...)
 	if l := decodeLine(t, errs); code != 1 || l.Code != "control.invalid" {
 		t.Fatalf("a reserved principal: exit %d %+v", code, l)
+	}
+}
+
+// engine open binds keys from a charter file; engine publish --key signs:
+// a signed artifact is admitted, an unsigned one or one signed with
+// another's key refused with the signing code.
+func TestRun_PublishSigned(t *testing.T) {
+	_, natsArg := liveEngine(t)
+	with := func(args ...string) []string { return append(append([]string{args[0]}, natsArg...), args[1:]...) }
+	dir := t.TempDir()
+	key := func(name string) (string, string) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		path := filepath.Join(dir, name+".nk")
+		os.WriteFile(path, seed, 0o600)
+		return path, pub
+	}
+	aliceKey, alicePub := key("alice")
+	bobKey, bobPub := key("bob")
+	charter := filepath.Join(dir, "charter.json")
+	os.WriteFile(charter, []byte(`{"title":"signed","participants":["alice","bob"],"keys":{"alice":"`+alicePub+`","bob":"`+bobPub+`"},"require_signatures":true}`), 0o644)
+	code, out, errs := run(t, "", with("open", "--charter", charter)...)
+	if code != 0 {
+		t.Fatalf("open: exit %d %q %q", code, out, errs)
+	}
+	d := decodeLine(t, out).Deliberation
+	claim := func(s string) string {
+		return `{"protocol_version":"0.1","artifact_type":"CLAIM","payload":{"statement":"` + s + `"},"references":[]}`
+	}
+	if code, out, errs := run(t, claim("signed"), with("publish", "--deliberation", d, "--as", "alice", "--key", aliceKey, "-")...); code != 0 || decodeLine(t, out).Outcome != "accepted" {
+		t.Fatalf("signed publish: exit %d %q %q", code, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		code string
+	}{
+		{[]string{"--as", "alice"}, "signature.missing"},
+		{[]string{"--as", "alice", "--key", bobKey}, "signature.wrong_key"},
+	} {
+		code, _, errs := run(t, claim(c.code), with(append(append([]string{"publish", "--deliberation", d}, c.args...), "-")...)...)
+		if l := decodeLine(t, errs); code != 1 || l.Code != c.code || l.ErrorClass != "invalid_signature" {
+			t.Errorf("%v: exit %d %q, want %s", c.args, code, errs, c.code)
+		}
+	}
+	// A file without a user seed is refused before anything is published.
+	bad := filepath.Join(dir, "bad.nk")
+	os.WriteFile(bad, []byte(alicePub), 0o600)
+	if code, _, errs := run(t, claim("x"), with("publish", "--deliberation", d, "--as", "alice", "--key", bad, "-")...); code != exitUsage || !strings.Contains(errs, "--key") {
+		t.Errorf("bad key file: exit %d %q", code, errs)
 	}
 }
