@@ -461,7 +461,7 @@ func (c *Client) requestOnce(ctx context.Context, op, endpoint string, b []byte)
 
 // Outcome asks the engine what its projector did with the message of
 // deliberation id at stream position seq (the Sequence of the PubAck its
-// publisher received): accepted, pending, rejected (with the code and
+// publisher received): accepted, rejected (with the code and
 // message), late, applied, unprojected (not reached yet: ask again) or
 // unknown (no longer kept). It works for deliberations never opened too:
 // an open whose charter the engine refused is rejected, with its reason.
