@@ -16,7 +16,6 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
-	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -158,18 +157,6 @@ func (qa *queryAPI) publishDecline(ctx context.Context, id string, msg *nats.Msg
 	return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Sequence - 1}, nil
 }
 
-// Announcement is what the engine publishes on wire.BindingSubject.
-type Announcement struct {
-	Deliberation   string          `json:"deliberation"`
-	Decision       canon.Digest    `json:"decision"`
-	Decider        string          `json:"decider"`
-	Principal      string          `json:"principal"`
-	Position       uint64          `json:"position"`
-	EnvelopeDigest string          `json:"envelope_digest"`
-	Envelope       json.RawMessage `json:"envelope"`
-	Suppressed     []string        `json:"hatches_suppressed,omitempty"`
-}
-
 // bindingWatch announces binding moments as they are admitted and counts
 // them, and the resolutions, per decider. It counts only what the fold
 // admitted, and the fold admits a resolution only from the moment's
@@ -230,7 +217,7 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 	if len(env.Suppressed()) > 0 {
 		b.m.bindingSuppressed.WithLabelValues(decider).Inc()
 	}
-	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
+	msg, _ := json.Marshal(binding.Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
 	b.nc.Publish(wire.BindingSubject(id), msg)
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -307,7 +307,7 @@ func TestWatch_StorageFull(t *testing.T) {
 		t.Errorf("parley_storage_limit_bytes = %v", v)
 	}
 	// Not halted: the API still serves.
-	var v projector.View
+	var v api.View
 	if code := get(t, s, "/api/v1/deliberations/"+idle, &v); code != 200 {
 		t.Errorf("GET %d", code)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -111,9 +112,9 @@ type statusCollector struct {
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[projector.Status]int{}
-	for _, s := range []projector.Status{projector.StatusOpen, projector.StatusSuspended, projector.StatusCompleted,
-		projector.StatusCancelled, projector.StatusDeadlock, projector.StatusExhausted} {
+	counts := map[api.Status]int{}
+	for _, s := range []api.Status{api.StatusOpen, api.StatusSuspended, api.StatusCompleted,
+		api.StatusCancelled, api.StatusDeadlock, api.StatusExhausted} {
 		counts[s] = 0
 	}
 	c.r.EachDeliberation(func(d *projector.Deliberation) { counts[d.Status]++ })
