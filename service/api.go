@@ -14,6 +14,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
@@ -29,7 +30,7 @@ type queryAPI struct {
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
 	watch  *streamWatch        // the stream watch (health.go); nil: none
 
-	bounds func(now time.Time) []Bound // the bounds for /healthz (bounds.go); nil: none
+	bounds func(now time.Time) []metrics.Bound // the bounds for /healthz; nil: none
 }
 
 // admit admits an expensive read of what for r from the read budget; a
@@ -91,7 +92,7 @@ func resolver(r *http.Request) (string, error) {
 // authentication (around this handler in Start) puts in the request;
 // without it every write is refused. Nor does it wait for min_position:
 // Start wraps it, with web's pages, in minPosition once.
-func (a *queryAPI) Handler(m *Metrics) http.Handler {
+func (a *queryAPI) Handler(m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", a.serveDeliberations)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}", func(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
@@ -162,8 +163,9 @@ func (qa *queryAPI) publishDecline(ctx context.Context, id string, msg *nats.Msg
 // admitted, and the fold admits a resolution only from the moment's
 // principal (projector/binding.go).
 type bindingWatch struct {
-	nc *nats.Conn
-	m  *Metrics
+	nc       *nats.Conn
+	m        *metrics.Metrics
+	deciders deciderLabels
 }
 
 // onApply is the runner's hook; it is handed the runner, which may call
@@ -194,12 +196,12 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 					continue
 				}
 				if ed, err := binding.Digest(n.Extensions[binding.ExtEnvelope]); err == nil && ed.String() == rec.EnvelopeDigest {
-					decider = b.m.deciders.label(d.Charter, n.Participant)
+					decider = b.deciders.label(d.Charter, n.Participant)
 					break
 				}
 			}
 		})
-		b.m.bindingResolutions.WithLabelValues(decider, resolutionLabel(rec.Resolution)).Inc()
+		b.m.BindingResolution(decider, resolutionLabel(rec.Resolution))
 		return
 	}
 	if _, ok := a.Extensions[binding.ExtEnvelope]; !ok {
@@ -211,12 +213,9 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 	}
 	decider, principal := otherLabel, ""
 	r.ReadDeliberation(id, func(d *projector.Deliberation) {
-		decider, principal = b.m.deciders.label(d.Charter, adm.Participant), d.Principal()
+		decider, principal = b.deciders.label(d.Charter, adm.Participant), d.Principal()
 	})
-	b.m.bindingMoments.WithLabelValues(decider).Inc()
-	if len(env.Suppressed()) > 0 {
-		b.m.bindingSuppressed.WithLabelValues(decider).Inc()
-	}
+	b.m.BindingMoment(decider, len(env.Suppressed()) > 0)
 	msg, _ := json.Marshal(binding.Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
 	b.nc.Publish(wire.BindingSubject(id), msg)

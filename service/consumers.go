@@ -72,7 +72,7 @@ func (w *streamWatch) judgeConsumer(ctx context.Context, info *jetstream.Consume
 		w.log.Warn("a push consumer delivers the stream outside the inboxes, and deleting it failed", "consumer", info.Name, "deliver_subject", info.Config.DeliverSubject, "err", err)
 		return
 	}
-	w.m.consumersRemoved.Inc()
+	w.m.ConsumerRemoved()
 	w.log.Warn("deleted a push consumer that delivered the stream outside the inboxes", "consumer", info.Name, "deliver_subject", info.Config.DeliverSubject)
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
@@ -101,10 +102,10 @@ type Health struct {
 	// Storage is the tightest JetStream storage limit the engine can see.
 	Storage *StorageReport `json:"storage,omitempty"`
 	// Bounds are the engine's bounds on what clients may hold, and
-	// BoundsHit the names of those hit within BoundRecent (bounds.go):
+	// BoundsHit the names of those hit within metrics.BoundRecent:
 	// they do not make the engine unhealthy.
-	Bounds    []Bound  `json:"bounds,omitempty"`
-	BoundsHit []string `json:"bounds_hit,omitempty"`
+	Bounds    []metrics.Bound `json:"bounds,omitempty"`
+	BoundsHit []string        `json:"bounds_hit,omitempty"`
 }
 
 // WriteStats counts the engine's own publishes by result.
@@ -165,7 +166,7 @@ type streamWatch struct {
 	stream  jetstream.Stream
 	r       *runner.Runner
 	srv     *server.Server // the embedded server, for its storage limit
-	m       *Metrics
+	m       *metrics.Metrics
 	log     *slog.Logger
 	every   time.Duration
 	created time.Time
@@ -189,7 +190,7 @@ type streamWatch struct {
 	storage    *StorageReport
 }
 
-func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runner, srv *server.Server, m *Metrics, log *slog.Logger, every time.Duration, halt func(string)) *streamWatch {
+func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runner, srv *server.Server, m *metrics.Metrics, log *slog.Logger, every time.Duration, halt func(string)) *streamWatch {
 	if every <= 0 {
 		every = DefaultStreamCheckEvery
 	}
@@ -198,7 +199,7 @@ func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runne
 	if ci := st.CachedInfo(); ci != nil {
 		w.created = ci.Created
 	}
-	m.setHealthy(true)
+	m.SetHealthy(true)
 	return w
 }
 
@@ -305,7 +306,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 			return
 		}
 	}
-	w.m.advisories.WithLabelValues(advisoryLabel(kind)).Inc()
+	w.m.Advisory(advisoryLabel(kind))
 	switch kind {
 	case "DELETED":
 		w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" was deleted", by)
@@ -446,8 +447,7 @@ func (w *streamWatch) checkStorage(ctx context.Context, by string) {
 		w.mu.Lock()
 		w.storage = nil
 		w.mu.Unlock()
-		w.m.storageUsed.Set(0)
-		w.m.storageLimit.Set(0)
+		w.m.Storage(0, 0)
 		w.clear(ProblemStorageExhausted)
 		return
 	}
@@ -456,8 +456,7 @@ func (w *streamWatch) checkStorage(ctx context.Context, by string) {
 	w.mu.Lock()
 	w.storage = &tight
 	w.mu.Unlock()
-	w.m.storageUsed.Set(float64(tight.Used))
-	w.m.storageLimit.Set(float64(tight.Limit))
+	w.m.Storage(tight.Used, tight.Limit)
 	if full(tight) {
 		w.raise(ProblemStorageExhausted, fmt.Sprintf("JetStream %s storage is at its limit: %d of %d bytes used", tight.Scope, tight.Used, tight.Limit), by)
 	} else {
@@ -491,7 +490,7 @@ func (w *streamWatch) wrote(err error) {
 	default:
 		result = "unavailable"
 	}
-	w.m.writes.WithLabelValues(result).Inc()
+	w.m.Write(result)
 	w.mu.Lock()
 	switch result {
 	case "stored":
@@ -533,16 +532,16 @@ func (w *streamWatch) raise(code, message, by string) {
 	if halt {
 		w.halted = true
 	}
-	w.m.setHealthy(false) // under the lock: in the order of the changes
+	w.m.SetHealthy(false) // under the lock: in the order of the changes
 	w.mu.Unlock()
-	w.m.problems.WithLabelValues(code).Inc()
+	w.m.Problem(code)
 	if halts {
 		w.log.Error("the engine's stream could drop or erase messages", "problem", code, "reason", message, "noticed_by", by)
 	} else {
 		w.log.Warn("engine unhealthy", "problem", code, "reason", message, "noticed_by", by)
 	}
 	if halt {
-		w.m.halted.Set(1)
+		w.m.Halted()
 		w.halt(code + ": " + message)
 	}
 }
@@ -557,7 +556,7 @@ func (w *streamWatch) clear(code string) {
 	}
 	delete(w.problems, code)
 	if len(w.problems) == 0 {
-		w.m.setHealthy(true)
+		w.m.SetHealthy(true)
 	}
 	w.mu.Unlock()
 	w.log.Info("engine problem cleared", "problem", code)

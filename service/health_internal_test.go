@@ -14,6 +14,7 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
@@ -22,7 +23,7 @@ import (
 // refusal is one until a later write is stored; a timeout counts as
 // unavailable.
 func TestStreamWatch_Wrote(t *testing.T) {
-	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}}
+	w := &streamWatch{m: metrics.New(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}}
 	has := func() bool { _, ok := w.problems[ProblemWriteRefused]; return ok }
 	w.wrote(nil)
 	w.wrote(&jetstream.APIError{ErrorCode: 10071, Description: "wrong last sequence: 7"})
@@ -70,7 +71,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	if _, err := js.Publish(ctx, wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	w := &streamWatch{js: js, stream: st, r: r, m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
+	w := &streamWatch{js: js, stream: st, r: r, m: metrics.New(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
 		stallAfter: 200 * time.Millisecond, halt: func(string) {}}
 	has := func() bool {
 		w.mu.Lock()
@@ -109,7 +110,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 // on $JS.EVENT.ADVISORY.STREAM.*.PARLEY can send them) add no label value:
 // they are counted as "other"; the server's kinds keep theirs.
 func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
-	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
+	w := &streamWatch{m: metrics.New(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
 	for i := range 500 {
 		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + wire.StreamName})
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -134,7 +135,7 @@ func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
 	var h service.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
-	var b service.Bound
+	var b metrics.Bound
 	for _, x := range h.Bounds {
 		if x.Name == "limit.http_connections" {
 			b = x

@@ -28,6 +28,7 @@ import (
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -139,7 +140,7 @@ type Service struct {
 	Stream     jetstream.Stream
 	Runner     *runner.Runner
 	Queries    *readmodel.Queries
-	Metrics    *Metrics
+	Metrics    *metrics.Metrics
 	Supervisor *runner.Supervisor
 	micro      micro.Service
 	http       *http.Server
@@ -219,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if maxBytes <= 0 {
 		maxBytes = canon.DefaultMaxSize
 	}
-	s.Metrics = NewMetrics()
+	s.Metrics = metrics.New()
 	var verify provenance.Verifier
 	if len(cfg.ProvenanceRoots) > 0 {
 		s.Reverifier, err = substrate.NewReverifier(cfg.ProvenanceRoots...)
@@ -228,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		s.Reverifier.TTL = cfg.ProvenanceCacheTTL
 		verify = s.Reverifier.Verify
-		s.Metrics.watchReverifier(s.Reverifier)
+		s.Metrics.WatchReverifier(s.Reverifier)
 	}
 	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
@@ -239,13 +240,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		InFlightBytes: cfg.InFlightBytes,
 		Verify:        verify,
 		Logger:        s.log.With("component", "projector"),
-		Observe:       s.Metrics.observe,
+		Observe:       s.Metrics.Observe,
 		OnApply:       bw.onApply,
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.Metrics.watch(s.Runner)
+	s.Metrics.WatchRunner(s.Runner)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
@@ -266,7 +267,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.haltedErr,
 		Health:  func(ctx context.Context) any { return qa.Health(ctx) },
-		Ignored: func(reason string) { s.Metrics.ignored.WithLabelValues(reason).Inc() }}); err != nil {
+		Ignored: s.Metrics.Ignored}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP
@@ -308,9 +309,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.http = httplimit.Server(s.auth.wrap(w.guard(qa.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
-	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.Budget(), runner: s.Runner}
-	s.Metrics.watchBounds(bounds, s.fds)
-	qa.bounds = bounds.report
+	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
+	s.Metrics.WatchBounds(bounds)
+	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
+	qa.bounds = bounds.Report
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	// The credentials are written before anything answers: a client that
 	// sees /healthz answer finds them.
@@ -340,7 +342,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// Memory the embedded server's pools keep after a burst goes back to
 	// the system once the engine is quiet (internal/reclaim).
 	rc := reclaim.New(0)
-	s.Metrics.watchReclaim(rc)
+	s.Metrics.WatchReclaim(rc)
 	go rc.Run(runCtx, 10*time.Second, func(n uint64) {
 		s.log.Info("memory given back to the system", "bytes", n)
 	})

@@ -319,3 +319,33 @@ func TestPagesBelowService(t *testing.T) {
 		t.Error("the dependency walk misses service's import of web")
 	}
 }
+
+// parts are the packages the engine's assembly (service) is made of, each
+// with the parley packages it may import (directly; non-test files). None
+// imports service, nor another part but those listed: they meet through
+// small interfaces, and service wires them together.
+var parts = map[string][]string{
+	"readmodel": {"api", "binding", "canon", "closure", "events", "projector", "runner", "substrate", "wire"},
+	"microapi":  {"api", "readmodel", "wire"},
+	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
+}
+
+// Each part of the engine imports only what parts lists for it. The
+// control: service imports a part, which no part may.
+func TestParts(t *testing.T) {
+	paths := []string{module + "service"}
+	for p := range parts {
+		paths = append(paths, module+p)
+	}
+	all := list(t, paths...)
+	for p, allowed := range parts {
+		for _, i := range all[module+p].Imports {
+			if name, ok := strings.CutPrefix(i, module); ok && !slices.Contains(allowed, name) {
+				t.Errorf("%s imports %s, which is not among its allowed imports", p, name)
+			}
+		}
+	}
+	if !slices.Contains(all[module+"service"].Imports, module+"metrics") {
+		t.Error("the import check misses service's import of metrics")
+	}
+}
