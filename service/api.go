@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/runner"
@@ -28,9 +28,7 @@ type queryAPI struct {
 	r      *runner.Runner
 	stream jetstream.Stream
 	js     jetstream.JetStream // for the one write of the API: a principal's resolution
-	watch  *streamWatch        // the stream watch (health.go); nil: none
-
-	bounds func(now time.Time) []metrics.Bound // the bounds for /healthz; nil: none
+	watch  *health.Watch       // the stream watch and the health report
 }
 
 // admit admits an expensive read of what for r from the read budget; a
@@ -168,7 +166,7 @@ func (a *queryAPI) Handler(m *metrics.Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/rejections", a.serveUnrouted)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		h := a.Health(r.Context())
+		h := a.watch.Report(r.Context())
 		status := http.StatusOK
 		if !h.OK {
 			status = http.StatusServiceUnavailable
@@ -180,6 +178,20 @@ func (a *queryAPI) Handler(m *metrics.Metrics) http.Handler {
 		reply(w, nil, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// guard answers 503 engine.halted (halted's error) to every request of
+// the API but /healthz and /metrics once the engine halted.
+func guard(halted func() error, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
+			if err := halted(); err != nil {
+				reply(rw, nil, err)
+				return
+			}
+		}
+		next.ServeHTTP(rw, r)
+	})
 }
 
 // reply answers v, or the refusal err: an *api.Error with its Kind's

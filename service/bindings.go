@@ -98,7 +98,7 @@ func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []by
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
 		ack, err = qa.publishDecline(ctx, id, msg, a, env, last)
-		qa.watch.wrote(err) // the batch goes around qa.js's PublishMsg
+		qa.watch.Wrote(err) // the batch goes around qa.js's PublishMsg
 	} else {
 		ack, err = qa.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))

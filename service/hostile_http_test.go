@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -132,7 +133,7 @@ func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a fresh HTTP client while the budget is full: %v", err)
 	}
-	var h service.Health
+	var h health.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
 	var b metrics.Bound

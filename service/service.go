@@ -25,6 +25,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
@@ -109,7 +110,7 @@ type Config struct {
 	NoSupervisor bool
 	// StreamCheckEvery is the interval of the stream watch's check of the
 	// stream's configuration and state (0: DefaultStreamCheckEvery);
-	// advisories ask for one at once in between (health.go).
+	// advisories ask for one at once in between (package health).
 	StreamCheckEvery time.Duration
 	// HTTPMaxConns is the HTTP connection budget: at most this many
 	// connections open at once (0: a quarter of the open-descriptor
@@ -153,7 +154,7 @@ type Service struct {
 	superDone  chan struct{}
 	cancel     context.CancelFunc
 	lock       *dataLock
-	watch      atomic.Pointer[streamWatch]
+	watch      atomic.Pointer[health.Watch]
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
 	natsURL    string
@@ -250,23 +251,24 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
-	w := newStreamWatch(s.js, s.Stream, s.Runner, s.srv, s.Metrics, s.log.With("component", "watch"), cfg.StreamCheckEvery,
-		func(reason string) {
+	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.srv, Metrics: s.Metrics,
+		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery,
+		Halt: func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
 			// (guard, microapi's guard).
 			stopJudging()
 			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
-		})
+		}})
 	s.watch.Store(w)
-	if s.watchSubs, err = w.subscribe(s.nc); err != nil {
+	if s.watchSubs, err = w.Subscribe(s.nc); err != nil {
 		return nil, err
 	}
-	ejs := watchedJS{JetStream: s.js, w: w}
+	ejs := w.JetStream(s.js)
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
 	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
-	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.haltedErr,
-		Health:  func(ctx context.Context) any { return qa.Health(ctx) },
+	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
+		Health:  func(ctx context.Context) any { return w.Report(ctx) },
 		Ignored: s.Metrics.Ignored}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
@@ -285,7 +287,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	root := http.NewServeMux()
 	root.Handle("/", qa.Handler(s.Metrics))
 	explorer := web.New(s.Runner, s.Stream)
-	explorer.Halted = w.haltedErr
+	explorer.Halted = w.Halted
 	explorer.SignedIn = signedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
 		t, err := qa.admit(r, readmodel.ReadList)
@@ -307,12 +309,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.wrap(w.guard(qa.minPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.wrap(guard(w.Halted, qa.minPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
 	s.Metrics.WatchBounds(bounds)
 	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
-	qa.bounds = bounds.Report
+	w.SetBounds(bounds.Report)
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	// The credentials are written before anything answers: a client that
 	// sees /healthz answer finds them.
@@ -336,7 +338,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}()
 	s.watchDone = make(chan struct{})
 	go func() {
-		w.run(runCtx)
+		w.Run(runCtx)
 		close(s.watchDone)
 	}()
 	// Memory the embedded server's pools keep after a burst goes back to
@@ -485,7 +487,7 @@ func (s *Service) natsOptions() ([]nats.Option, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if w := s.watch.Load(); w != nil {
-				w.permissionDenied(err)
+				w.PermissionDenied(err)
 			}
 			if sub != nil {
 				s.log.Warn("nats", "subject", sub.Subject, "err", err)

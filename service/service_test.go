@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -158,9 +159,9 @@ func TestService_EndToEnd(t *testing.T) {
 	if code := get(t, s, "/api/v1/deliberations/"+unopened, &apiErr); code != 404 {
 		t.Errorf("unknown deliberation: %d", code)
 	}
-	var health service.Health
-	if code := get(t, s, "/healthz", &health); code != 200 || !health.OK || health.Position != last {
-		t.Errorf("health %d %+v", code, health)
+	var h health.Health
+	if code := get(t, s, "/healthz", &h); code != 200 || !h.OK || h.Position != last {
+		t.Errorf("health %d %+v", code, h)
 	}
 	var metrics []byte
 	get(t, s, "/metrics", &metrics)
