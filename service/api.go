@@ -8,15 +8,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/readmodel"
-	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
 )
 
@@ -24,11 +23,9 @@ import (
 // micro service is microapi's), with the engine's health and its one write (a principal's
 // resolution).
 type queryAPI struct {
-	q      *readmodel.Queries
-	r      *runner.Runner
-	stream jetstream.Stream
-	js     jetstream.JetStream // for the one write of the API: a principal's resolution
-	watch  *health.Watch       // the stream watch and the health report
+	q     *readmodel.Queries
+	write *bindwrite.Writer // the one write of the API: a principal's resolution
+	watch *health.Watch     // the stream watch and the health report
 }
 
 // admit admits an expensive read of what for r from the read budget; a
@@ -157,7 +154,7 @@ func (a *queryAPI) Handler(m *metrics.Metrics) http.Handler {
 			reply(w, nil, err)
 			return
 		}
-		v, err := a.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
+		v, err := a.write.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
 		if err != nil {
 			reply(w, v, err)
 			return

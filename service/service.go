@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
@@ -232,7 +233,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		verify = s.Reverifier.Verify
 		s.Metrics.WatchReverifier(s.Reverifier)
 	}
-	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
+	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
 		SnapshotEvery: cfg.SnapshotEvery,
@@ -242,7 +243,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Verify:        verify,
 		Logger:        s.log.With("component", "projector"),
 		Observe:       s.Metrics.Observe,
-		OnApply:       bw.onApply,
+		OnApply:       announcer.OnApply,
 	})
 	if err != nil {
 		return nil, err
@@ -266,7 +267,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	ejs := w.JetStream(s.js)
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
-	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
+	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
+	qa := &queryAPI{q: s.Queries, write: writer, watch: w}
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
 		Health:  func(ctx context.Context) any { return w.Report(ctx) },
 		Ignored: s.Metrics.Ignored}); err != nil {
@@ -298,7 +300,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	explorer.Register(root)
 	s.explorer = explorer
-	web.NewBinder(s.Runner, s.Stream, qa, resolver).Register(root)
+	web.NewBinder(s.Runner, s.Stream, writer, resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
 	// At most fds.HTTP connections: past it the next waits for the one
