@@ -27,6 +27,7 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/health"
+	"github.com/parley-engine/parley/httpapi"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
@@ -93,7 +94,7 @@ type Config struct {
 	// every read when the API listens beyond loopback, unless
 	// HTTPPublicReads. None: the engine draws one at each start, for
 	// wire.PrincipalToken, and writes it to the credentials file.
-	HTTPTokens      []HTTPToken
+	HTTPTokens      []httpapi.Token
 	HTTPPublicReads bool
 	// CharterDefaults are the engine-wide limits and policy used where a
 	// charter is silent.
@@ -159,7 +160,7 @@ type Service struct {
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
 	natsURL    string
-	auth       *httpAuth
+	auth       *httpapi.Auth
 	creds      Credentials
 	credsPath  string // written at start, removed at Close
 	// Reverifier re-verifies provenance annotations (nil without roots),
@@ -197,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	tokens := cfg.HTTPTokens
 	if len(tokens) == 0 {
-		tokens = []HTTPToken{{Secret: secret(), Participant: wire.PrincipalToken}}
+		tokens = []httpapi.Token{{Secret: secret(), Participant: wire.PrincipalToken}}
 		s.creds.HTTPToken, s.creds.HTTPParticipant = tokens[0].Secret, tokens[0].Participant
 	}
 	var principals []string
@@ -268,7 +269,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
-	qa := &queryAPI{q: s.Queries, write: writer, watch: w}
+	qa := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
 		Health:  func(ctx context.Context) any { return w.Report(ctx) },
 		Ignored: s.Metrics.Ignored}); err != nil {
@@ -281,18 +282,18 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.httpLn, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("service: --http: %w", err)
 	}
-	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
+	s.auth = httpapi.NewAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
 	// The explorer's pages and live feed, and the binding pages (which
 	// read binding moments and publish resolutions through the query
 	// API), beside the query API, behind the same authentication and the
 	// same halt (a halted engine serves no state as if it were sound).
 	root := http.NewServeMux()
-	root.Handle("/", qa.Handler(s.Metrics))
+	root.Handle("/", qa.Handler())
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.Halted
-	explorer.SignedIn = signedIn
+	explorer.SignedIn = httpapi.SignedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
-		t, err := qa.admit(r, readmodel.ReadList)
+		t, err := qa.Admit(r, readmodel.ReadList)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +301,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	explorer.Register(root)
 	s.explorer = explorer
-	web.NewBinder(s.Runner, s.Stream, writer, resolver).Register(root)
+	web.NewBinder(s.Runner, s.Stream, writer, httpapi.Resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
 	// At most fds.HTTP connections: past it the next waits for the one
@@ -311,7 +312,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.wrap(guard(w.Halted, qa.minPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, qa.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
 	s.Metrics.WatchBounds(bounds)

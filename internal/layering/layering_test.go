@@ -303,7 +303,7 @@ func TestScan(t *testing.T) {
 // above are the parley packages the pages (web) may not depend on: the
 // engine's assembly, which mounts them and hands them what they need of
 // the query API, and what is built on it.
-var above = []string{"service", "relay", "mcpserver", "cmd/engine", "cmd/relay"}
+var above = []string{"service", "httpapi", "bindwrite", "relay", "mcpserver", "cmd/engine", "cmd/relay"}
 
 // The pages are below the engine's assembly: web depends on none of the
 // packages above it. The control: service depends on web (it mounts the
@@ -328,6 +328,7 @@ var parts = map[string][]string{
 	"readmodel": {"api", "binding", "canon", "closure", "events", "projector", "runner", "substrate", "wire"},
 	"microapi":  {"api", "readmodel", "wire"},
 	"bindwrite": {"api", "binding", "events", "ledger", "projector", "runner", "wire"},
+	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
 	"health":    {"api", "ledger", "metrics", "runner", "wire"},
 	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
 }
