@@ -1,7 +1,11 @@
 // Package service assembles the parley engine: the embedded NATS server (or
-// a connection to an existing cluster), the PARLEY stream, the projector's
-// runner, the query API over HTTP and as a NATS micro service, and the
-// metrics.
+// a connection to an existing cluster) and its generated users, the PARLEY
+// stream, the data directory's lock and the credentials file, the
+// projector's runner and the supervisor; and the engine's parts, each in a
+// package of its own, connected here through their small interfaces: the
+// read model (readmodel), the query API over HTTP (httpapi) and as a NATS
+// micro service (microapi), the binding write path (bindwrite), the stream
+// watch and the health report (health), and the metrics (metrics).
 package service
 
 import (
@@ -257,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery,
 		Halt: func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
-			// (guard, microapi's guard).
+			// (httpapi.Guard, microapi's guard).
 			stopJudging()
 			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
 		}})
@@ -269,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
-	qa := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry})
+	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
 		Health:  func(ctx context.Context) any { return w.Report(ctx) },
 		Ignored: s.Metrics.Ignored}); err != nil {
@@ -288,12 +292,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// API), beside the query API, behind the same authentication and the
 	// same halt (a halted engine serves no state as if it were sound).
 	root := http.NewServeMux()
-	root.Handle("/", qa.Handler())
+	root.Handle("/", httpAPI.Handler())
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.Halted
 	explorer.SignedIn = httpapi.SignedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
-		t, err := qa.Admit(r, readmodel.ReadList)
+		t, err := httpAPI.Admit(r, readmodel.ReadList)
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +316,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, qa.MinPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, httpAPI.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
 	s.Metrics.WatchBounds(bounds)
