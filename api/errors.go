@@ -95,7 +95,7 @@ const (
 	// has not reached within the wait.
 	CodeBehind = "projection.behind"
 	// CodeHalted is the code of every answer of a halted engine's query
-	// API (client.CodeHalted: not retried).
+	// API (the client does not retry it).
 	CodeHalted = "engine.halted"
 	// CodeReadBudget is the code of a read refused for the budget (429).
 	CodeReadBudget = "limit.read_budget"

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
@@ -219,11 +220,11 @@ func checkStatus(rep *Report, d *projector.Deliberation) {
 		}
 	}
 	switch s := d.Status; {
-	case s == projector.StatusCompleted && !completes:
+	case s == api.StatusCompleted && !completes:
 		rep.find(CodeFalseCompletion, 0, "", "the deliberation is completed, but no completed TERMINATION decides a final decision whose closure verifies")
-	case s == projector.StatusCancelled && d.CancelledAt == 0:
+	case s == api.StatusCancelled && d.CancelledAt == 0:
 		rep.find(CodeUnjustifiedStatus, 0, "", "the deliberation is cancelled, but no cancel control message is in the record")
-	case s == projector.StatusDeadlock || s == projector.StatusExhausted:
+	case s == api.StatusDeadlock || s == api.StatusExhausted:
 		if !slices.Contains(states, events.TerminationState(s)) {
 			rep.find(CodeUnjustifiedStatus, 0, "", "the deliberation is %s, but no %s TERMINATION is in the record", s, s)
 		}

@@ -35,3 +35,20 @@ type Resolved struct {
 	Participant string       `json:"participant"`
 	Position    uint64       `json:"position"`
 }
+
+// Announcement is a binding moment the engine announces on
+// wire.BindingSubject when the fold admits it: a provisional DECISION
+// that asks its principal. The engine publishes it without Parsed;
+// client.SubscribeBindings hands it on with its envelope checked and
+// parsed.
+type Announcement struct {
+	Deliberation   string          `json:"deliberation"`
+	Decision       canon.Digest    `json:"decision"`
+	Decider        string          `json:"decider"`
+	Principal      string          `json:"principal"`
+	Position       uint64          `json:"position"`
+	EnvelopeDigest string          `json:"envelope_digest"`
+	Envelope       json.RawMessage `json:"envelope"`
+	Suppressed     []string        `json:"hatches_suppressed,omitempty"`
+	Parsed         *Envelope       `json:"-"`
+}

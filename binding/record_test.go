@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -91,7 +92,7 @@ func TestRecord_FourOutcomes(t *testing.T) {
 					t.Fatalf("%s open %v", rec.Type, v.OpenBlockingObjections)
 				}
 			case binding.KindDeclined:
-				if rec.Type != events.TypeClaim || v.Status != projector.StatusOpen {
+				if rec.Type != events.TypeClaim || v.Status != api.StatusOpen {
 					t.Fatalf("%s %s", rec.Type, v.Status)
 				}
 				// The decline ends the deliberation through its cancel,
@@ -104,7 +105,7 @@ func TestRecord_FourOutcomes(t *testing.T) {
 					t.Fatalf("the supervisor emits %+v", es)
 				}
 				art(wire.SupervisorToken, es[0].Artifact)
-				if d.View().Status != projector.StatusCancelled {
+				if d.View().Status != api.StatusCancelled {
 					t.Fatal(d.View().Status)
 				}
 			}

@@ -12,20 +12,6 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// Announcement is a binding moment the engine announced on
-// wire.BindingSubject: a provisional DECISION that asks the principal,
-// with its envelope checked.
-type Announcement struct {
-	Deliberation   string            `json:"deliberation"`
-	Decision       canon.Digest      `json:"decision"`
-	Decider        string            `json:"decider"`
-	Position       uint64            `json:"position"`
-	EnvelopeDigest string            `json:"envelope_digest"`
-	Envelope       json.RawMessage   `json:"envelope"`
-	Suppressed     []string          `json:"hatches_suppressed,omitempty"`
-	Parsed         *binding.Envelope `json:"-"`
-}
-
 // BindingSubscription is a subscription to a deliberation's binding
 // announcements (SubscribeBindings).
 type BindingSubscription struct {
@@ -48,7 +34,7 @@ func (s *BindingSubscription) Dropped() uint64 { return s.dropped.Load() }
 // subject or headers at all (the engine's announcements have none), nor
 // for a body that is not an announcement of this deliberation whose
 // envelope parses and has the digest it names; each is counted in Dropped.
-func SubscribeBindings(nc *nats.Conn, deliberation string, fn func(Announcement)) (*BindingSubscription, error) {
+func SubscribeBindings(nc *nats.Conn, deliberation string, fn func(binding.Announcement)) (*BindingSubscription, error) {
 	if !wire.ValidDeliberation(deliberation) {
 		return nil, errors.New("client: not a deliberation id: " + deliberation)
 	}
@@ -68,8 +54,8 @@ func SubscribeBindings(nc *nats.Conn, deliberation string, fn func(Announcement)
 	return s, nil
 }
 
-func announcement(m *nats.Msg, deliberation string) (Announcement, bool) {
-	var a Announcement
+func announcement(m *nats.Msg, deliberation string) (binding.Announcement, bool) {
+	var a binding.Announcement
 	if wire.ServerDelivery(m.Reply, m.Header.Get(wire.StatusHeader)) || m.Reply != "" || len(m.Header) > 0 {
 		return a, false
 	}

@@ -360,7 +360,7 @@ func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (api.V
 	for {
 		v, err := c.state(ctx, id, seq)
 		var se *ServiceError
-		if err != nil && ctx.Err() == nil && errors.As(err, &se) && se.Code == CodeBehind && se.Projected > last {
+		if err != nil && ctx.Err() == nil && errors.As(err, &se) && se.Code == api.CodeBehind && se.Projected > last {
 			last = se.Projected // moving on: another round of retries
 			continue
 		}
@@ -388,7 +388,7 @@ type ServiceError struct {
 	Status  string
 	Code    string
 	Message string
-	// Projected is, in a projection.behind answer (CodeBehind), the
+	// Projected is, in a projection.behind answer (api.CodeBehind), the
 	// position the engine's projection had reached.
 	Projected uint64
 }
@@ -498,7 +498,7 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 		switch {
 		case err == nil && o.Outcome != api.VerdictUnprojected:
 			return o, nil
-		case errors.As(err, &se) && se.Code != CodeBehind:
+		case errors.As(err, &se) && se.Code != api.CodeBehind:
 			return o, err
 		}
 		select {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/wire"
 )
@@ -114,14 +115,6 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 // Unwrap returns the last attempt's error.
 func (e *UnavailableError) Unwrap() error { return e.Last }
 
-// CodeBehind is the stable code of the engine's answer to a read whose
-// min_position its projection has not reached (status 503): retry.
-const CodeBehind = "projection.behind"
-
-// CodeHalted is the code of a halted engine's answer (its stream could
-// drop or erase messages: docs/OPERATIONS.md): no retry will change it.
-const CodeHalted = "engine.halted"
-
 // retryableRead says whether a read that failed with err may be asked
 // again: it was not answered (timeout, no responders, a reconnect), or
 // the engine answered 503 (its projection is behind, or its stream read
@@ -129,7 +122,7 @@ const CodeHalted = "engine.halted"
 func retryableRead(err error) bool {
 	var se *ServiceError
 	if errors.As(err, &se) {
-		return se.Status == "503" && se.Code != CodeHalted
+		return se.Status == "503" && se.Code != api.CodeHalted
 	}
 	return unanswered(err)
 }

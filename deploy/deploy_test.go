@@ -26,6 +26,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -222,7 +223,7 @@ func TestClusterConfig_StartsACluster(t *testing.T) {
 		if code := getJSON(t, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id, &got); code != 200 || got.StateDigest != v.StateDigest.String() {
 			t.Errorf("engine %d: %d %s, want %s", i+1, code, got.StateDigest, v.StateDigest)
 		}
-		var h service.Health
+		var h health.Health
 		if code := getJSON(t, "http://"+s.HTTPAddr()+"/healthz", &h); code != 200 || !h.OK || !h.Advisories {
 			t.Errorf("engine %d: /healthz %d %+v", i+1, code, h)
 		}
@@ -299,7 +300,7 @@ func TestClusterConfig_Processes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
-	var h service.Health
+	var h health.Health
 	for {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", httpPort))
 		if err == nil {

@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -39,8 +39,8 @@ func recordedDeliberation(t *testing.T, s *service.Service, c *client.Client, js
 	c.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "ship", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{{Objection: o.ID, Disposition: events.Addressed, Rationale: "tested"}}},
 		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}}})
-	waitState(t, c, id, func(v projector.View) bool {
-		return v.Status == projector.StatusCompleted && v.Counts[events.TypeFailure] == 1
+	waitState(t, c, id, func(v api.View) bool {
+		return v.Status == api.StatusCompleted && v.Counts[events.TypeFailure] == 1
 	})
 	supervisorDone(t, s, id)
 	return id

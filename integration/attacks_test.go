@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -58,7 +59,7 @@ func (h *hostile) login(user, token string) (*client.Client, *nats.Conn, jetstre
 
 // projected waits until the engine has applied position seq and returns
 // the deliberation then.
-func (h *hostile) projected(ctx context.Context, id string, seq uint64) projector.View {
+func (h *hostile) projected(ctx context.Context, id string, seq uint64) api.View {
 	h.t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -141,7 +142,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := h.projected(ctx, id, ack.Sequence)
-		if code := h.rejection(id, ack.Sequence); code != projector.CodeTerminationUnauthorized || v.Status != projector.StatusOpen || len(v.OpenBlockingObjections) != 1 {
+		if code := h.rejection(id, ack.Sequence); code != projector.CodeTerminationUnauthorized || v.Status != api.StatusOpen || len(v.OpenBlockingObjections) != 1 {
 			t.Fatalf("%s's TERMINATION: rejection %q, status %s, open %v", tc.who.Participant(), code, v.Status, v.OpenBlockingObjections)
 		}
 	}
@@ -205,7 +206,7 @@ func TestAttacks_HostileParticipants(t *testing.T) {
 	// The supervisor completes through the fixed decision, with the very
 	// TERMINATION alice squatted.
 	deadline = time.Now().Add(15 * time.Second)
-	for v.Status != projector.StatusCompleted {
+	for v.Status != api.StatusCompleted {
 		if time.Now().After(deadline) {
 			t.Fatalf("status %s", v.Status)
 		}
@@ -280,7 +281,7 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 		v, _ := s.Queries.Get(id)
 		list, _ := s.Queries.Rejections(id)
 		last := list.Rejections[len(list.Rejections)-1]
-		if v.Status != projector.StatusOpen || last.Position != ack.Sequence || last.Code != projector.CodeSupervisorUnjustified {
+		if v.Status != api.StatusOpen || last.Position != ack.Sequence || last.Code != projector.CodeSupervisorUnjustified {
 			t.Fatalf("forged %s: status %s, rejection %+v", forged.Type, v.Status, last)
 		}
 	}
@@ -294,7 +295,7 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 	for {
 		s.Supervisor.Step(ctx)
 		v, _ := s.Queries.Get(id)
-		if v.Status == projector.StatusCompleted {
+		if v.Status == api.StatusCompleted {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -146,7 +147,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := h.projected(ctx, id, ack.Sequence)
-		if code := h.rejection(id, ack.Sequence); code != projector.CodeBindingNotPrincipal || v.Status != projector.StatusOpen {
+		if code := h.rejection(id, ack.Sequence); code != projector.CodeBindingNotPrincipal || v.Status != api.StatusOpen {
 			t.Fatalf("bob's %s: rejection %q, status %s", forged.Type, code, v.Status)
 		}
 		last = ack.Sequence
@@ -164,7 +165,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 		last = ack.Sequence
 	}
 	v := h.projected(ctx, id, last)
-	if v.Status != projector.StatusOpen || v.RejectionsByCode[projector.CodeBindingNotPrincipal] != 203 {
+	if v.Status != api.StatusOpen || v.RejectionsByCode[projector.CodeBindingNotPrincipal] != 203 {
 		t.Fatalf("status %s, rejections %v", v.Status, v.RejectionsByCode)
 	}
 	var moments []binding.Moment
@@ -190,7 +191,7 @@ func TestBinding_OnlyThePrincipalResolves(t *testing.T) {
 		t.Fatalf("the page after the resolution:\n%s", page)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for v = h.projected(ctx, id, last); v.Status != projector.StatusCompleted; v = h.projected(ctx, id, last) {
+	for v = h.projected(ctx, id, last); v.Status != api.StatusCompleted; v = h.projected(ctx, id, last) {
 		if time.Now().After(deadline) {
 			t.Fatalf("status %s", v.Status)
 		}

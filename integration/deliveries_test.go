@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -134,7 +134,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 	// server delivers.
 	var announced atomic.Int64
 	var got atomic.Value
-	subs, err := client.SubscribeBindings(adminNC, id, func(a client.Announcement) { announced.Add(1); got.Store(a) })
+	subs, err := client.SubscribeBindings(adminNC, id, func(a binding.Announcement) { announced.Add(1); got.Store(a) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestAttacks_DeliveriesOntoEngineSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the announcement", func() bool { return announced.Load() == 1 })
-	if a := got.Load().(client.Announcement); a.Decision != dec.ID || a.Decider != "alice" || a.Parsed == nil || a.Parsed.Digest != env.Digest {
+	if a := got.Load().(binding.Announcement); a.Decision != dec.ID || a.Decider != "alice" || a.Parsed == nil || a.Parsed.Digest != env.Digest {
 		t.Errorf("announcement %+v", a)
 	}
 }
@@ -400,7 +400,7 @@ func TestAttacks_PullOntoStreamSubjects(t *testing.T) {
 	if len(info.State.Subjects) != 2 {
 		t.Errorf("subjects %v", info.State.Subjects)
 	}
-	if v := h.projected(ctx, id, info.State.LastSeq); v.Status != projector.StatusOpen {
+	if v := h.projected(ctx, id, info.State.LastSeq); v.Status != api.StatusOpen {
 		t.Errorf("the deliberation is %s", v.Status)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
@@ -68,7 +69,7 @@ func TestHostile_ForgedImportHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var opened time.Time
-	var status projector.Status
+	var status api.Status
 	var due []termination.Emission
 	s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) {
 		opened, status = d.OpenedTime, d.Status
@@ -78,7 +79,7 @@ func TestHostile_ForgedImportHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !opened.Equal(msg.Time) || status != projector.StatusOpen || len(due) != 0 {
+	if !opened.Equal(msg.Time) || status != api.StatusOpen || len(due) != 0 {
 		t.Fatalf("opened %v (stream time %v), status %s, the supervisor would emit %d", opened, msg.Time, status, len(due))
 	}
 	// The export folds as the engine did: same digest, audit OK, the
@@ -179,7 +180,7 @@ func TestHostile_RestoreWhateverWasPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, err := mallory.WaitOutcome(ctx, id, after.Sequence, ""); err != nil || o.Outcome != projector.VerdictLate {
+	if o, err := mallory.WaitOutcome(ctx, id, after.Sequence, ""); err != nil || o.Outcome != api.VerdictLate {
 		t.Errorf("after the import (the deliberation is completed): %+v %v", o, err)
 	}
 
@@ -273,12 +274,12 @@ func TestHostile_NothingEntersTheRecordLate(t *testing.T) {
 	if _, err := alice.PublishArtifact(ctx, id, dec); err != nil {
 		t.Fatal(err)
 	}
-	v := waitState(t, alice, id, func(v projector.View) bool { return v.Status.Terminal() })
+	v := waitState(t, alice, id, func(v api.View) bool { return v.Status.Terminal() })
 	var term canon.Digest
 	if len(v.Terminations) == 1 {
 		term = v.Terminations[0]
 	}
-	if v.Status != projector.StatusCompleted || term != coming[0].Artifact.ID || v.Artifacts != 3 {
+	if v.Status != api.StatusCompleted || term != coming[0].Artifact.ID || v.Artifacts != 3 {
 		t.Fatalf("status %s, terminations %v (mallory computed %s), %d artifacts", v.Status, v.Terminations, coming[0].Artifact.ID, v.Artifacts)
 	}
 	// Published again now that its reference exists, it is late.
@@ -287,11 +288,11 @@ func TestHostile_NothingEntersTheRecordLate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o, err := again.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || o.Outcome != projector.VerdictLate {
+	if o, err := again.WaitOutcome(ctx, id, ack.Sequence, ""); err != nil || o.Outcome != api.VerdictLate {
 		t.Fatalf("after the end: %+v %v", o, err)
 	}
 	after, _ := s.Queries.Get(id)
-	if after.Status != projector.StatusCompleted || after.Artifacts != 3 || len(after.OpenBlockingObjections) != 0 {
+	if after.Status != api.StatusCompleted || after.Artifacts != 3 || len(after.OpenBlockingObjections) != 0 {
 		t.Fatalf("after the late objection: %+v", after)
 	}
 	var ok bool

@@ -10,10 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -95,7 +95,7 @@ func TestKillDuringIngest(t *testing.T) {
 	fresh := replay(t, nc)
 	last := fresh.Position()
 	deadline := time.Now().Add(time.Minute)
-	var v projector.View
+	var v api.View
 	for {
 		getJSON(t, e.url("/api/v1/deliberations/"+id), &v)
 		if v.Position >= last || time.Now().After(deadline) {
@@ -106,7 +106,7 @@ func TestKillDuringIngest(t *testing.T) {
 	if v.Artifacts != total {
 		t.Errorf("projection holds %d artifacts, want %d", v.Artifacts, total)
 	}
-	list := getPages[projector.ArtifactEntry](t, e.url("/api/v1/deliberations/"+id+"/artifacts?limit=1000"))
+	list := getPages[api.ArtifactEntry](t, e.url("/api/v1/deliberations/"+id+"/artifacts?limit=1000"))
 	seen := map[canon.Digest]int{}
 	for _, a := range list {
 		seen[a.ArtifactID]++

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -114,7 +115,7 @@ func TestHostile_JunkCannotPostponeJudgment(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("the completion", dec.Sequence, answered(events.TypeTermination, dec.Sequence))
-	if v, _ := s.Queries.Get(id); v.Status != projector.StatusCompleted || junk < 3 {
+	if v, _ := s.Queries.Get(id); v.Status != api.StatusCompleted || junk < 3 {
 		t.Errorf("status %s after %d junk messages", v.Status, junk)
 	}
 }

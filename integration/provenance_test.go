@@ -14,11 +14,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/gittest"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/readmodel"
 	"github.com/parley-engine/parley/service"
@@ -96,8 +96,8 @@ func TestProvenance_Live(t *testing.T) {
 
 	// Re-verified and admitted: the deliberation completes.
 	id1, ev1, _ := run("admitted")
-	v := waitState(t, alice, id1, func(v projector.View) bool { return v.Status.Terminal() })
-	if v.Status != projector.StatusCompleted || len(v.InadmissibleEvidence) != 0 {
+	v := waitState(t, alice, id1, func(v api.View) bool { return v.Status.Terminal() })
+	if v.Status != api.StatusCompleted || len(v.InadmissibleEvidence) != 0 {
 		t.Fatalf("%+v", v)
 	}
 	var rep readmodel.ProvenanceReport
@@ -111,8 +111,8 @@ func TestProvenance_Live(t *testing.T) {
 	// admitted and its final decision does not verify.
 	gittest.Write(t, root, "CHANGELOG.md", "# Changelog\n\n## 2026-05-25\n- first entry, rewritten\n")
 	id2, ev2, dec2 := run("file changed")
-	v = waitState(t, alice, id2, func(v projector.View) bool { return v.Counts[events.TypeFailure] == 1 })
-	if v.Status != projector.StatusOpen || len(v.InadmissibleEvidence) != 1 || v.InadmissibleEvidence[0] != ev2.ID {
+	v = waitState(t, alice, id2, func(v api.View) bool { return v.Counts[events.TypeFailure] == 1 })
+	if v.Status != api.StatusOpen || len(v.InadmissibleEvidence) != 1 || v.InadmissibleEvidence[0] != ev2.ID {
 		t.Fatalf("%+v", v)
 	}
 	res, err := alice.Closure(ctx, id2, dec2.ID.String(), 0)

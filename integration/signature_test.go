@@ -8,11 +8,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/signing"
 )
@@ -56,7 +56,7 @@ func TestSignatures_RecordAuditImport(t *testing.T) {
 		ObjectionDispositions: []events.Disposition{{Objection: o.ID, Disposition: events.Addressed, Rationale: "tested"}}},
 		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}}})
 	// The supervisor's TERMINATION is not signed, and not asked to be.
-	live := waitState(t, alice, id, func(v projector.View) bool { return v.Status == projector.StatusCompleted })
+	live := waitState(t, alice, id, func(v api.View) bool { return v.Status == api.StatusCompleted })
 	supervisorDone(t, s1, id)
 	live, _ = s1.Queries.Get(id)
 	if live.Artifacts != 4 || live.RejectionsByCode["signature.missing"] != 1 {

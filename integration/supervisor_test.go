@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
@@ -54,7 +55,7 @@ func operatorConn(t *testing.T, s *service.Service) *nats.Conn {
 	return nc
 }
 
-func waitState(t *testing.T, c *client.Client, id string, ok func(projector.View) bool) projector.View {
+func waitState(t *testing.T, c *client.Client, id string, ok func(api.View) bool) api.View {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -90,8 +91,8 @@ func TestSupervisor_Live(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := waitState(t, alice, id, func(v projector.View) bool { return v.Counts[events.TypeFailure] == 1 })
-	if v.Status != projector.StatusOpen || len(v.OpenBlockingObjections) != 1 {
+	v := waitState(t, alice, id, func(v api.View) bool { return v.Counts[events.TypeFailure] == 1 })
+	if v.Status != api.StatusOpen || len(v.OpenBlockingObjections) != 1 {
 		t.Errorf("after the failure: %+v", v)
 	}
 	res, err := s.Queries.Closure(id, d.ID.String(), 0)
@@ -113,7 +114,7 @@ func TestSupervisor_Live(t *testing.T) {
 		Extensions: map[string]any{"parley.usage": map[string]int{"input_tokens": 700, "output_tokens": 400}}})
 	o2, _, _ := bob.Publish(ctx, id2, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "too expensive", Blocking: true},
 		References: []events.Reference{{Target: c2.ID, Relation: events.ObjectsTo}}})
-	v = waitState(t, alice, id2, func(v projector.View) bool { return v.Status == projector.StatusExhausted })
+	v = waitState(t, alice, id2, func(v api.View) bool { return v.Status == api.StatusExhausted })
 	if len(v.Terminations) != 1 || v.Counts[events.TypeFailure] != 1 {
 		t.Errorf("exhausted: %+v", v)
 	}
@@ -129,7 +130,7 @@ func TestSupervisor_Live(t *testing.T) {
 		bob.Publish(ctx, id3, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "no " + string(rune('a'+i)), Blocking: i == 0},
 			References: []events.Reference{{Target: c3.ID, Relation: events.ObjectsTo}}})
 	}
-	waitState(t, alice, id3, func(v projector.View) bool { return v.Status == projector.StatusDeadlock })
+	waitState(t, alice, id3, func(v api.View) bool { return v.Status == api.StatusDeadlock })
 }
 
 // record writes a deliberation's artifacts, in stream order, as the JSONL
@@ -206,7 +207,7 @@ func TestSupervisor_Race(t *testing.T) {
 		t.Fatalf("judged again: %+v", more)
 	}
 	v, _ := s.Queries.Get(id)
-	if v.Status != projector.StatusOpen || len(v.Terminations) != 0 || v.Counts[events.TypeFailure] != 0 {
+	if v.Status != api.StatusOpen || len(v.Terminations) != 0 || v.Counts[events.TypeFailure] != 0 {
 		t.Errorf("after the race: %+v", v)
 	}
 }
@@ -257,7 +258,7 @@ func TestSupervisor_DoubleRunAndCrash(t *testing.T) {
 		s.Runner.WaitFor(ctx, info.State.LastSeq)
 		v, _ := s.Queries.Get(id)
 		rej, _ := s.Queries.Rejections(id)
-		if v.Status != projector.StatusExhausted || v.Counts[events.TypeFailure] != 1 || v.Counts[events.TypeTermination] != 1 || rej.ByCode[projector.CodeDuplicate] != 0 {
+		if v.Status != api.StatusExhausted || v.Counts[events.TypeFailure] != 1 || v.Counts[events.TypeTermination] != 1 || rej.ByCode[projector.CodeDuplicate] != 0 {
 			t.Errorf("%s: %+v, rejections %v", mode, v, rej.ByCode)
 		}
 		// The stream itself holds each emission once.

@@ -21,11 +21,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -124,7 +124,7 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 	if err != nil {
 		return nil, openOut{}, fmt.Errorf("the open was published at position %d, but the engine's verdict did not come: %w", ack.Sequence, err)
 	}
-	if o.Outcome != projector.VerdictApplied {
+	if o.Outcome != api.VerdictApplied {
 		return nil, openOut{}, fmt.Errorf("the engine refused the open (%s): %s %s", o.Outcome, o.Code, o.Message)
 	}
 	return nil, openOut{Deliberation: id}, nil

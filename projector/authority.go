@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
@@ -92,7 +93,7 @@ func (d *Deliberation) authorize(m Msg, a *events.Artifact, participant string) 
 // why it is not justified, or "".
 func (d *Deliberation) justify(t *events.Termination, a *events.Artifact, at time.Time) string {
 	state := string(t.State)
-	if t.State != events.Cancelled && t.State != events.Suspended && d.Status != StatusOpen {
+	if t.State != events.Cancelled && t.State != events.Suspended && d.Status != api.StatusOpen {
 		return "a " + state + " TERMINATION of a deliberation that is " + string(d.Status)
 	}
 	switch t.State {
@@ -139,12 +140,12 @@ func (d *Deliberation) justify(t *events.Termination, a *events.Artifact, at tim
 		}
 		return ""
 	case events.Cancelled:
-		if d.Status != StatusCancelled || d.CancelledAt == 0 || d.Recorded(events.Cancelled) {
+		if d.Status != api.StatusCancelled || d.CancelledAt == 0 || d.Recorded(events.Cancelled) {
 			return "no cancel control message is left to record"
 		}
 		return ""
 	case events.Suspended:
-		if d.Status != StatusSuspended || d.SuspendedAt == 0 {
+		if d.Status != api.StatusSuspended || d.SuspendedAt == 0 {
 			return "no suspend control message is left to record"
 		}
 		for _, id := range d.terms {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -92,7 +93,7 @@ func TestApply_AuthorityToEnd(t *testing.T) {
 			if o.Rejection == nil || o.Rejection.Code != tc.code {
 				t.Fatalf("outcome %+v, rejection %+v: want %s", o, o.Rejection, tc.code)
 			}
-			if d.Status != projector.StatusOpen || d.OpenBlockingCount() != 1 || d.Has(tc.a.ID) {
+			if d.Status != api.StatusOpen || d.OpenBlockingCount() != 1 || d.Has(tc.a.ID) {
 				t.Fatalf("status %s, %d open objections, in DAG %v", d.Status, d.OpenBlockingCount(), d.Has(tc.a.ID))
 			}
 			if d.StateDigest() == before {
@@ -104,7 +105,7 @@ func TestApply_AuthorityToEnd(t *testing.T) {
 	// A participant's FAILURE records its own failure and ends nothing.
 	own := events.MustSeal(events.Draft{Type: events.TypeFailure, Payload: events.Failure{Code: "participant.timeout", Description: "alice's model timed out"}})
 	c.admit("alice", own)
-	if d.Status != projector.StatusOpen {
+	if d.Status != api.StatusOpen {
 		t.Fatal(d.Status)
 	}
 
@@ -113,7 +114,7 @@ func TestApply_AuthorityToEnd(t *testing.T) {
 	if es := c.publishDecided(); len(es) != 1 || es[0].Artifact.Type != events.TypeFailure {
 		t.Fatalf("the supervisor emits %+v", es)
 	}
-	if d.Status != projector.StatusOpen {
+	if d.Status != api.StatusOpen {
 		t.Fatal(d.Status)
 	}
 
@@ -131,7 +132,7 @@ func TestApply_AuthorityToEnd(t *testing.T) {
 		t.Fatalf("exhausted with no budget or limit: %+v", o.Rejection)
 	}
 	c.admit("moderator", term(events.Deadlock, []canon.Digest{ob.ID}, refs))
-	if d.Status != projector.StatusDeadlock {
+	if d.Status != api.StatusDeadlock {
 		t.Fatal(d.Status)
 	}
 }
@@ -151,7 +152,7 @@ func TestApply_TerminatorCompletesAndCancels(t *testing.T) {
 		t.Fatalf("the supervisor emits %+v", es)
 	}
 	c.admit("moderator", term(events.Completed, nil, events.Reference{Target: dec.ID, Relation: events.Decides}))
-	if d.Status != projector.StatusCompleted {
+	if d.Status != api.StatusCompleted {
 		t.Fatal(d.Status)
 	}
 
@@ -222,7 +223,7 @@ func TestApply_SupervisorClock(t *testing.T) {
 	}
 	c.admit(wire.SupervisorToken, stall[0].Artifact)
 	c.admit(wire.SupervisorToken, stall[1].Artifact)
-	if c.d().Status != projector.StatusDeadlock {
+	if c.d().Status != api.StatusDeadlock {
 		t.Fatal(c.d().Status)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -59,7 +60,7 @@ func (d *Deliberation) Principal() string {
 // checkPrincipal checks the principal charter ch names: a participant token,
 // and one of the participants when the charter lists them (the fold admits
 // no artifact from anyone else).
-func checkPrincipal(ch *Charter) error {
+func checkPrincipal(ch *api.Charter) error {
 	switch {
 	case ch.Principal == "":
 	case !wire.ValidToken(ch.Principal):

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -273,7 +274,7 @@ func TestBindingRule_AnswerBeforeTheQuestion(t *testing.T) {
 	}
 	c.admit("principal", r)
 	es := c.publishDecided()
-	if len(es) != 1 || es[0].Artifact.TerminationPayload() == nil || es[0].Artifact.References[0].Target != r.ID || d.Status != projector.StatusCompleted {
+	if len(es) != 1 || es[0].Artifact.TerminationPayload() == nil || es[0].Artifact.References[0].Target != r.ID || d.Status != api.StatusCompleted {
 		t.Fatalf("the supervisor emits %+v; status %s", es, d.Status)
 	}
 }

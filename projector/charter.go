@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
@@ -183,7 +184,7 @@ func (l Limits) merge(def Limits) Limits {
 func (p Policy) Complete() bool { return p.AutoComplete == nil || *p.AutoComplete }
 
 // effective computes a charter's limits and policy over the defaults.
-func effective(ch *Charter, def Defaults) (Limits, Policy, error) {
+func effective(ch *api.Charter, def Defaults) (Limits, Policy, error) {
 	var l Limits
 	var p Policy
 	if len(ch.Limits) > 0 {

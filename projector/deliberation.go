@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
@@ -95,8 +96,8 @@ type Deliberation struct {
 
 	ID       string
 	Title    string
-	Status   Status
-	Charter  *Charter
+	Status   api.Status
+	Charter  *api.Charter
 	OpenedAt uint64 // position of the open control message
 	Position uint64 // position of the last message that touched it
 	Round    int
@@ -131,7 +132,7 @@ type Deliberation struct {
 	// most recent MaxKept, their total, and the last one's position (for
 	// the fold's guard against redelivery). Not in the state digest: they
 	// are not the deliberation's.
-	foreign   kept[Rejection]
+	foreign   kept[api.Rejection]
 	foreignN  int
 	foreignAt uint64
 	now       time.Time // the time of the message being applied
@@ -153,7 +154,7 @@ type Deliberation struct {
 	// breaches are the limit-breach rejections no supervisor FAILURE has
 	// answered yet, oldest first, kept apart from the bounded list of
 	// rejections so that none is forgotten however many follow it.
-	breaches []Rejection
+	breaches []api.Rejection
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
 	decs     []canon.Digest
@@ -163,7 +164,7 @@ type Deliberation struct {
 	partIdx  map[string]int32
 	perPart  []int
 	allowed  map[string]bool // nil: anyone may take part
-	rejects  kept[Rejection]
+	rejects  kept[api.Rejection]
 	rejCodes map[string]int
 	rejTotal int
 	late     kept[Late]
@@ -193,7 +194,7 @@ func newDeliberation(id string, opts Options) *Deliberation {
 }
 
 func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg string) Outcome {
-	r := Rejection{Position: seq, Participant: summary(participant, maxTokenText), ArtifactID: id, Class: class, Code: code, Message: summary(msg, MaxRejectionText)}
+	r := api.Rejection{Position: seq, Participant: summary(participant, maxTokenText), ArtifactID: id, Class: class, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.Position = seq
 	d.rejTotal++
 	d.rejCodes[code]++
@@ -231,7 +232,7 @@ func (d *Deliberation) rejectErr(seq uint64, participant, id string, err error) 
 	return d.reject(seq, participant, id, c.ErrorClass(), c.ErrorCode(), msg)
 }
 
-func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome {
+func (d *Deliberation) control(seq uint64, c Control, charter *api.Charter) Outcome {
 	if d.Status.Terminal() {
 		return d.reject(seq, "", "", ClassInvalidSubmission, CodeTerminal, c.Op+" after the deliberation ended ("+string(d.Status)+")")
 	}
@@ -240,7 +241,7 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 		if d.Status != "" {
 			return d.reject(seq, "", "", ClassInvalidSubmission, CodeAlreadyOpen, "the deliberation is already open")
 		}
-		d.Status, d.Charter, d.Title, d.OpenedAt, d.OpenedTime, d.LastActivity = StatusOpen, charter, charter.Title, seq, d.now, d.now
+		d.Status, d.Charter, d.Title, d.OpenedAt, d.OpenedTime, d.LastActivity = api.StatusOpen, charter, charter.Title, seq, d.now, d.now
 		if len(charter.Participants) > 0 {
 			d.allowed = map[string]bool{}
 			for _, t := range charter.Participants {
@@ -248,11 +249,11 @@ func (d *Deliberation) control(seq uint64, c Control, charter *Charter) Outcome 
 			}
 		}
 	case "suspend":
-		d.Status, d.SuspendedAt = StatusSuspended, seq
+		d.Status, d.SuspendedAt = api.StatusSuspended, seq
 	case "resume":
-		d.Status, d.SuspendedAt = StatusOpen, 0
+		d.Status, d.SuspendedAt = api.StatusOpen, 0
 	case "cancel":
-		d.Status, d.CancelledAt, d.CancelReason = StatusCancelled, seq, c.Reason
+		d.Status, d.CancelledAt, d.CancelReason = api.StatusCancelled, seq, c.Reason
 	case "round":
 		if c.Round <= d.Round {
 			return d.reject(seq, "", "", ClassInvalidSubmission, CodeControlInvalid, "round must increase")
@@ -292,7 +293,7 @@ func (d *Deliberation) artifact(m Msg, participant string) Outcome {
 		d.late.add(l, d.opts.MaxKept, d.kl)
 		d.lateChain = chain(d.lateChain, "late", d.newOrdinal(m.Seq), l.ArtifactID, l.Participant)
 		return Outcome{Deliberation: d.ID, Late: true}
-	case d.Status == StatusSuspended && !super && !term:
+	case d.Status == api.StatusSuspended && !super && !term:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeSuspended, "the deliberation is suspended")
 	case !super && !term && d.allowed != nil && !d.allowed[participant]:
 		return d.reject(m.Seq, participant, id(), ClassInvalidSubmission, CodeNotInCharter, participant+" is not a participant of the charter")
@@ -395,9 +396,9 @@ func (d *Deliberation) admit(p *candidate, out *Outcome) {
 	case *events.Termination:
 		ex.termination = p
 		d.terms = append(d.terms, a.ID)
-		d.Status = Status(p.State)
+		d.Status = api.Status(p.State)
 		if p.State == events.Suspended {
-			d.Status = StatusSuspended
+			d.Status = api.StatusSuspended
 		}
 	}
 	if len(a.Extensions) > 0 {
@@ -516,7 +517,7 @@ func (d *Deliberation) Terminations() []canon.Digest { return d.terms }
 
 // Rejections returns the kept rejections (the most recent), their total,
 // and the complete counts by code.
-func (d *Deliberation) Rejections() ([]Rejection, int, map[string]int) {
+func (d *Deliberation) Rejections() ([]api.Rejection, int, map[string]int) {
 	return d.rejects.list(), d.rejTotal, d.rejCodes
 }
 
@@ -546,7 +547,7 @@ func compareDigest(a, b canon.Digest) int {
 // DAG instead of being late.
 func (d *Deliberation) recordsEnd(a *events.Artifact) bool {
 	t := a.TerminationPayload()
-	return t != nil && Status(t.State) == d.Status && !d.Recorded(t.State)
+	return t != nil && api.Status(t.State) == d.Status && !d.Recorded(t.State)
 }
 
 // breach checks a participant's artifact against the charter's
@@ -654,7 +655,7 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 	if raw, ok := a.Extensions[MessageExtension]; ok {
 		if p, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
 			d.answered[p] = true
-			d.breaches = slices.DeleteFunc(d.breaches, func(r Rejection) bool { return d.Ordinal(r.Position) == p })
+			d.breaches = slices.DeleteFunc(d.breaches, func(r api.Rejection) bool { return d.Ordinal(r.Position) == p })
 		}
 	}
 }
@@ -666,7 +667,7 @@ func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[deci
 // answered yet, oldest first (not to be modified). Unlike the kept
 // rejections, which are the most recent MaxKept, none is ever dropped
 // before it is answered.
-func (d *Deliberation) Breaches() []Rejection { return d.breaches }
+func (d *Deliberation) Breaches() []api.Rejection { return d.breaches }
 
 // Answered reports whether a supervisor FAILURE already names the
 // rejection at stream position position.
@@ -705,7 +706,7 @@ func (d *Deliberation) lastSeq() uint64 {
 // Foreign returns the kept messages that named the deliberation without
 // being part of its record (deliberation.importing, import.invalid), the
 // most recent first kept last, and their total.
-func (d *Deliberation) Foreign() ([]Rejection, int) { return d.foreign.list(), d.foreignN }
+func (d *Deliberation) Foreign() ([]api.Rejection, int) { return d.foreign.list(), d.foreignN }
 
 // Imported reports whether the deliberation was opened by an import (its
 // messages came from the importer's subject, wire.ImportSubject).

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
 	supervisor "github.com/parley-engine/parley/termination"
@@ -16,7 +17,7 @@ import (
 // admission ordinals, checked against the node at each.
 func artifactsAfter(t *testing.T, d *projector.Deliberation, after uint64) (seqs []uint64, ords []int) {
 	t.Helper()
-	d.ArtifactsAfter(after, func(i int, e projector.ArtifactEntry) bool {
+	d.ArtifactsAfter(after, func(i int, e api.ArtifactEntry) bool {
 		if n, ok := d.Node(e.ArtifactID); !ok || n.Seq != e.Position || n.Participant != e.Participant || string(n.Type) != e.Type {
 			t.Fatalf("entry %+v, node %+v", e, n)
 		}
@@ -90,7 +91,7 @@ func TestDeliberation_ArtifactsAfter(t *testing.T) {
 				}
 				// fn stops the walk.
 				n := 0
-				d.ArtifactsAfter(0, func(int, projector.ArtifactEntry) bool { n++; return n < 7 })
+				d.ArtifactsAfter(0, func(int, api.ArtifactEntry) bool { n++; return n < 7 })
 				if n != 7 {
 					t.Errorf("walk went on to %d after fn returned false", n)
 				}
@@ -117,7 +118,7 @@ func TestDeliberation_Summary(t *testing.T) {
 	f.art("alice", c)
 	f.art("alice", c) // a duplicate: rejected
 	s := f.d().Summary()
-	if s.ID != delib || s.Title != "the title" || s.Status != projector.StatusOpen || s.OpenedAt != 1 || s.Position != 3 || s.Artifacts != 1 || s.Rejections != 1 {
+	if s.ID != delib || s.Title != "the title" || s.Status != api.StatusOpen || s.OpenedAt != 1 || s.Position != 3 || s.Artifacts != 1 || s.Rejections != 1 {
 		t.Errorf("%+v", s)
 	}
 }

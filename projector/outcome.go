@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/wire"
@@ -11,14 +12,14 @@ import (
 
 // MessageOutcome is the verdict on the message at a stream position.
 type MessageOutcome struct {
-	Verdict      Verdict
+	Verdict      api.Verdict
 	Deliberation string
 	Position     uint64
-	Participant  string       // an artifact message's token
-	ArtifactID   canon.Digest // zero when the bytes are no valid artifact
-	ArtifactType events.Type  // accepted artifacts
-	Op           string       // a control message's op, when it parses
-	Rejection    *Rejection   // VerdictRejected
+	Participant  string         // an artifact message's token
+	ArtifactID   canon.Digest   // zero when the bytes are no valid artifact
+	ArtifactType events.Type    // accepted artifacts
+	Op           string         // a control message's op, when it parses
+	Rejection    *api.Rejection // VerdictRejected
 	// Ordinal is the message's rank among the deliberation's messages
 	// (Deliberation.Ordinal), 0 for a message outside its record (before
 	// its open, or another's during its import).
@@ -71,7 +72,7 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		ctlOK, out.Op = true, c.Op
 	}
 	if m.Seq > p.Position() {
-		out.Verdict = VerdictUnprojected
+		out.Verdict = api.VerdictUnprojected
 		out.Note = "the projection is at position " + strconv.FormatUint(p.Position(), 10)
 		return out, nil
 	}
@@ -80,22 +81,22 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		// Before the deliberation was opened (or it never was): the
 		// message was recorded among the unrouted rejections.
 		if r := findRejection(p.unrouted.list(), m.Seq); r != nil {
-			out.Verdict, out.Rejection = VerdictRejected, r
+			out.Verdict, out.Rejection = api.VerdictRejected, r
 			return out, nil
 		}
-		out.Verdict = VerdictUnknown
+		out.Verdict = api.VerdictUnknown
 		out.Note = evictedNote(len(p.unrouted.list()), p.unroutedTotal, "messages of deliberations not open")
 		return out, nil
 	}
 	out.Ordinal = d.Ordinal(m.Seq)
 	if r := findRejection(d.rejects.list(), m.Seq); r != nil {
-		out.Verdict, out.Rejection = VerdictRejected, r
+		out.Verdict, out.Rejection = api.VerdictRejected, r
 		return out, nil
 	}
 	// Not part of the deliberation's record (another's message during its
 	// import).
 	if r := findRejection(d.foreign.list(), m.Seq); r != nil {
-		out.Verdict, out.Rejection = VerdictRejected, r
+		out.Verdict, out.Rejection = api.VerdictRejected, r
 		return out, nil
 	}
 	complete := len(d.rejects.list()) == d.rejTotal
@@ -103,18 +104,18 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		late := d.late.list()
 		for i := len(late) - 1; i >= 0; i-- {
 			if late[i].Position == m.Seq {
-				out.Verdict = VerdictLate
+				out.Verdict = api.VerdictLate
 				out.Note = "the deliberation had ended (" + string(d.Status) + "): the artifact is kept in the stream, outside the state"
 				return out, nil
 			}
 		}
 		if a != nil {
 			if i, ok := d.index.get(d.nodeIDs, a.ID); ok && d.nodes[i].seq == m.Seq {
-				out.Verdict, out.ArtifactType = VerdictAccepted, a.Type
+				out.Verdict, out.ArtifactType = api.VerdictAccepted, a.Type
 				return out, nil
 			}
 		}
-		out.Verdict = VerdictUnknown
+		out.Verdict = api.VerdictUnknown
 		switch {
 		case !complete:
 			out.Note = evictedNote(len(d.rejects.list()), d.rejTotal, "rejections")
@@ -127,20 +128,20 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 	}
 	switch {
 	case m.Seq == d.OpenedAt, m.Seq == d.CancelledAt, m.Seq == d.SuspendedAt:
-		out.Verdict = VerdictApplied
+		out.Verdict = api.VerdictApplied
 	case ctlOK && complete:
 		// Every rejection is kept, and a control message of an open
 		// deliberation is either rejected or applied.
-		out.Verdict = VerdictApplied
+		out.Verdict = api.VerdictApplied
 	default:
-		out.Verdict = VerdictUnknown
+		out.Verdict = api.VerdictUnknown
 		out.Note = evictedNote(len(d.rejects.list()), d.rejTotal, "rejections")
 	}
 	return out, nil
 }
 
 // findRejection returns the kept rejection at position seq, or nil.
-func findRejection(list []Rejection, seq uint64) *Rejection {
+func findRejection(list []api.Rejection, seq uint64) *api.Rejection {
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].Position == seq {
 			r := list[i]

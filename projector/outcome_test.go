@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
@@ -56,21 +57,21 @@ func TestProjection_OutcomeOf(t *testing.T) {
 		name    string
 		id      string
 		seq     uint64
-		verdict projector.Verdict
+		verdict api.Verdict
 		code    string
 		ordinal uint64 // among the deliberation's messages, 0 outside them
 	}{
-		{"refused charter, never opened", other, refused, projector.VerdictRejected, projector.CodeControlInvalid, 0},
-		{"artifact before the open", delib, early, projector.VerdictRejected, projector.CodeNotOpen, 0},
-		{"open", delib, open, projector.VerdictApplied, "", 1},
-		{"claim", delib, accepted, projector.VerdictAccepted, "", 2},
-		{"objection to an unknown claim", delib, pending, projector.VerdictRejected, projector.CodeUnknownTarget, 3},
-		{"participant not in the charter", delib, stranger, projector.VerdictRejected, projector.CodeNotInCharter, 4},
-		{"not an artifact", delib, garbage, projector.VerdictRejected, "number.fraction", 5},
-		{"round", delib, round, projector.VerdictApplied, "", 6},
-		{"round that does not increase", delib, again, projector.VerdictRejected, projector.CodeControlInvalid, 7},
-		{"cancel", delib, cancel, projector.VerdictApplied, "", 8},
-		{"after the end", delib, late, projector.VerdictLate, "", 9},
+		{"refused charter, never opened", other, refused, api.VerdictRejected, projector.CodeControlInvalid, 0},
+		{"artifact before the open", delib, early, api.VerdictRejected, projector.CodeNotOpen, 0},
+		{"open", delib, open, api.VerdictApplied, "", 1},
+		{"claim", delib, accepted, api.VerdictAccepted, "", 2},
+		{"objection to an unknown claim", delib, pending, api.VerdictRejected, projector.CodeUnknownTarget, 3},
+		{"participant not in the charter", delib, stranger, api.VerdictRejected, projector.CodeNotInCharter, 4},
+		{"not an artifact", delib, garbage, api.VerdictRejected, "number.fraction", 5},
+		{"round", delib, round, api.VerdictApplied, "", 6},
+		{"round that does not increase", delib, again, api.VerdictRejected, projector.CodeControlInvalid, 7},
+		{"cancel", delib, cancel, api.VerdictApplied, "", 8},
+		{"after the end", delib, late, api.VerdictLate, "", 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,11 +102,11 @@ func TestProjection_OutcomeOf(t *testing.T) {
 	if _, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &missing.ID); !errors.Is(err, projector.ErrArtifactMismatch) {
 		t.Errorf("another artifact: %v", err)
 	}
-	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &c.ID); err != nil || o.Verdict != projector.VerdictAccepted {
+	if o, err := tp.p.OutcomeOf(delib, tp.msgs[accepted-1], &c.ID); err != nil || o.Verdict != api.VerdictAccepted {
 		t.Errorf("with its id: %+v %v", o, err)
 	}
 	ahead := projector.Msg{Seq: late + 1, Subject: wire.ArtifactSubject(delib, "alice"), Data: c.Canonical}
-	if o, err := tp.p.OutcomeOf(delib, ahead, nil); err != nil || o.Verdict != projector.VerdictUnprojected || o.Note == "" {
+	if o, err := tp.p.OutcomeOf(delib, ahead, nil); err != nil || o.Verdict != api.VerdictUnprojected || o.Note == "" {
 		t.Errorf("beyond the projection: %+v %v", o, err)
 	}
 }
@@ -125,16 +126,16 @@ func TestProjection_OutcomeOfEvicted(t *testing.T) {
 
 	for _, tt := range []struct {
 		seq  uint64
-		want projector.Verdict
+		want api.Verdict
 	}{
-		{open, projector.VerdictApplied},
-		{first, projector.VerdictUnknown},
-		{round, projector.VerdictUnknown},
-		{accepted, projector.VerdictAccepted},
-		{last, projector.VerdictRejected},
-		{suspend, projector.VerdictApplied},
+		{open, api.VerdictApplied},
+		{first, api.VerdictUnknown},
+		{round, api.VerdictUnknown},
+		{accepted, api.VerdictAccepted},
+		{last, api.VerdictRejected},
+		{suspend, api.VerdictApplied},
 	} {
-		if o := tp.outcome(t, delib, tt.seq); o.Verdict != tt.want || (tt.want == projector.VerdictUnknown && o.Note == "") {
+		if o := tp.outcome(t, delib, tt.seq); o.Verdict != tt.want || (tt.want == api.VerdictUnknown && o.Note == "") {
 			t.Errorf("position %d: %+v, want %s", tt.seq, o, tt.want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
@@ -223,7 +224,7 @@ type Projection struct {
 	delibs   map[string]*Deliberation
 	// Messages that name no deliberation (or not one that was ever
 	// opened) are recorded here, the most recent MaxKept of them.
-	unrouted      kept[Rejection]
+	unrouted      kept[api.Rejection]
 	unroutedTotal int
 	// kl bounds the bytes of every kept list (Options.MaxKeptBytes).
 	kl *keptLedger
@@ -273,7 +274,7 @@ func (p *Projection) Len() int { return len(p.delibs) }
 
 // Unrouted returns the kept rejections of messages that belong to no open
 // deliberation, and their total.
-func (p *Projection) Unrouted() ([]Rejection, int) { return p.unrouted.list(), p.unroutedTotal }
+func (p *Projection) Unrouted() ([]api.Rejection, int) { return p.unrouted.list(), p.unroutedTotal }
 
 // Outcome says what Apply did with a message: everything the edges react
 // to, so that none of them parses the message again.
@@ -283,7 +284,7 @@ type Outcome struct {
 	// Admitted are the artifacts admitted, in the order of Accepted,
 	// validated.
 	Admitted  []Admission
-	Rejection *Rejection
+	Rejection *api.Rejection
 	Late      bool
 	Control   string // the op of an applied control message
 	// Time is the time the fold gave the message (EffectiveTime): what a
@@ -377,7 +378,7 @@ func (p *Projection) foreign(d *Deliberation, m Msg, code, msg string) Outcome {
 	if d == nil {
 		return p.unroutable(m, participant, code, msg)
 	}
-	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
+	r := api.Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	d.foreignAt = m.Seq
 	d.foreignN++
 	d.foreign.add(r, p.opts.MaxKept, p.kl)
@@ -417,7 +418,7 @@ func (p *Projection) count(delib string, seq uint64) {
 }
 
 func (p *Projection) unroutable(m Msg, participant, code, msg string) Outcome {
-	r := Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
+	r := api.Rejection{Position: m.Seq, Participant: summary(participant, maxTokenText), Class: ClassInvalidSubmission, Code: code, Message: summary(msg, MaxRejectionText)}
 	p.unroutedTotal++
 	p.unrouted.add(r, p.opts.MaxKept, p.kl)
 	delib, _, _ := wire.Parse(m.Subject)
@@ -439,7 +440,7 @@ type kept[T keptItem] struct {
 // position (a list's items are in position order) and about the bytes it
 // holds (keptOf).
 type keptItem interface {
-	Rejection | Late
+	api.Rejection | Late
 }
 
 // keptOf returns the position of a kept item and about the bytes it
@@ -447,7 +448,7 @@ type keptItem interface {
 // ledger's queue.
 func keptOf[T keptItem](v *T) (pos uint64, size int64) {
 	switch x := any(v).(type) {
-	case *Rejection:
+	case *api.Rejection:
 		return x.Position, 120 + int64(len(x.Participant)+len(x.ArtifactID)+len(x.Class)+len(x.Code)+len(x.Message))
 	case *Late:
 		return x.Position, 80 + int64(len(x.Participant)+len(x.ArtifactID))
@@ -601,7 +602,7 @@ func (p *Projection) rebuildLedger() {
 		size int64
 	}
 	var all []item
-	rejections := func(k *kept[Rejection]) {
+	rejections := func(k *kept[api.Rejection]) {
 		for i := range k.list() {
 			pos, size := keptOf(&k.list()[i])
 			all = append(all, item{k, pos, size})
@@ -708,7 +709,7 @@ func summary(s string, max int) string {
 	return s[:cut] + "…"
 }
 
-func parseControl(data []byte) (Control, *Charter, error) {
+func parseControl(data []byte) (Control, *api.Charter, error) {
 	var c Control
 	canonical, err := canon.Canonicalize(canon.AMD, data)
 	if err != nil {
@@ -725,7 +726,7 @@ func parseControl(data []byte) (Control, *Charter, error) {
 		if len(c.Charter) == 0 || c.Charter[0] != '{' {
 			return c, nil, errors.New("open needs a charter object")
 		}
-		var ch Charter
+		var ch api.Charter
 		// Strict: a misspelt "participants" must not open the
 		// deliberation to anyone, nor a misspelt "terminators" go unseen.
 		if err := strictJSON(c.Charter, &ch); err != nil {

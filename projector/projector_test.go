@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
@@ -120,7 +121,7 @@ func TestApply_Deliberation(t *testing.T) {
 	if o := f.art("_supervisor", es[0].Artifact); len(o.Accepted) != 1 {
 		t.Fatalf("%+v", o.Rejection)
 	}
-	if d.Status != projector.StatusCompleted {
+	if d.Status != api.StatusCompleted {
 		t.Fatalf("status %s", d.Status)
 	}
 	if o := f.art("alice", claim("too late")); !o.Late {
@@ -169,14 +170,14 @@ func TestApply_Rejections(t *testing.T) {
 	susp := termination(events.Suspended)
 	wantRejection(t, f.art("alice", susp), projector.CodeTerminationUnauthorized)
 	wantRejection(t, f.art("carol", susp), projector.CodeTerminationUnjustified) // no suspend to record
-	if d.Status != projector.StatusOpen {
+	if d.Status != api.StatusOpen {
 		t.Fatalf("status %s", d.Status)
 	}
 	f.ctl(`{"op":"suspend"}`)
 	if o := f.art("carol", susp); len(o.Accepted) != 1 {
 		t.Fatalf("the terminator's record of the suspension: %+v", o.Rejection)
 	}
-	if d.Status != projector.StatusSuspended {
+	if d.Status != api.StatusSuspended {
 		t.Fatalf("status %s", d.Status)
 	}
 	wantRejection(t, f.art("alice", claim("while suspended")), projector.CodeSuspended)
@@ -187,7 +188,7 @@ func TestApply_Rejections(t *testing.T) {
 		t.Errorf("rejections %d %v", total, codes)
 	}
 	f.ctl(`{"op":"cancel","reason":"enough"}`)
-	if d.Status != projector.StatusCancelled || !d.Status.Terminal() {
+	if d.Status != api.StatusCancelled || !d.Status.Terminal() {
 		t.Errorf("status %s", d.Status)
 	}
 }
@@ -226,7 +227,7 @@ func TestApply_UnknownReference(t *testing.T) {
 			t.Fatalf("claim %s: %+v", s, o)
 		}
 	}
-	if g.d().Status != projector.StatusOpen || g.d().ParticipantArtifacts() != 2 {
+	if g.d().Status != api.StatusOpen || g.d().ParticipantArtifacts() != 2 {
 		t.Errorf("status %s, participant artifacts %d", g.d().Status, g.d().ParticipantArtifacts())
 	}
 }
@@ -269,7 +270,7 @@ func TestApply_NoRetroactiveObjection(t *testing.T) {
 		t.Fatalf("after the end: %+v", o)
 	}
 	r := closure.Verify(d, dec.ID, d.PositionOf(dec.ID), closure.Limits{})
-	if d.Status != projector.StatusCompleted || !r.OK || d.OpenBlockingCount() != 0 {
+	if d.Status != api.StatusCompleted || !r.OK || d.OpenBlockingCount() != 0 {
 		t.Errorf("status %s, decision verifies %v (%+v), open %d", d.Status, r.OK, r.Findings, d.OpenBlockingCount())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
@@ -268,7 +269,7 @@ func TestFold_NoLaterMessageChangesJudgedRecord(t *testing.T) {
 		msgs := stream(r, 40+r.IntN(260))
 		p := projector.New(opts)
 		verdicts := map[string]map[canon.Digest]string{}
-		endedAt := map[string]projector.Status{}
+		endedAt := map[string]api.Status{}
 		sizes := map[string]int{}
 		recorded := map[string]bool{}
 		for i, m := range msgs {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
@@ -69,7 +70,7 @@ func PrepareSignature(m *Msg) {
 }
 
 // checkKeys validates a charter's key binding.
-func checkKeys(ch *Charter) error {
+func checkKeys(ch *api.Charter) error {
 	if err := signing.Binding(ch.Keys).Validate(); err != nil {
 		return errors.New("charter: keys: " + err.Error())
 	}

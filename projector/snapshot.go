@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/wire"
@@ -21,7 +22,7 @@ const snapshotVersion = 10
 type snapshot struct {
 	Version       int
 	Position      uint64
-	Unrouted      []Rejection
+	Unrouted      []api.Rejection
 	UnroutedTotal int
 	Delibs        []delibSnap
 }
@@ -53,8 +54,8 @@ type extraSnap struct {
 
 type delibSnap struct {
 	ID, Title          string
-	Status             Status
-	Charter            *Charter
+	Status             api.Status
+	Charter            *api.Charter
 	OpenedAt, Position uint64
 	Round              int
 	Nodes              nodeCols
@@ -64,7 +65,7 @@ type delibSnap struct {
 	Parts              []string
 	PerPart            []int
 	Allowed            []string
-	Rejects            []Rejection
+	Rejects            []api.Rejection
 	RejCodes           map[string]int
 	RejTotal           int
 	Late               []Late
@@ -84,9 +85,9 @@ type delibSnap struct {
 	Imported           bool
 	Importing          bool
 	ForeignAt          uint64
-	Foreign            []Rejection
+	Foreign            []api.Rejection
 	ForeignN           int
-	Breaches           []Rejection
+	Breaches           []api.Rejection
 	Now                time.Time
 }
 

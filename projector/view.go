@@ -3,6 +3,7 @@ package projector
 import (
 	"encoding/json"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 )
 
@@ -15,14 +16,14 @@ func mustJSON(v any) []byte {
 }
 
 // View summarizes d.
-func (d *Deliberation) View() View {
+func (d *Deliberation) View() api.View {
 	_, total, codes := d.Rejections()
 	_, late := d.Late()
 	byCode := make(map[string]int, len(codes))
 	for k, v := range codes {
 		byCode[k] = v
 	}
-	return View{
+	return api.View{
 		ID: d.ID, Title: d.Title, Status: d.Status, Position: d.Position, OpenedAt: d.OpenedAt, Round: d.Round,
 		Artifacts: len(d.nodes), Counts: d.Counts(), Participants: d.ParticipantCounts(),
 		Rejections: total, RejectionsByCode: byCode, Late: late,

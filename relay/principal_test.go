@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
@@ -82,7 +83,7 @@ func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, 
 				errs <- "no announcement: " + err.Error()
 				return
 			}
-			var a service.Announcement
+			var a binding.Announcement
 			json.Unmarshal(m.Data, &a)
 			url := "http://" + s.HTTPAddr() + "/api/v1/deliberations/" + a.Deliberation + "/bindings/" + a.EnvelopeDigest
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(`{"binding_moment_resolution":{"envelope_digest":"`+a.EnvelopeDigest+`",`+body+`}}`))

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 )
 
 // entry is one artifact of the deliberation's DAG as the report shows it:
@@ -35,8 +35,8 @@ type disposal struct {
 type deliberationRecord struct {
 	entries    []entry
 	byID       map[canon.Digest]int
-	rejections []projector.Rejection
-	view       projector.View
+	rejections []api.Rejection
+	view       api.View
 	// disposed maps each objection to its disposition by the latest
 	// decision that disposes of it; final is the final decision's index
 	// (-1 when none).
@@ -46,7 +46,7 @@ type deliberationRecord struct {
 
 // fetchRecord reads a deliberation's artifacts (their ordinals and
 // canonical bytes) and kept rejections from the engine.
-func fetchRecord(ctx context.Context, c *client.Client, id string, v projector.View, final string) (*deliberationRecord, error) {
+func fetchRecord(ctx context.Context, c *client.Client, id string, v api.View, final string) (*deliberationRecord, error) {
 	rec := &deliberationRecord{byID: map[canon.Digest]int{}, view: v, disposed: map[canon.Digest]disposal{}, final: -1}
 	for e, err := range c.Artifacts(ctx, id, client.ListOptions{}) {
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
@@ -125,13 +126,13 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if err != nil {
 		return nil, err
 	}
-	if ended && v.Status == projector.StatusOpen {
+	if ended && v.Status == api.StatusOpen {
 		// The recorded deliberation was ended by the supervisor: give the
 		// live one the time to judge the replay the same way (it settles
 		// a burst before judging).
 		c, _ := clientFor(nc)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_ = c.Watch(wctx, to, func(w projector.View) bool { v = w; return w.Status == projector.StatusOpen })
+		_ = c.Watch(wctx, to, func(w api.View) bool { v = w; return w.Status == api.StatusOpen })
 		cancel()
 	}
 	res.Status, res.StateDigest = string(v.Status), v.StateDigest.String()
@@ -173,10 +174,10 @@ func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (
 	return ack, err
 }
 
-func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (projector.View, error) {
+func waitState(ctx context.Context, nc *nats.Conn, id string, seq uint64) (api.View, error) {
 	c, err := clientFor(nc)
 	if err != nil {
-		return projector.View{}, err
+		return api.View{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

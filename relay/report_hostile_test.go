@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 )
 
 // hostileRecord is a deliberation whose participants wrote to break the
@@ -58,7 +58,7 @@ func hostileRecord(t *testing.T) *deliberationRecord {
 	add(8, "mallory", dec)
 	rec.final = 6
 	rec.disposed[obj.ID] = disposal{decision: 6, Disposition: dec.Payload.(*events.Decision).ObjectionDispositions[0]}
-	rec.view = projector.View{}
+	rec.view = api.View{}
 	return rec
 }
 

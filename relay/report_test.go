@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -317,7 +317,7 @@ func TestDAG_OpenBlockingAndFailures(t *testing.T) {
 		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
 		References: []events.Reference{{Target: rev.ID, Relation: events.Decides}}})
 	rec := &deliberationRecord{byID: map[canon.Digest]int{}, disposed: map[canon.Digest]disposal{}, final: 4,
-		view: projector.View{OpenBlockingObjections: []canon.Digest{obj.ID}}}
+		view: api.View{OpenBlockingObjections: []canon.Digest{obj.ID}}}
 	add := func(ord uint64, part string, a *events.Artifact) {
 		rec.byID[a.ID] = len(rec.entries)
 		rec.entries = append(rec.entries, entry{Ordinal: ord, Position: ord + 100, Participant: part, A: a})

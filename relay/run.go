@@ -17,13 +17,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
@@ -890,7 +890,7 @@ func (r *runner) settle(ctx context.Context) (*deliberationRecord, error) {
 
 // awaitEnd waits for the deliberation to end with a TERMINATION, or for
 // the config's wait_termination, and returns its state then.
-func (r *runner) awaitEnd(ctx context.Context) (projector.View, error) {
+func (r *runner) awaitEnd(ctx context.Context) (api.View, error) {
 	wait, _ := time.ParseDuration(r.cfg.WaitTermination)
 	deadline := time.Now().Add(wait)
 	for {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/projector"
 )
 
@@ -82,8 +83,8 @@ func (r *Runner) DeliberationsBefore(before uint64, fn func(*projector.Deliberat
 // UnroutedPage is a page of the rejections of messages that belong to no
 // open deliberation.
 type UnroutedPage struct {
-	Rejections []projector.Rejection // in stream order
-	More       bool                  // more follow the page
+	Rejections []api.Rejection // in stream order
+	More       bool            // more follow the page
 	// Kept is the number kept in detail (the most recent MaxKept), ByCode
 	// theirs by code, Total every one ever recorded.
 	Kept   int
@@ -97,7 +98,7 @@ type UnroutedPage struct {
 // shards', the most recent MaxKept are kept. The page is merged from the
 // shards' lists under their read locks, copying no more than the page.
 func (r *Runner) UnroutedAfter(after uint64, limit int) UnroutedPage {
-	lists := make([][]projector.Rejection, len(r.shards))
+	lists := make([][]api.Rejection, len(r.shards))
 	var out UnroutedPage
 	for i, s := range r.shards {
 		s.mu.RLock()
@@ -138,7 +139,7 @@ func (r *Runner) UnroutedAfter(after uint64, limit int) UnroutedPage {
 	}
 	out.ByCode = map[string]int{}
 	from := max(after+1, cutoff)
-	heads := make([][]projector.Rejection, len(lists))
+	heads := make([][]api.Rejection, len(lists))
 	for i, l := range lists {
 		for _, rj := range l[sort.Search(len(l), func(k int) bool { return l[k].Position >= cutoff }):] {
 			out.Kept++

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
 )
@@ -188,8 +189,8 @@ func (r *Runner) Deliberations() int {
 
 // Unrouted returns the most recent kept rejections of messages that belong
 // to no open deliberation, in stream order, and their total.
-func (r *Runner) Unrouted() ([]projector.Rejection, int) {
-	var all []projector.Rejection
+func (r *Runner) Unrouted() ([]api.Rejection, int) {
+	var all []api.Rejection
 	total := 0
 	for _, s := range r.shards {
 		s.mu.RLock()
@@ -198,7 +199,7 @@ func (r *Runner) Unrouted() ([]projector.Rejection, int) {
 		total += n
 		s.mu.RUnlock()
 	}
-	slices.SortFunc(all, func(a, b projector.Rejection) int { return cmp.Compare(a.Position, b.Position) })
+	slices.SortFunc(all, func(a, b api.Rejection) int { return cmp.Compare(a.Position, b.Position) })
 	if max := r.shards[0].proj.MaxKept(); len(all) > max {
 		all = all[len(all)-max:]
 	}
@@ -209,7 +210,7 @@ func (r *Runner) Unrouted() ([]projector.Rejection, int) {
 // id (projector.Projection.OutcomeOf), once the projection has reached it.
 func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projector.MessageOutcome, error) {
 	if m.Seq > r.Position() {
-		return projector.MessageOutcome{Deliberation: id, Position: m.Seq, Verdict: projector.VerdictUnprojected,
+		return projector.MessageOutcome{Deliberation: id, Position: m.Seq, Verdict: api.VerdictUnprojected,
 			Note: "the projection is at position " + strconv.FormatUint(r.Position(), 10)}, nil
 	}
 	s := r.shardOf(id)

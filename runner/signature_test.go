@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
@@ -88,7 +89,7 @@ func TestSignatures(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case v.code == "" && o.Verdict != projector.VerdictAccepted:
+		case v.code == "" && o.Verdict != api.VerdictAccepted:
 			t.Errorf("position %d: %s %+v, want accepted", seq, o.Verdict, o.Rejection)
 		case v.code != "" && (o.Rejection == nil || o.Rejection.Code != v.code):
 			t.Errorf("position %d: %s %+v, want %s", seq, o.Verdict, o.Rejection, v.code)

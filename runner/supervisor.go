@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/termination"
@@ -122,7 +123,7 @@ func (s *Supervisor) judgeOne(id string, now time.Time) (Job, bool) {
 // not zero (bounded by MaxWait); it returns a job when there is something
 // to publish. s.mu is held.
 func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle time.Duration) (Job, bool) {
-	if d.Status.Terminal() && d.Status != projector.StatusCancelled {
+	if d.Status.Terminal() && d.Status != api.StatusCancelled {
 		delete(s.seen, d.ID)
 		return Job{}, false
 	}

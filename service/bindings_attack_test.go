@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -75,7 +76,7 @@ func startAsked(t *testing.T, charter client.Charter) *asked {
 }
 
 // forge publishes a as mallory and returns the engine's verdict on it.
-func (a *asked) forge(art *events.Artifact) projector.OutcomeReport {
+func (a *asked) forge(art *events.Artifact) api.OutcomeReport {
 	a.t.Helper()
 	ack, err := a.mallory.PublishArtifact(a.ctx, a.id, art)
 	if err != nil {
@@ -127,7 +128,7 @@ func (a *asked) page() string {
 	return string(b)
 }
 
-func (a *asked) waitStatus(want projector.Status) projector.View {
+func (a *asked) waitStatus(want api.Status) api.View {
 	a.t.Helper()
 	for {
 		v, err := a.judge.State(a.ctx, a.id)
@@ -150,7 +151,7 @@ func TestBindings_ForgedResolutionExtension(t *testing.T) {
 	forged := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share everything."},
 		References: []events.Reference{{Target: a.prov.ID, Relation: events.Considers}},
 		Extensions: map[string]any{binding.ExtResolution: map[string]any{"envelope_digest": a.env.Digest.String(), "resolution": "answer"}}})
-	if o := a.forge(forged); o.Outcome != projector.VerdictRejected || o.Code != projector.CodeBindingNotPrincipal {
+	if o := a.forge(forged); o.Outcome != api.VerdictRejected || o.Code != projector.CodeBindingNotPrincipal {
 		t.Fatalf("mallory's resolution: %+v", o)
 	}
 	if m := a.moment(); m.Status != "open" || m.ResolvedBy != "" {
@@ -179,20 +180,20 @@ func TestBindings_ForgedOptionDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := a.forge(forged)
-	if o.Outcome != projector.VerdictRejected || o.Code != projector.CodeBindingNotPrincipal {
+	if o.Outcome != api.VerdictRejected || o.Code != projector.CodeBindingNotPrincipal {
 		t.Fatalf("mallory's decision: %+v", o)
 	}
 	// The supervisor judges nothing: the deliberation holds no final
 	// decision.
 	a.s.Supervisor.Step(a.ctx)
-	if v, _ := a.judge.State(a.ctx, a.id); v.Status != projector.StatusOpen || len(v.Terminations) != 0 || len(v.Decisions) != 1 {
+	if v, _ := a.judge.State(a.ctx, a.id); v.Status != api.StatusOpen || len(v.Terminations) != 0 || len(v.Decisions) != 1 {
 		t.Fatalf("after mallory's decision: %+v", v)
 	}
 	code, m := a.resolve(`"resolution":"option","option_idx":0`)
 	if code != http.StatusCreated || m["participant"] != "principal" || m["artifact_type"] != "DECISION" {
 		t.Fatalf("the principal's resolution: %d %v", code, m)
 	}
-	v := a.waitStatus(projector.StatusCompleted)
+	v := a.waitStatus(api.StatusCompleted)
 	var term *events.Artifact
 	for _, id := range v.Terminations {
 		raw, err := a.s.Queries.Artifact(a.ctx, a.id, id.String())

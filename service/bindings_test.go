@@ -17,7 +17,6 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
-	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -98,7 +97,7 @@ func TestBindings_HTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal("no announcement:", err)
 		}
-		var a service.Announcement
+		var a binding.Announcement
 		if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.EnvelopeDigest != env.Digest.String() || a.Decider != "judge" || a.Principal != "principal" || a.Position != ack.Sequence {
 			t.Fatalf("announcement %s", am.Data)
 		}
@@ -218,7 +217,7 @@ func TestBindings_AnnouncedOnlyWhenAdmitted(t *testing.T) {
 	if err != nil {
 		t.Fatal("no announcement once released:", err)
 	}
-	var a service.Announcement
+	var a binding.Announcement
 	if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.Decider != "judge" || a.Position != pack.Sequence {
 		t.Fatalf("announcement %s", am.Data)
 	}

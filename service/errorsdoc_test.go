@@ -7,7 +7,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/internal/httplimit"
-	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/web"
 )
 
@@ -18,7 +18,7 @@ func TestErrorsDoc_Bounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, api.CodeReadBudget, api.CodeBehind, service.CodeInFlightBytes, service.CodeKeptBytes} {
+	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, api.CodeReadBudget, api.CodeBehind, metrics.CodeInFlightBytes, metrics.CodeKeptBytes} {
 		if !strings.Contains(string(b), "| `"+code+"` |") {
 			t.Errorf("docs/ERRORS.md does not list %s", code)
 		}

@@ -17,10 +17,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -44,19 +45,19 @@ func bareServer(t *testing.T, cfg embedded.Config) (*server.Server, jetstream.Je
 	return srv, js
 }
 
-func health(t *testing.T, s *service.Service) (int, service.Health) {
+func healthOf(t *testing.T, s *service.Service) (int, health.Health) {
 	t.Helper()
-	var h service.Health
+	var h health.Health
 	code := get(t, s, "/healthz", &h)
 	return code, h
 }
 
 // waitHealth polls /healthz until ok says so.
-func waitHealth(t *testing.T, s *service.Service, what string, ok func(int, service.Health) bool) service.Health {
+func waitHealth(t *testing.T, s *service.Service, what string, ok func(int, health.Health) bool) health.Health {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, h := health(t, s)
+		code, h := healthOf(t, s)
 		if ok(code, h) {
 			return h
 		}
@@ -114,7 +115,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := waitHealth(t, s, "healthy at start", func(code int, h service.Health) bool { return code == 200 && !h.Checked.IsZero() })
+	h := waitHealth(t, s, "healthy at start", func(code int, h health.Health) bool { return code == 200 && !h.Checked.IsZero() })
 	if !h.OK || h.Halted || !h.Advisories || len(h.Problems) != 0 {
 		t.Fatalf("at start: %+v", h)
 	}
@@ -144,7 +145,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if code, h := health(t, s); code != 200 || h.Halted {
+	if code, h := healthOf(t, s); code != 200 || h.Halted {
 		t.Fatalf("after a refused purge: %d %+v", code, h)
 	}
 
@@ -153,9 +154,9 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	if _, err := admin.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	h = waitHealth(t, s, "unsafe noticed", func(code int, h service.Health) bool { return code == http.StatusServiceUnavailable })
+	h = waitHealth(t, s, "unsafe noticed", func(code int, h health.Health) bool { return code == http.StatusServiceUnavailable })
 	if h.OK || !h.Halted || !strings.Contains(h.Error, "max_age is 3m0s") || len(h.Problems) != 1 ||
-		h.Problems[0].Code != service.ProblemStreamUnsafe || !strings.Contains(h.Problems[0].NoticedBy, "$JS.EVENT.ADVISORY.") {
+		h.Problems[0].Code != health.ProblemStreamUnsafe || !strings.Contains(h.Problems[0].NoticedBy, "$JS.EVENT.ADVISORY.") {
 		t.Fatalf("after max_age: %+v", h)
 	}
 	var apiErr struct{ Code, Error string }
@@ -193,8 +194,8 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	}
 	// Once the stream check has run on the reverted stream (its advisory
 	// asks for one at once):
-	waitHealth(t, s, "a check after the revert", func(_ int, h service.Health) bool { return h.Checked.After(reverted) })
-	if code, h := health(t, s); code != http.StatusServiceUnavailable || !h.Halted {
+	waitHealth(t, s, "a check after the revert", func(_ int, h health.Health) bool { return h.Checked.After(reverted) })
+	if code, h := healthOf(t, s); code != http.StatusServiceUnavailable || !h.Halted {
 		t.Errorf("after the revert: %d %+v", code, h)
 	}
 }
@@ -223,7 +224,7 @@ accounts { A { jetstream: enabled, users: [
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := waitHealth(t, s, "advisories refused", func(code int, h service.Health) bool { return code == 200 && !h.Advisories && !h.Checked.IsZero() })
+	h := waitHealth(t, s, "advisories refused", func(code int, h health.Health) bool { return code == 200 && !h.Advisories && !h.Checked.IsZero() })
 	if h.CheckEvery != "100ms" {
 		t.Errorf("%+v", h)
 	}
@@ -238,22 +239,22 @@ accounts { A { jetstream: enabled, users: [
 	if _, err := admin.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	h = waitHealth(t, s, "unsafe noticed by the check", func(code int, h service.Health) bool { return code == http.StatusServiceUnavailable })
+	h = waitHealth(t, s, "unsafe noticed by the check", func(code int, h health.Health) bool { return code == http.StatusServiceUnavailable })
 	if !h.Halted || !strings.Contains(h.Error, "max_msgs_per_subject is 10") || h.Problems[0].NoticedBy != "check" {
 		t.Fatalf("%+v", h)
 	}
 	if err := admin.DeleteStream(ctx, wire.StreamName); err != nil {
 		t.Fatal(err)
 	}
-	h = waitHealth(t, s, "deletion noticed", func(code int, h service.Health) bool {
-		return hasProblem(h.Problems, service.ProblemStreamDeleted)
+	h = waitHealth(t, s, "deletion noticed", func(code int, h health.Health) bool {
+		return hasProblem(h.Problems, health.ProblemStreamDeleted)
 	})
 	if !strings.Contains(h.Error, "no longer exists") {
 		t.Errorf("%+v", h)
 	}
 }
 
-func hasProblem(ps []service.HealthProblem, code string) bool {
+func hasProblem(ps []health.HealthProblem, code string) bool {
 	for _, p := range ps {
 		if p.Code == code {
 			return true
@@ -294,8 +295,8 @@ func TestWatch_StorageFull(t *testing.T) {
 	if !errors.As(refused, &apiErr) {
 		t.Fatalf("the storage never filled: %v", refused)
 	}
-	h := waitHealth(t, s, "storage and refused writes", func(code int, h service.Health) bool {
-		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, service.ProblemStorageExhausted) && hasProblem(h.Problems, service.ProblemWriteRefused)
+	h := waitHealth(t, s, "storage and refused writes", func(code int, h health.Health) bool {
+		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, health.ProblemStorageExhausted) && hasProblem(h.Problems, health.ProblemWriteRefused)
 	})
 	if h.Halted || h.Writes.Refused == 0 || h.Writes.Storage == 0 || h.Storage == nil || h.Storage.Scope != "server" || h.Storage.Limit != 256<<10 {
 		t.Fatalf("%+v", h)
@@ -307,7 +308,7 @@ func TestWatch_StorageFull(t *testing.T) {
 		t.Errorf("parley_storage_limit_bytes = %v", v)
 	}
 	// Not halted: the API still serves.
-	var v projector.View
+	var v api.View
 	if code := get(t, s, "/api/v1/deliberations/"+idle, &v); code != 200 {
 		t.Errorf("GET %d", code)
 	}
@@ -324,12 +325,12 @@ func TestWatch_JetStreamOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	waitHealth(t, s, "healthy at start", func(code int, h service.Health) bool { return code == 200 && !h.Checked.IsZero() })
+	waitHealth(t, s, "healthy at start", func(code int, h health.Health) bool { return code == 200 && !h.Checked.IsZero() })
 	if err := srv.ShutdownJetStream(); err != nil {
 		t.Fatal(err)
 	}
-	h := waitHealth(t, s, "JetStream off", func(code int, h service.Health) bool {
-		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, service.ProblemStreamUnavailable)
+	h := waitHealth(t, s, "JetStream off", func(code int, h health.Health) bool {
+		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, health.ProblemStreamUnavailable)
 	})
 	if h.Halted || !strings.Contains(h.Error, "stream info") {
 		t.Errorf("%+v", h)
@@ -356,7 +357,7 @@ accounts { A { jetstream: {max_file: 256KB}, users: [{user: admin, password: adm
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := waitHealth(t, s, "the account's limit seen", func(code int, h service.Health) bool { return code == 200 && h.Storage != nil })
+	h := waitHealth(t, s, "the account's limit seen", func(code int, h health.Health) bool { return code == 200 && h.Storage != nil })
 	if h.Storage.Scope != "account" || h.Storage.Limit != 256<<10 {
 		t.Fatalf("%+v", h.Storage)
 	}
@@ -374,8 +375,8 @@ accounts { A { jetstream: {max_file: 256KB}, users: [{user: admin, password: adm
 	if refused == nil {
 		t.Fatal("the account's storage never filled")
 	}
-	h = waitHealth(t, s, "storage exhausted", func(code int, h service.Health) bool {
-		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, service.ProblemStorageExhausted)
+	h = waitHealth(t, s, "storage exhausted", func(code int, h health.Health) bool {
+		return code == http.StatusServiceUnavailable && hasProblem(h.Problems, health.ProblemStorageExhausted)
 	})
 	if h.Halted || !strings.Contains(h.Error, "account storage is at its limit") {
 		t.Errorf("%+v (the last publish: %v)", h, refused)

@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/health"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -131,10 +133,10 @@ func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a fresh HTTP client while the budget is full: %v", err)
 	}
-	var h service.Health
+	var h health.Health
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
-	var b service.Bound
+	var b metrics.Bound
 	for _, x := range h.Bounds {
 		if x.Name == "limit.http_connections" {
 			b = x

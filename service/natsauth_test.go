@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
@@ -194,7 +195,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// The participant reads: the micro API, and the stream with an ordered
 	// push consumer (no pulls: TestEmbeddedDefault_NoPullOntoStreamSubjects).
 	v, err := alice.State(ctx, id)
-	if err != nil || v.Status != projector.StatusOpen || v.Artifacts != 1 {
+	if err != nil || v.Status != api.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
 	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
@@ -239,7 +240,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	if err := alice.Watch(wctx, id, func(w projector.View) bool { v = w; return w.Status != projector.StatusCompleted }); err != nil {
+	if err := alice.Watch(wctx, id, func(w api.View) bool { v = w; return w.Status != api.StatusCompleted }); err != nil {
 		t.Fatalf("never completed: %v (%+v)", err, v)
 	}
 	if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err != nil {

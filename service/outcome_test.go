@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -25,7 +26,7 @@ func TestQueries_Outcome(t *testing.T) {
 	bob, _ := client.New(nc, "bob")
 	id, refused := uuid.NewString(), uuid.NewString()
 
-	wait := func(id string, seq uint64, artifactID string) projector.OutcomeReport {
+	wait := func(id string, seq uint64, artifactID string) api.OutcomeReport {
 		t.Helper()
 		o, err := alice.WaitOutcome(ctx, id, seq, artifactID)
 		if err != nil {
@@ -40,7 +41,7 @@ func TestQueries_Outcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := wait(id, ack.Sequence, ""); o.Outcome != projector.VerdictApplied || o.Op != "open" || !o.Took() || o.Ordinal != 1 {
+	if o := wait(id, ack.Sequence, ""); o.Outcome != api.VerdictApplied || o.Op != "open" || !o.Took() || o.Ordinal != 1 {
 		t.Errorf("open: %+v", o)
 	}
 	claim, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "p99 halves"}})
@@ -48,7 +49,7 @@ func TestQueries_Outcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	accepted := ack.Sequence
-	if o := wait(id, accepted, claim.ID.String()); o.Outcome != projector.VerdictAccepted || o.ArtifactID != claim.ID.String() ||
+	if o := wait(id, accepted, claim.ID.String()); o.Outcome != api.VerdictAccepted || o.ArtifactID != claim.ID.String() ||
 		o.ArtifactType != "CLAIM" || o.Participant != "alice" || o.Ordinal != 2 {
 		t.Errorf("claim: %+v", o)
 	}
@@ -56,7 +57,7 @@ func TestQueries_Outcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := wait(id, ack.Sequence, ""); o.Outcome != projector.VerdictRejected || o.Code != projector.CodeNotInCharter ||
+	if o := wait(id, ack.Sequence, ""); o.Outcome != api.VerdictRejected || o.Code != projector.CodeNotInCharter ||
 		o.ErrorClass != projector.ClassInvalidSubmission || o.Message == "" || o.Took() || o.Ordinal != 3 {
 		t.Errorf("bob: %+v", o)
 	}
@@ -67,20 +68,20 @@ func TestQueries_Outcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedAt := ack.Sequence
-	if o := wait(refused, refusedAt, ""); o.Outcome != projector.VerdictRejected || o.Code != projector.CodeControlInvalid ||
+	if o := wait(refused, refusedAt, ""); o.Outcome != api.VerdictRejected || o.Code != projector.CodeControlInvalid ||
 		!strings.Contains(o.Message, "max_artifactz") {
 		t.Errorf("refused open: %+v", o)
 	}
 
 	// Over HTTP, the same answers.
-	var o projector.OutcomeReport
+	var o api.OutcomeReport
 	if code := get(t, s, "/api/v1/deliberations/"+refused+"/messages/"+strconv.FormatUint(refusedAt, 10), &o); code != 200 ||
-		o.Outcome != projector.VerdictRejected || o.Code != projector.CodeControlInvalid {
+		o.Outcome != api.VerdictRejected || o.Code != projector.CodeControlInvalid {
 		t.Errorf("HTTP refused open: %d %+v", code, o)
 	}
-	o = projector.OutcomeReport{}
+	o = api.OutcomeReport{}
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/messages/"+strconv.FormatUint(accepted, 10)+"?artifact_id="+claim.ID.String(), &o); code != 200 ||
-		o.Outcome != projector.VerdictAccepted || o.ArtifactID != claim.ID.String() {
+		o.Outcome != api.VerdictAccepted || o.ArtifactID != claim.ID.String() {
 		t.Errorf("HTTP claim: %d %+v", code, o)
 	}
 	for _, tt := range []struct {

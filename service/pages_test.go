@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -166,22 +167,22 @@ func TestPages_Deliberations(t *testing.T) {
 	ids := l.open(250)
 	// Some change status: suspended, cancelled.
 	var ctl []*nats.Msg
-	want := map[projector.Status]map[string]bool{projector.StatusOpen: {}, projector.StatusSuspended: {}, projector.StatusCancelled: {}}
+	want := map[api.Status]map[string]bool{api.StatusOpen: {}, api.StatusSuspended: {}, api.StatusCancelled: {}}
 	for i, id := range ids {
 		switch i % 5 {
 		case 1:
 			ctl = append(ctl, ctlMsg(id, `{"op":"suspend"}`))
-			want[projector.StatusSuspended][id] = true
+			want[api.StatusSuspended][id] = true
 		case 2:
 			ctl = append(ctl, ctlMsg(id, `{"op":"cancel","reason":"r"}`))
-			want[projector.StatusCancelled][id] = true
+			want[api.StatusCancelled][id] = true
 		default:
-			want[projector.StatusOpen][id] = true
+			want[api.StatusOpen][id] = true
 		}
 	}
 	l.publish(ctl...)
 
-	all := walk[projector.Summary](l, "/api/v1/deliberations?limit=7", 7, nil)
+	all := walk[api.Summary](l, "/api/v1/deliberations?limit=7", 7, nil)
 	if len(all) != len(ids) {
 		t.Fatalf("%d deliberations listed, want %d", len(all), len(ids))
 	}
@@ -205,7 +206,7 @@ func TestPages_Deliberations(t *testing.T) {
 		}
 	}
 	// The default page is 100.
-	var page []projector.Summary
+	var page []api.Summary
 	if code, h := l.get("/api/v1/deliberations", &page); code != 200 || len(page) != wire.DefaultPageLimit || h.Get(wire.NextCursorHeader) == "" {
 		t.Errorf("default page: %d, %d items, next %q", code, len(page), h.Get(wire.NextCursorHeader))
 	}
@@ -216,14 +217,14 @@ func TestPages_Deliberations(t *testing.T) {
 	// The status filter, over pages too.
 	for _, tc := range []struct {
 		query string
-		want  []projector.Status
+		want  []api.Status
 	}{
-		{"status=open", []projector.Status{projector.StatusOpen}},
-		{"status=cancelled", []projector.Status{projector.StatusCancelled}},
-		{"status=suspended,cancelled", []projector.Status{projector.StatusSuspended, projector.StatusCancelled}},
+		{"status=open", []api.Status{api.StatusOpen}},
+		{"status=cancelled", []api.Status{api.StatusCancelled}},
+		{"status=suspended,cancelled", []api.Status{api.StatusSuspended, api.StatusCancelled}},
 		{"status=completed", nil},
 	} {
-		got := walk[projector.Summary](l, "/api/v1/deliberations?limit=9&"+tc.query, 9, nil)
+		got := walk[api.Summary](l, "/api/v1/deliberations?limit=9&"+tc.query, 9, nil)
 		n := 0
 		for _, st := range tc.want {
 			n += len(want[st])
@@ -249,7 +250,7 @@ func TestPages_DeliberationsStableUnderIngest(t *testing.T) {
 	// Between pages, new deliberations open and old ones are touched
 	// (their position moves past everything listed so far).
 	touch := 0
-	all := walk[projector.Summary](l, "/api/v1/deliberations?limit=11", 11, func(page int) {
+	all := walk[api.Summary](l, "/api/v1/deliberations?limit=11", 11, func(page int) {
 		msgs := []*nats.Msg{}
 		l.open(3 + page)
 		for range 5 {
@@ -278,7 +279,7 @@ func TestPages_DeliberationsStableUnderIngest(t *testing.T) {
 func TestPages_BadRequests(t *testing.T) {
 	l := startLists(t)
 	ids := l.open(3)
-	var arts []projector.ArtifactEntry
+	var arts []api.ArtifactEntry
 	// Cursors of other listings and deliberations.
 	alice := l.artifacts(ids[0], 3)
 	l.artifacts(ids[1], 3)
@@ -331,7 +332,7 @@ func TestPages_BadRequests(t *testing.T) {
 
 // artifacts publishes n claims to deliberation id, each odd one followed by
 // an objection to it. It returns the artifacts in stream order of the DAG.
-func (l *lists) artifacts(id string, n int) []projector.ArtifactEntry {
+func (l *lists) artifacts(id string, n int) []api.ArtifactEntry {
 	l.t.Helper()
 	var msgs []*nats.Msg
 	var arts []*events.Artifact
@@ -352,11 +353,11 @@ func (l *lists) artifacts(id string, n int) []projector.ArtifactEntry {
 	for _, m := range msgs {
 		seqs = append(seqs, l.publish(m)...)
 	}
-	out := make([]projector.ArtifactEntry, len(arts))
+	out := make([]api.ArtifactEntry, len(arts))
 	for i, a := range arts {
 		// The open is the deliberation's first message: the artifacts'
 		// messages follow it, whatever else the stream holds.
-		out[i] = projector.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Ordinal: uint64(i + 2), Participant: "alice", Type: string(a.Type)}
+		out[i] = api.ArtifactEntry{ArtifactID: a.ID, Position: seqs[i], Ordinal: uint64(i + 2), Participant: "alice", Type: string(a.Type)}
 	}
 	return out
 }
@@ -365,7 +366,7 @@ func TestPages_ArtifactsAndRecording(t *testing.T) {
 	l := startLists(t)
 	id := l.open(1)[0]
 	want := l.artifacts(id, 40) // 60 artifacts
-	got := walk[projector.ArtifactEntry](l, "/api/v1/deliberations/"+id+"/artifacts?limit=8", 8, nil)
+	got := walk[api.ArtifactEntry](l, "/api/v1/deliberations/"+id+"/artifacts?limit=8", 8, nil)
 	if !slices.Equal(got, want) {
 		t.Fatalf("artifacts:\n got %v\nwant %v", got, want)
 	}
@@ -417,7 +418,7 @@ func TestPages_ArtifactsAndRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var it []projector.ArtifactEntry
+	var it []api.ArtifactEntry
 	for a, err := range c.Artifacts(context.Background(), id, client.ListOptions{PageSize: 9}) {
 		if err != nil {
 			t.Fatal(err)
@@ -442,10 +443,10 @@ func TestPages_Rejections(t *testing.T) {
 	}
 	seqs := l.publish(msgs...)
 	slices.Sort(seqs)
-	var all []projector.Rejection
+	var all []api.Rejection
 	path := "/api/v1/deliberations/" + id + "/rejections?limit=5"
 	for n := 0; ; n++ {
-		var page projector.RejectionList
+		var page api.RejectionList
 		code, h := l.get(path, &page)
 		sum := 0
 		for _, n := range page.ByCode {
@@ -485,7 +486,7 @@ func TestPages_Rejections(t *testing.T) {
 	var ugot []uint64
 	path = "/api/v1/rejections?limit=6"
 	for {
-		var page projector.RejectionList
+		var page api.RejectionList
 		code, h := l.get(path, &page)
 		if code != 200 || page.Total != 45 || page.Kept != 45 || page.ByCode[projector.CodeNotOpen] != 45 || page.NextCursor != h.Get(wire.NextCursorHeader) {
 			t.Fatalf("%s: %d %+v", path, code, page)
@@ -535,7 +536,7 @@ func TestPages_Micro(t *testing.T) {
 	var got []string
 	req := map[string]any{"limit": 7}
 	for {
-		var page []projector.Summary
+		var page []api.Summary
 		next, e := microPage(t, l.nc, "deliberations", req, &page)
 		if e != "" {
 			t.Fatal(e)
@@ -551,7 +552,7 @@ func TestPages_Micro(t *testing.T) {
 	if !slices.Equal(got, ids) {
 		t.Errorf("micro list: %d, want %d, in order", len(got), len(ids))
 	}
-	var page []projector.Summary
+	var page []api.Summary
 	if next, e := microPage(t, l.nc, "deliberations", map[string]any{}, &page); e != "" || len(page) != 60 || next != "" {
 		t.Errorf("micro list, no paging asked: %s %d %q", e, len(page), next)
 	}
@@ -580,10 +581,10 @@ func TestPages_Micro(t *testing.T) {
 	}
 	// Artifacts, rejections and unrouted pages, as over HTTP.
 	want := l.artifacts(ids[0], 10)
-	var arts []projector.ArtifactEntry
+	var arts []api.ArtifactEntry
 	req = map[string]any{"id": ids[0], "limit": 4}
 	for {
-		var page []projector.ArtifactEntry
+		var page []api.ArtifactEntry
 		next, e := microPage(t, l.nc, "artifacts", req, &page)
 		if e != "" {
 			t.Fatal(e)
@@ -598,7 +599,7 @@ func TestPages_Micro(t *testing.T) {
 		t.Errorf("micro artifacts %v, want %v", arts, want)
 	}
 	l.publish(&nats.Msg{Subject: wire.ArtifactSubject(ids[0], "alice"), Data: []byte("x")}, &nats.Msg{Subject: wire.ArtifactSubject(ids[0], "alice"), Data: []byte("y")})
-	var rej projector.RejectionList
+	var rej api.RejectionList
 	if next, e := microPage(t, l.nc, "rejections", map[string]any{"id": ids[0], "limit": 1}, &rej); e != "" || len(rej.Rejections) != 1 || rej.Total != 2 || next == "" || rej.NextCursor != next {
 		t.Errorf("micro rejections: %s %+v %q", e, rej, next)
 	}
@@ -639,7 +640,7 @@ func TestPages_ClientDeliberations(t *testing.T) {
 		}
 	}
 	var errs []error
-	for _, err := range c.Deliberations(ctx, client.ListOptions{Status: []projector.Status{"nope"}}) {
+	for _, err := range c.Deliberations(ctx, client.ListOptions{Status: []api.Status{"nope"}}) {
 		errs = append(errs, err)
 	}
 	var se *client.ServiceError
@@ -648,7 +649,7 @@ func TestPages_ClientDeliberations(t *testing.T) {
 	}
 	l.publish(ctlMsg(ids[0], `{"op":"suspend"}`), ctlMsg(ids[1], `{"op":"cancel"}`))
 	got = got[:0]
-	for s, err := range c.Deliberations(ctx, client.ListOptions{Status: []projector.Status{projector.StatusSuspended, projector.StatusCancelled}}) {
+	for s, err := range c.Deliberations(ctx, client.ListOptions{Status: []api.Status{api.StatusSuspended, api.StatusCancelled}}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -697,7 +698,7 @@ func TestPages_Concurrent(t *testing.T) {
 		}
 	}()
 	for range 5 {
-		all := walk[projector.Summary](l, "/api/v1/deliberations?limit=13", 13, nil)
+		all := walk[api.Summary](l, "/api/v1/deliberations?limit=13", 13, nil)
 		n := 0
 		seen := map[string]bool{}
 		for _, s := range all {

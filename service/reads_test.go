@@ -146,7 +146,7 @@ func TestReads_ClosureCacheAndBudget(t *testing.T) {
 	if v := metric(t, s, "parley_closure_cache_hits_total"); v != 31 { // 20 at the decision, 11 ahead
 		t.Errorf("parley_closure_cache_hits_total %v", v)
 	}
-	_, hl := health(t, s)
+	_, hl := healthOf(t, s)
 	if !strings.Contains(strings.Join(hl.BoundsHit, ","), api.CodeReadBudget) || !hl.OK {
 		t.Errorf("/healthz: ok %v, bounds hit %v", hl.OK, hl.BoundsHit)
 	}

@@ -1,7 +1,11 @@
 // Package service assembles the parley engine: the embedded NATS server (or
-// a connection to an existing cluster), the PARLEY stream, the projector's
-// runner, the query API over HTTP and as a NATS micro service, and the
-// metrics.
+// a connection to an existing cluster) and its generated users, the PARLEY
+// stream, the data directory's lock and the credentials file, the
+// projector's runner and the supervisor; and the engine's parts, each in a
+// package of its own, connected here through their small interfaces: the
+// read model (readmodel), the query API over HTTP (httpapi) and as a NATS
+// micro service (microapi), the binding write path (bindwrite), the stream
+// watch and the health report (health), and the metrics (metrics).
 package service
 
 import (
@@ -22,12 +26,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/health"
+	"github.com/parley-engine/parley/httpapi"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -90,7 +98,7 @@ type Config struct {
 	// every read when the API listens beyond loopback, unless
 	// HTTPPublicReads. None: the engine draws one at each start, for
 	// wire.PrincipalToken, and writes it to the credentials file.
-	HTTPTokens      []HTTPToken
+	HTTPTokens      []httpapi.Token
 	HTTPPublicReads bool
 	// CharterDefaults are the engine-wide limits and policy used where a
 	// charter is silent.
@@ -108,7 +116,7 @@ type Config struct {
 	NoSupervisor bool
 	// StreamCheckEvery is the interval of the stream watch's check of the
 	// stream's configuration and state (0: DefaultStreamCheckEvery);
-	// advisories ask for one at once in between (health.go).
+	// advisories ask for one at once in between (package health).
 	StreamCheckEvery time.Duration
 	// HTTPMaxConns is the HTTP connection budget: at most this many
 	// connections open at once (0: a quarter of the open-descriptor
@@ -139,7 +147,7 @@ type Service struct {
 	Stream     jetstream.Stream
 	Runner     *runner.Runner
 	Queries    *readmodel.Queries
-	Metrics    *Metrics
+	Metrics    *metrics.Metrics
 	Supervisor *runner.Supervisor
 	micro      micro.Service
 	http       *http.Server
@@ -152,11 +160,11 @@ type Service struct {
 	superDone  chan struct{}
 	cancel     context.CancelFunc
 	lock       *dataLock
-	watch      atomic.Pointer[streamWatch]
+	watch      atomic.Pointer[health.Watch]
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
 	natsURL    string
-	auth       *httpAuth
+	auth       *httpapi.Auth
 	creds      Credentials
 	credsPath  string // written at start, removed at Close
 	// Reverifier re-verifies provenance annotations (nil without roots),
@@ -194,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	tokens := cfg.HTTPTokens
 	if len(tokens) == 0 {
-		tokens = []HTTPToken{{Secret: secret(), Participant: wire.PrincipalToken}}
+		tokens = []httpapi.Token{{Secret: secret(), Participant: wire.PrincipalToken}}
 		s.creds.HTTPToken, s.creds.HTTPParticipant = tokens[0].Secret, tokens[0].Participant
 	}
 	var principals []string
@@ -219,7 +227,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if maxBytes <= 0 {
 		maxBytes = canon.DefaultMaxSize
 	}
-	s.Metrics = NewMetrics()
+	s.Metrics = metrics.New()
 	var verify provenance.Verifier
 	if len(cfg.ProvenanceRoots) > 0 {
 		s.Reverifier, err = substrate.NewReverifier(cfg.ProvenanceRoots...)
@@ -228,9 +236,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		s.Reverifier.TTL = cfg.ProvenanceCacheTTL
 		verify = s.Reverifier.Verify
-		s.Metrics.watchReverifier(s.Reverifier)
+		s.Metrics.WatchReverifier(s.Reverifier)
 	}
-	bw := &bindingWatch{nc: s.nc, m: s.Metrics}
+	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
 		SnapshotEvery: cfg.SnapshotEvery,
@@ -239,34 +247,36 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		InFlightBytes: cfg.InFlightBytes,
 		Verify:        verify,
 		Logger:        s.log.With("component", "projector"),
-		Observe:       s.Metrics.observe,
-		OnApply:       bw.onApply,
+		Observe:       s.Metrics.Observe,
+		OnApply:       announcer.OnApply,
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.Metrics.watch(s.Runner)
+	s.Metrics.WatchRunner(s.Runner)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
-	w := newStreamWatch(s.js, s.Stream, s.Runner, s.srv, s.Metrics, s.log.With("component", "watch"), cfg.StreamCheckEvery,
-		func(reason string) {
+	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.srv, Metrics: s.Metrics,
+		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery,
+		Halt: func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
-			// (guard, microapi's guard).
+			// (httpapi.Guard, microapi's guard).
 			stopJudging()
 			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
-		})
+		}})
 	s.watch.Store(w)
-	if s.watchSubs, err = w.subscribe(s.nc); err != nil {
+	if s.watchSubs, err = w.Subscribe(s.nc); err != nil {
 		return nil, err
 	}
-	ejs := watchedJS{JetStream: s.js, w: w}
+	ejs := w.JetStream(s.js)
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
-	qa := &queryAPI{q: s.Queries, r: s.Runner, stream: s.Stream, js: ejs, watch: w}
-	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.haltedErr,
-		Health:  func(ctx context.Context) any { return qa.Health(ctx) },
-		Ignored: func(reason string) { s.Metrics.ignored.WithLabelValues(reason).Inc() }}); err != nil {
+	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
+	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry})
+	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
+		Health:  func(ctx context.Context) any { return w.Report(ctx) },
+		Ignored: s.Metrics.Ignored}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP
@@ -276,18 +286,18 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if s.httpLn, err = net.Listen("tcp", addr); err != nil {
 		return nil, fmt.Errorf("service: --http: %w", err)
 	}
-	s.auth = newHTTPAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
+	s.auth = httpapi.NewAuth(tokens, s.httpLn.Addr(), cfg.HTTPPublicReads)
 	// The explorer's pages and live feed, and the binding pages (which
 	// read binding moments and publish resolutions through the query
 	// API), beside the query API, behind the same authentication and the
 	// same halt (a halted engine serves no state as if it were sound).
 	root := http.NewServeMux()
-	root.Handle("/", qa.Handler(s.Metrics))
+	root.Handle("/", httpAPI.Handler())
 	explorer := web.New(s.Runner, s.Stream)
-	explorer.Halted = w.haltedErr
-	explorer.SignedIn = signedIn
+	explorer.Halted = w.Halted
+	explorer.SignedIn = httpapi.SignedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
-		t, err := qa.admit(r, readmodel.ReadList)
+		t, err := httpAPI.Admit(r, readmodel.ReadList)
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +305,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	explorer.Register(root)
 	s.explorer = explorer
-	web.NewBinder(s.Runner, s.Stream, qa, resolver).Register(root)
+	web.NewBinder(s.Runner, s.Stream, writer, httpapi.Resolver).Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
 	// At most fds.HTTP connections: past it the next waits for the one
@@ -306,11 +316,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.wrap(w.guard(qa.minPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, httpAPI.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
-	bounds := boundSources{budget: s.httpBudget, explorer: explorer, reads: s.Queries.Budget(), runner: s.Runner}
-	s.Metrics.watchBounds(bounds, s.fds)
-	qa.bounds = bounds.report
+	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
+	s.Metrics.WatchBounds(bounds)
+	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
+	w.SetBounds(bounds.Report)
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	// The credentials are written before anything answers: a client that
 	// sees /healthz answer finds them.
@@ -334,13 +345,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}()
 	s.watchDone = make(chan struct{})
 	go func() {
-		w.run(runCtx)
+		w.Run(runCtx)
 		close(s.watchDone)
 	}()
 	// Memory the embedded server's pools keep after a burst goes back to
 	// the system once the engine is quiet (internal/reclaim).
 	rc := reclaim.New(0)
-	s.Metrics.watchReclaim(rc)
+	s.Metrics.WatchReclaim(rc)
 	go rc.Run(runCtx, 10*time.Second, func(n uint64) {
 		s.log.Info("memory given back to the system", "bytes", n)
 	})
@@ -483,7 +494,7 @@ func (s *Service) natsOptions() ([]nats.Option, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			if w := s.watch.Load(); w != nil {
-				w.permissionDenied(err)
+				w.PermissionDenied(err)
 			}
 			if sub != nil {
 				s.log.Warn("nats", "subject", sub.Subject, "err", err)

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -88,7 +90,7 @@ func TestService_EndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Status != projector.StatusOpen || v.Artifacts != 2 || len(v.OpenBlockingObjections) != 1 || v.OpenBlockingObjections[0] != obj.ID || v.Title != "Adopt the cache?" {
+	if v.Status != api.StatusOpen || v.Artifacts != 2 || len(v.OpenBlockingObjections) != 1 || v.OpenBlockingObjections[0] != obj.ID || v.Title != "Adopt the cache?" {
 		t.Fatalf("state %+v", v)
 	}
 
@@ -110,7 +112,7 @@ func TestService_EndToEnd(t *testing.T) {
 	if err := s.Runner.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	var rej projector.RejectionList
+	var rej api.RejectionList
 	if code := get(t, s, "/api/v1/deliberations/"+id+"/rejections", &rej); code != 200 {
 		t.Fatalf("rejections: %d", code)
 	}
@@ -119,7 +121,7 @@ func TestService_EndToEnd(t *testing.T) {
 			t.Errorf("rejections by code %v: want one %s", rej.ByCode, want)
 		}
 	}
-	var unrouted projector.RejectionList
+	var unrouted api.RejectionList
 	get(t, s, "/api/v1/rejections", &unrouted)
 	if unrouted.ByCode[projector.CodeNotOpen] != 1 {
 		t.Errorf("unrouted %+v", unrouted)
@@ -131,11 +133,11 @@ func TestService_EndToEnd(t *testing.T) {
 	}
 
 	// The HTTP API.
-	var view projector.View
+	var view api.View
 	if code := get(t, s, "/api/v1/deliberations/"+id, &view); code != 200 || view.Artifacts != 2 || view.Rejections != 4 || view.StateDigest.String() == "" {
 		t.Errorf("GET deliberation: %d %+v", code, view)
 	}
-	var list []projector.Summary
+	var list []api.Summary
 	if get(t, s, "/api/v1/deliberations", &list); len(list) != 1 || list[0].ID != id {
 		t.Errorf("list %+v", list)
 	}
@@ -157,9 +159,9 @@ func TestService_EndToEnd(t *testing.T) {
 	if code := get(t, s, "/api/v1/deliberations/"+unopened, &apiErr); code != 404 {
 		t.Errorf("unknown deliberation: %d", code)
 	}
-	var health service.Health
-	if code := get(t, s, "/healthz", &health); code != 200 || !health.OK || health.Position != last {
-		t.Errorf("health %d %+v", code, health)
+	var h health.Health
+	if code := get(t, s, "/healthz", &h); code != 200 || !h.OK || h.Position != last {
+		t.Errorf("health %d %+v", code, h)
 	}
 	var metrics []byte
 	get(t, s, "/metrics", &metrics)
@@ -189,7 +191,7 @@ func TestService_EndToEnd(t *testing.T) {
 	if err := s2.Runner.WaitFor(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	var again projector.View
+	var again api.View
 	get(t, s2, "/api/v1/deliberations/"+id, &again)
 	if again.StateDigest != before || again.Artifacts != 2 {
 		t.Errorf("after restart: %+v", again)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -41,7 +42,7 @@ func TestSupervisor_ClockAheadIsRefusedAndBacksOff(t *testing.T) {
 		t.Fatalf("published %d", n)
 	}
 	v, _ := s.Queries.Get(id)
-	if v.Status != projector.StatusOpen || v.RejectionsByCode[projector.CodeSupervisorUnjustified] != 2 {
+	if v.Status != api.StatusOpen || v.RejectionsByCode[projector.CodeSupervisorUnjustified] != 2 {
 		t.Fatalf("status %s, rejections %v", v.Status, v.RejectionsByCode)
 	}
 	for i := 0; i < 3; i++ {

@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -77,7 +78,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	// the deliberation is replayed or imported.
 	msg := func(seq uint64) string { return "message " + u(d.Ordinal(seq)) }
 	switch {
-	case d.Status == projector.StatusCancelled && d.CancelledAt > 0:
+	case d.Status == api.StatusCancelled && d.CancelledAt > 0:
 		if !d.Recorded(events.Cancelled) {
 			reason := "cancelled by the control " + msg(d.CancelledAt)
 			if d.CancelReason != "" {
@@ -87,7 +88,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 				Payload: events.Termination{State: events.Cancelled, Reason: reason}}))
 		}
 		return out
-	case d.Status == projector.StatusSuspended:
+	case d.Status == api.StatusSuspended:
 		if d.SuspendedAt > 0 {
 			t := termDraft(events.Suspended, "suspended by the control "+msg(d.SuspendedAt), nil)
 			if a := seal(t); !d.Has(a.ID) {
@@ -95,7 +96,7 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 			}
 		}
 		return out
-	case d.Status != projector.StatusOpen:
+	case d.Status != api.StatusOpen:
 		return nil
 	}
 	pol := d.Policy()

@@ -3,6 +3,7 @@ package termination
 import (
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
@@ -29,7 +30,7 @@ func (Rules) Emissions(d *projector.Deliberation, now time.Time) []canon.Digest 
 	for _, e := range Decide(d, now) {
 		ids = append(ids, e.Artifact.ID)
 	}
-	if d.Status == projector.StatusOpen {
+	if d.Status == api.StatusOpen {
 		for _, e := range dueEnds(d, now) {
 			for _, em := range ending(d, e) {
 				ids = append(ids, em.Artifact.ID)
@@ -42,7 +43,7 @@ func (Rules) Emissions(d *projector.Deliberation, now time.Time) []canon.Digest 
 // Ends returns the terminal states (exhausted, deadlock) that a condition
 // holding for d at time now justifies.
 func (Rules) Ends(d *projector.Deliberation, now time.Time) []events.TerminationState {
-	if d.Status != projector.StatusOpen {
+	if d.Status != api.StatusOpen {
 		return nil
 	}
 	var out []events.TerminationState

@@ -42,7 +42,7 @@ var (
 )
 
 // BindingAPI is what the binding pages need of the engine's query API
-// (service mounts its query API's): a deliberation's binding moments in stream
+// (service mounts bindwrite.Writer): a deliberation's binding moments in stream
 // order (GET .../bindings), and the verification and publication of a
 // principal's resolution, body as POST .../bindings/{envelope_digest}
 // takes it, as the artifact of participant principal. An error that has an

@@ -9,19 +9,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 )
 
 // Row is one deliberation of the explorer's list.
 type Row struct {
-	ID         string           `json:"id"`
-	Title      string           `json:"title"`
-	Status     projector.Status `json:"status"`
-	OpenedAt   uint64           `json:"opened_at"`
-	Position   uint64           `json:"position"`
-	Artifacts  int              `json:"artifacts"`
-	Rejections int              `json:"rejections"`
+	ID         string     `json:"id"`
+	Title      string     `json:"title"`
+	Status     api.Status `json:"status"`
+	OpenedAt   uint64     `json:"opened_at"`
+	Position   uint64     `json:"position"`
+	Artifacts  int        `json:"artifacts"`
+	Rejections int        `json:"rejections"`
 	// Counts are the artifacts by type (the types it has).
 	Counts map[events.Type]int `json:"counts"`
 	// Participants are the participants who have artifacts in its DAG,
@@ -53,8 +54,8 @@ const (
 	maxQueryLen      = 200
 )
 
-var allStatuses = []projector.Status{projector.StatusOpen, projector.StatusSuspended, projector.StatusCompleted,
-	projector.StatusCancelled, projector.StatusDeadlock, projector.StatusExhausted}
+var allStatuses = []api.Status{api.StatusOpen, api.StatusSuspended, api.StatusCompleted,
+	api.StatusCancelled, api.StatusDeadlock, api.StatusExhausted}
 
 // serveList answers GET /api/v1/explorer/deliberations?status=&q=&limit=&before=:
 // status a comma-separated list of statuses (empty: any), q words that
@@ -80,11 +81,11 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	var want map[projector.Status]bool
+	var want map[api.Status]bool
 	if s := qv.Get("status"); s != "" {
-		want = map[projector.Status]bool{}
+		want = map[api.Status]bool{}
 		for _, p := range strings.Split(s, ",") {
-			st := projector.Status(strings.TrimSpace(p))
+			st := api.Status(strings.TrimSpace(p))
 			if !slices.Contains(allStatuses, st) {
 				writeError(w, http.StatusBadRequest, "status.invalid", "status "+strconv.Quote(string(st))+" is not one of open, suspended, completed, cancelled, deadlock, exhausted")
 				return

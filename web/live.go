@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/projector"
 )
@@ -21,7 +22,7 @@ import (
 // Last-Event-ID when it reconnects, so that the feed resumes where it was.
 //
 //	event: artifacts   artifacts admitted into the DAG, in stream order ([]ArtifactEvent)
-//	event: rejections  messages refused ([]projector.Rejection)
+//	event: rejections  messages refused ([]api.Rejection)
 //	event: state      the deliberation's status and counts, when they change
 //	event: ready      everything there was when the feed started has been sent
 //	event: end        the deliberation has ended and everything is sent; the feed closes
@@ -57,13 +58,13 @@ type ArtifactEvent struct {
 
 // StateEvent is the data of a state event.
 type StateEvent struct {
-	Status       projector.Status `json:"status"`
-	Position     uint64           `json:"position"`
-	Artifacts    int              `json:"artifacts"`
-	Rejections   int              `json:"rejections"`
-	OpenBlocking []canon.Digest   `json:"open_blocking_objections"`
-	Decisions    int              `json:"decisions"`
-	Terminations []canon.Digest   `json:"terminations"`
+	Status       api.Status     `json:"status"`
+	Position     uint64         `json:"position"`
+	Artifacts    int            `json:"artifacts"`
+	Rejections   int            `json:"rejections"`
+	OpenBlocking []canon.Digest `json:"open_blocking_objections"`
+	Decisions    int            `json:"decisions"`
+	Terminations []canon.Digest `json:"terminations"`
 	// RejectionsMissed counts rejections recorded while the feed was
 	// away that are no longer kept in detail.
 	RejectionsMissed int `json:"rejections_missed,omitempty"`
@@ -115,7 +116,7 @@ func parseCursor(lastEventID, after string) (cursor, error) {
 // read is what one look at the projection gives.
 type read struct {
 	next       []ArtifactEvent
-	rejections []projector.Rejection
+	rejections []api.Rejection
 	missed     int
 	state      StateEvent
 	admitted   int // d.Artifacts() when read
@@ -130,7 +131,7 @@ func (e *Explorer) look(id string, c *cursor) (read, bool) {
 		kept, total, _ := d.Rejections()
 		if c.derive {
 			after := 0
-			d.ArtifactsAfter(c.P, func(int, projector.ArtifactEntry) bool { after++; return true })
+			d.ArtifactsAfter(c.P, func(int, api.ArtifactEntry) bool { after++; return true })
 			c.N = n - after
 			keptAfter := 0
 			for _, r := range kept {
@@ -141,10 +142,10 @@ func (e *Explorer) look(id string, c *cursor) (read, bool) {
 			c.R = total - keptAfter
 			c.derive = false
 		}
-		entry := func(e projector.ArtifactEntry) ArtifactEvent {
+		entry := func(e api.ArtifactEntry) ArtifactEvent {
 			return ArtifactEvent{Position: e.Position, Ordinal: d.Ordinal(e.Position), ArtifactID: e.ArtifactID, Participant: e.Participant, Type: e.Type}
 		}
-		d.ArtifactsAfter(c.P, func(_ int, a projector.ArtifactEntry) bool {
+		d.ArtifactsAfter(c.P, func(_ int, a api.ArtifactEntry) bool {
 			out.next = append(out.next, entry(a))
 			return len(out.next) < batch
 		})

@@ -48,6 +48,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/closure"
@@ -493,18 +494,18 @@ func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest)
 	published := time.Since(t0)
 	benchkit.WaitApplied(ctx, s)
 	projected := time.Since(t0)
-	var v projector.View
+	var v api.View
 	for {
 		var err error
 		if v, err = s.Queries.Get(id); err != nil {
 			log.Fatal(err)
 		}
-		if v.Status != projector.StatusOpen || time.Since(t0) > 10*time.Minute {
+		if v.Status != api.StatusOpen || time.Since(t0) > 10*time.Minute {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if v.Status != projector.StatusCompleted || v.Artifacts < m+1 {
+	if v.Status != api.StatusCompleted || v.Artifacts < m+1 {
 		log.Fatalf("the big deliberation: %s, %d artifacts, %d rejections", v.Status, v.Artifacts, v.Rejections)
 	}
 	fmt.Printf("big deliberation: %d artifacts (%d blocking objections, a %d KB decision) published in %s, projected after %s, completed by the supervisor after %s\n",

@@ -50,6 +50,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/benchkit"
@@ -570,14 +571,14 @@ func engineLoad(ctx context.Context, w *work, readers int, readEvery, sample tim
 				var err error
 				switch r {
 				case readers: // in process
-					var v projector.View
+					var v api.View
 					if v, err = s.Queries.Get(id); err == nil && v.ID != id {
 						err = errors.New("another deliberation")
 					}
 				case readers + 1: // the control server
 					err = get(hc, "http://"+ctl.Addr().String()+"/", nil)
 				default:
-					var v projector.View
+					var v api.View
 					if err = get(hc, base+id, &v); err == nil && v.ID != id {
 						err = errors.New("another deliberation")
 					}

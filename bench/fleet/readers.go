@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/api"
 )
 
 // With -reader-process, the HTTP readers run in a process of their own, as
@@ -114,7 +114,7 @@ func runReadChild() {
 				if r == job.Readers {
 					err = get(hc, job.Control, nil)
 				} else {
-					var v projector.View
+					var v api.View
 					if err = get(hc, job.Base+id, &v); err == nil && v.ID != id {
 						err = errors.New("another deliberation")
 					}

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -198,7 +199,7 @@ func (e *engine) freshHTTP() string {
 		json.Unmarshal(b, &ae)
 		return fmt.Sprintf("%d %s, Retry-After %s", resp.StatusCode, ae.Code, resp.Header.Get("Retry-After"))
 	}
-	var h service.Health
+	var h health.Health
 	json.Unmarshal(b, &h)
 	s := "200"
 	if len(h.BoundsHit) > 0 {

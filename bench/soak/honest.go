@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 )
 
 // honest is what the honest relays did in a phase.
@@ -125,7 +125,7 @@ func deliberate(ctx context.Context, alice, bob *client.Client, title string) (l
 		if err != nil {
 			return lat, false, false, fmt.Errorf("%s: state: %w", title, err)
 		}
-		if v.Status == projector.StatusCompleted {
+		if v.Status == api.StatusCompleted {
 			break
 		}
 		if v.Status.Terminal() {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/internal/benchkit"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/service"
@@ -49,7 +50,7 @@ accounts { A { jetstream: enabled, users: [
 
 func main() {
 	runs := flag.Int("runs", 9, "runs of each way")
-	every := flag.Duration("every", service.DefaultStreamCheckEvery, "the engine's stream check interval")
+	every := flag.Duration("every", health.DefaultStreamCheckEvery, "the engine's stream check interval")
 	flag.Parse()
 	dir := benchkit.TempDir("parley-watch-")
 	defer os.RemoveAll(dir)

@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -46,7 +46,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	alice.Watch(wctx, id, func(v projector.View) bool { return v.Status != projector.StatusCompleted })
+	alice.Watch(wctx, id, func(v api.View) bool { return v.Status != api.StatusCompleted })
 	rec := filepath.Join(dir, "rec.jsonl")
 	// Reading is a participant's right: export needs no credentials.
 	t.Chdir(t.TempDir())

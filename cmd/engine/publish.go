@@ -18,11 +18,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/textsafe"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
@@ -109,7 +109,7 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		line.Op = o.Op
 	}
 	switch o.Outcome {
-	case projector.VerdictAccepted, projector.VerdictApplied:
+	case api.VerdictAccepted, api.VerdictApplied:
 		line.OK = true
 		if l.quiet {
 			if quiet != "" {
@@ -119,11 +119,11 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		}
 		printLine(e.stdout, line)
 		return exitOK
-	case projector.VerdictRejected:
+	case api.VerdictRejected:
 		line.Published, line.ErrorClass, line.Code, line.Message = true, o.ErrorClass, o.Code, o.Message
 		printLine(e.stderr, line)
 		return exitRejected
-	case projector.VerdictLate:
+	case api.VerdictLate:
 		line.Published, line.Message = true, o.Note
 		printLine(e.stderr, line)
 		return exitRejected

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/httpapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -162,12 +163,12 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 }
 
 // httpTokens is the repeatable --http-token flag.
-type httpTokens []service.HTTPToken
+type httpTokens []httpapi.Token
 
 func (h *httpTokens) String() string { return "" }
 
 func (h *httpTokens) Set(v string) error {
-	t, err := service.ParseHTTPToken(v)
+	t, err := httpapi.ParseToken(v)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -87,7 +88,7 @@ type watcher struct {
 	grace   time.Duration
 
 	// reported: the engine's verdicts carry each message's ordinal
-	// (projector.OutcomeReport.Ordinal), which the watch shows; with an
+	// (api.OutcomeReport.Ordinal), which the watch shows; with an
 	// engine whose verdicts do not, opened says whether the deliberation's
 	// open was applied, from which on its messages are counted.
 	reported bool
@@ -292,7 +293,7 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 // outcome asks the engine for its verdict on the message at position,
 // waiting for its projection to get there; through a lost connection it
 // waits for the connection to come back.
-func (w *watcher) outcome(ctx context.Context, position uint64) (projector.OutcomeReport, error) {
+func (w *watcher) outcome(ctx context.Context, position uint64) (api.OutcomeReport, error) {
 	for {
 		octx, cancel := context.WithTimeout(ctx, w.timeout)
 		o, err := w.cl.WaitOutcome(octx, w.id, position, "")
@@ -341,7 +342,7 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	case kind == "ctl":
 		line.Kind, line.Op = "control", o.Op
 		// A cancel ends the deliberation; its TERMINATION follows.
-		check = o.Outcome == projector.VerdictApplied && o.Op == "cancel"
+		check = o.Outcome == api.VerdictApplied && o.Op == "cancel"
 		var c struct {
 			Op      string `json:"op"`
 			Round   int    `json:"round"`
@@ -371,15 +372,15 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 	default:
 		a, verr := events.Validate(data)
 		switch o.Outcome {
-		case projector.VerdictAccepted, projector.VerdictLate:
+		case api.VerdictAccepted, api.VerdictLate:
 			line.Kind = "artifact"
-			if o.Outcome == projector.VerdictLate {
+			if o.Outcome == api.VerdictLate {
 				line.Kind = "late"
 			}
 			if verr == nil {
 				w.describe(&line, a)
 				w.ordinals[a.ID] = w.ordinal
-				term = a.Type == events.TypeTermination && o.Outcome == projector.VerdictAccepted
+				term = a.Type == events.TypeTermination && o.Outcome == api.VerdictAccepted
 			}
 		default: // rejected, unknown
 			line.Kind = "rejected"
@@ -403,14 +404,14 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 // verdicts carry one; an engine whose verdicts do not (from before they
 // did) has its messages counted as its fold counts them: from the applied
 // open on, every message but those outside the record.
-func (w *watcher) ordinalOf(kind string, o projector.OutcomeReport) (uint64, bool) {
+func (w *watcher) ordinalOf(kind string, o api.OutcomeReport) (uint64, bool) {
 	switch {
 	case o.Ordinal > 0:
 		w.reported, w.opened = true, true
 		return o.Ordinal, true
 	case w.reported, projector.OutsideRecord(o.Code):
 		return 0, false
-	case !w.opened && (kind != "ctl" || o.Outcome != projector.VerdictApplied || o.Op != "open"):
+	case !w.opened && (kind != "ctl" || o.Outcome != api.VerdictApplied || o.Op != "open"):
 		return 0, false // before the open: no message of the deliberation yet
 	}
 	w.opened = true
@@ -489,7 +490,7 @@ func (w *watcher) print(l watchLine) {
 	switch l.Kind {
 	case "control":
 		fmt.Fprintf(&b, "%-12s %-11s %s", "control", l.Op, l.Text)
-		if l.Outcome != string(projector.VerdictApplied) {
+		if l.Outcome != string(api.VerdictApplied) {
 			fmt.Fprintf(&b, " (%s)", l.Outcome)
 		}
 	case "rejected":

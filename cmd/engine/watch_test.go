@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
@@ -241,12 +242,12 @@ func TestWatch_Live(t *testing.T) {
 		t.Errorf("stderr %q", e)
 	}
 	// Ordinals follow one another, none twice, and are the query API's.
-	api := map[string]uint64{}
+	ordinals := map[string]uint64{}
 	for e, err := range alice.Artifacts(ctx, id, client.ListOptions{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		api[e.ArtifactID.String()] = e.Ordinal
+		ordinals[e.ArtifactID.String()] = e.Ordinal
 	}
 	var want uint64 = 1
 	for _, g := range all {
@@ -254,8 +255,8 @@ func TestWatch_Live(t *testing.T) {
 			t.Errorf("ordinal %d where %d was due: %+v", g.Ordinal, want, g)
 		}
 		want++
-		if (g.Kind == "artifact") && api[g.ArtifactID] != g.Ordinal {
-			t.Errorf("%s: watch #%d, API ordinal %d", g.ArtifactType, g.Ordinal, api[g.ArtifactID])
+		if (g.Kind == "artifact") && ordinals[g.ArtifactID] != g.Ordinal {
+			t.Errorf("%s: watch #%d, API ordinal %d", g.ArtifactType, g.Ordinal, ordinals[g.ArtifactID])
 		}
 	}
 	rl, err := alice.RejectionPage(ctx, id, client.ListOptions{}, "")
@@ -267,7 +268,7 @@ func TestWatch_Live(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var entries []projector.ArtifactEntry
+	var entries []api.ArtifactEntry
 	json.NewDecoder(resp.Body).Decode(&entries)
 	resp.Body.Close()
 	if len(entries) != 6 || entries[0].Ordinal != 2 || entries[0].Position == 2 {
@@ -382,14 +383,14 @@ func TestWatch_NoSupervisor(t *testing.T) {
 func TestWatch_OrdinalOf(t *testing.T) {
 	type step struct {
 		kind string
-		o    projector.OutcomeReport
+		o    api.OutcomeReport
 		want uint64 // 0: not one of the deliberation's messages
 	}
-	open := projector.OutcomeReport{Outcome: projector.VerdictApplied, Op: "open"}
-	art := projector.OutcomeReport{Outcome: projector.VerdictAccepted}
-	early := projector.OutcomeReport{Outcome: projector.VerdictRejected, Code: projector.CodeNotOpen}
-	foreign := projector.OutcomeReport{Outcome: projector.VerdictRejected, Code: projector.CodeImporting}
-	with := func(o projector.OutcomeReport, n uint64) projector.OutcomeReport { o.Ordinal = n; return o }
+	open := api.OutcomeReport{Outcome: api.VerdictApplied, Op: "open"}
+	art := api.OutcomeReport{Outcome: api.VerdictAccepted}
+	early := api.OutcomeReport{Outcome: api.VerdictRejected, Code: projector.CodeNotOpen}
+	foreign := api.OutcomeReport{Outcome: api.VerdictRejected, Code: projector.CodeImporting}
+	with := func(o api.OutcomeReport, n uint64) api.OutcomeReport { o.Ordinal = n; return o }
 	for name, steps := range map[string][]step{
 		"reported": {{"art", early, 0}, {"ctl", with(open, 1), 1}, {"art", with(art, 2), 2}, {"art", foreign, 0},
 			{"art", with(early, 3), 3}, {"art", with(art, 4), 4}},

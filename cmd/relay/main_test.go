@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
-	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
@@ -172,8 +172,8 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 	}
 	f.Close()
 	c, _ := client.New(nc, "test")
-	artifacts := func(id string) []projector.ArtifactEntry {
-		var out []projector.ArtifactEntry
+	artifacts := func(id string) []api.ArtifactEntry {
+		var out []api.ArtifactEntry
 		for e, err := range c.Artifacts(ctx, id, client.ListOptions{}) {
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 		}
 		return out
 	}
-	text := func(id string, e projector.ArtifactEntry) (*events.Artifact, string) {
+	text := func(id string, e api.ArtifactEntry) (*events.Artifact, string) {
 		b, _, err := c.Artifact(ctx, id, e.ArtifactID.String())
 		if err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 		return a, string(a.Extensions["parley.round"])
 	}
 	origArts := artifacts(orig.Deliberation)
-	var at25 projector.ArtifactEntry
+	var at25 api.ArtifactEntry
 	for _, e := range origArts {
 		if e.Ordinal == 25 {
 			at25 = e
@@ -218,7 +218,7 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 	if forkArts[18].Participant != "architect" || a.Type != events.TypeRevision || !strings.HasPrefix(artifactStatement(a), "Fork 1: a write-through cache") {
 		t.Fatalf("the fork's first new artifact: %+v %s", forkArts[18], a.Canonical)
 	}
-	var revised projector.ArtifactEntry
+	var revised api.ArtifactEntry
 	for _, e := range forkArts[:18] {
 		if e.ArtifactID == a.References[0].Target {
 			revised = e

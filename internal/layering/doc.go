@@ -2,6 +2,8 @@
 // (wire, canon, events, api, closure, provenance, binding, projector,
 // termination, signing, tlog) do no IO and read no clock, and that
 // imports point one way between them (docs/ARCHITECTURE.md, "Layers");
-// and that the pages (web) depend on nothing of the engine's assembly
-// (service) that mounts them.
+// that the pages (web) depend on nothing of the engine's assembly
+// (service) that mounts them; and that each part of the engine
+// (readmodel, microapi, httpapi, bindwrite, health, metrics) imports only
+// the packages listed for it.
 package layering

@@ -313,7 +313,7 @@ func TestScan(t *testing.T) {
 // above are the parley packages the pages (web) may not depend on: the
 // engine's assembly, which mounts them and hands them what they need of
 // the query API, and what is built on it.
-var above = []string{"service", "relay", "mcpserver", "cmd/engine", "cmd/relay"}
+var above = []string{"service", "httpapi", "bindwrite", "relay", "mcpserver", "cmd/engine", "cmd/relay"}
 
 // The pages are below the engine's assembly: web depends on none of the
 // packages above it. The control: service depends on web (it mounts the
@@ -342,5 +342,38 @@ func TestBannedNATS(t *testing.T) {
 		if bannedDep(path) != want {
 			t.Errorf("bannedDep(%s) = %v", path, !want)
 		}
+	}
+}
+
+// parts are the packages the engine's assembly (service) is made of, each
+// with the parley packages it may import (directly; non-test files). None
+// imports service, nor another part but those listed: they meet through
+// small interfaces, and service wires them together.
+var parts = map[string][]string{
+	"readmodel": {"api", "binding", "canon", "closure", "events", "projector", "runner", "substrate", "wire"},
+	"microapi":  {"api", "readmodel", "wire"},
+	"bindwrite": {"api", "binding", "events", "ledger", "projector", "runner", "wire"},
+	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
+	"health":    {"api", "ledger", "metrics", "runner", "wire"},
+	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
+}
+
+// Each part of the engine imports only what parts lists for it. The
+// control: service imports a part, which no part may.
+func TestParts(t *testing.T) {
+	paths := []string{module + "service"}
+	for p := range parts {
+		paths = append(paths, module+p)
+	}
+	all := list(t, paths...)
+	for p, allowed := range parts {
+		for _, i := range all[module+p].Imports {
+			if name, ok := strings.CutPrefix(i, module); ok && !slices.Contains(allowed, name) {
+				t.Errorf("%s imports %s, which is not among its allowed imports", p, name)
+			}
+		}
+	}
+	if !slices.Contains(all[module+"service"].Imports, module+"metrics") {
+		t.Error("the import check misses service's import of metrics")
 	}
 }

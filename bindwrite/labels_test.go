@@ -1,11 +1,11 @@
-package service
+package bindwrite
 
 import (
 	"strconv"
 	"testing"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
-	"github.com/parley-engine/parley/projector"
 )
 
 // A decider's label is its token only when the charter names it, and only
@@ -13,9 +13,9 @@ import (
 // kinds.
 func TestDeciderLabels(t *testing.T) {
 	var l deciderLabels
-	ch := &projector.Charter{Participants: []string{"judge"}, Terminators: []string{"moderator"}, Principal: "ceo"}
+	ch := &api.Charter{Participants: []string{"judge"}, Terminators: []string{"moderator"}, Principal: "ceo"}
 	for _, tc := range []struct {
-		ch      *projector.Charter
+		ch      *api.Charter
 		decider string
 		want    string
 	}{
@@ -23,14 +23,14 @@ func TestDeciderLabels(t *testing.T) {
 		{ch, "moderator", "moderator"},
 		{ch, "ceo", "ceo"},
 		{ch, "mallory", otherLabel},
-		{&projector.Charter{}, "judge", otherLabel},
+		{&api.Charter{}, "judge", otherLabel},
 		{nil, "judge", otherLabel},
 	} {
 		if got := l.label(tc.ch, tc.decider); got != tc.want {
 			t.Errorf("%v %s: %s, want %s", tc.ch, tc.decider, got, tc.want)
 		}
 	}
-	many := &projector.Charter{}
+	many := &api.Charter{}
 	for i := range MaxDeciderLabels + 10 {
 		many.Participants = append(many.Participants, "d"+strconv.Itoa(i))
 	}

@@ -1,51 +1,81 @@
-package service
+// Package httpapi is the query API over HTTP (docs/API.md): the reads
+// under /api/v1, answered from the read model (readmodel) in api's JSON,
+// their pages and cursors, the recording, read-your-writes (MinPosition),
+// the one write (a principal's resolution, through Writer), /healthz
+// (through Health) and /metrics; the HTTP tokens and their
+// authentication (auth.go); and the halted engine's refusal (Guard). A
+// refusal is an *api.Error answered with its Kind's status.
+package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/readmodel"
-	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/web"
 )
 
-// queryAPI answers the query API over HTTP from the read model (the NATS
-// micro service is microapi's), with the engine's health and its one write (a principal's
-// resolution).
-type queryAPI struct {
-	q      *readmodel.Queries
-	r      *runner.Runner
-	stream jetstream.Stream
-	js     jetstream.JetStream // for the one write of the API: a principal's resolution
-	watch  *streamWatch        // the stream watch (health.go); nil: none
-
-	bounds func(now time.Time) []Bound // the bounds for /healthz (bounds.go); nil: none
+// Writer is the API's one write, a principal's resolution
+// (bindwrite.Writer is one).
+type Writer interface {
+	Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error)
 }
 
-// admit admits an expensive read of what for r from the read budget; a
+// Health makes the health report of GET /healthz (health.Watch is one).
+type Health interface {
+	Report(ctx context.Context) health.Health
+}
+
+// Config is what the API answers from.
+type Config struct {
+	Queries *readmodel.Queries
+	Writer  Writer
+	Health  Health
+	// Metrics are gathered for GET /metrics.
+	Metrics prometheus.Gatherer
+}
+
+// API answers the query API over HTTP from the read model (the NATS
+// micro service is microapi's), with the engine's health and its one
+// write (a principal's resolution).
+type API struct {
+	q       *readmodel.Queries
+	write   Writer
+	health  Health
+	metrics prometheus.Gatherer
+}
+
+// New returns the API of cfg.
+func New(cfg Config) *API {
+	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics}
+}
+
+// Admit admits an expensive read of what for r from the read budget; a
 // signed-in reader's is not budgeted (no ticket).
-func (a *queryAPI) admit(r *http.Request, what string) (*readmodel.Ticket, error) {
-	if signedIn(r) {
+func (a *API) Admit(r *http.Request, what string) (*readmodel.Ticket, error) {
+	if SignedIn(r) {
 		return nil, nil
 	}
 	return a.q.Budget().Admit(r.Context(), web.ClientNetwork(r.RemoteAddr), what)
 }
 
-// minPosition is the HTTP side of read-your-writes: a request under
+// MinPosition is the HTTP side of read-your-writes: a request under
 // /api/v1 with ?min_position=N is served once the projection has reached
 // N in the deliberation the path names (everywhere for the listings of
 // all), or answered projection.behind (503) with Retry-After.
-func (a *queryAPI) minPosition(next http.Handler) http.Handler {
+func (a *API) MinPosition(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s := r.URL.Query().Get("min_position")
 		if s == "" || !strings.HasPrefix(r.URL.Path, "/api/v1/") {
@@ -70,10 +100,10 @@ func (a *queryAPI) minPosition(next http.Handler) http.Handler {
 	})
 }
 
-// resolver returns the participant a principal's resolution is published
+// Resolver returns the participant a principal's resolution is published
 // as: the one the request's token stands for. ?as= may name it, and no
-// other.
-func resolver(r *http.Request) (string, error) {
+// other. It is what web.NewBinder is given, and the POST's own.
+func Resolver(r *http.Request) (string, error) {
 	p, ok := principalOf(r.Context())
 	if !ok {
 		return "", errUnauthorized
@@ -86,12 +116,13 @@ func resolver(r *http.Request) (string, error) {
 }
 
 // Handler serves the HTTP query API under /api/v1, /healthz and /metrics
-// (Start mounts web's pages beside it). It authenticates nothing: a write
-// needs the participant a token stands for, which only the engine's
-// authentication (around this handler in Start) puts in the request;
-// without it every write is refused. Nor does it wait for min_position:
-// Start wraps it, with web's pages, in minPosition once.
-func (a *queryAPI) Handler(m *Metrics) http.Handler {
+// (service.Start mounts web's pages beside it). It authenticates nothing:
+// a write needs the participant a token stands for, which only the
+// engine's authentication (Auth.Wrap, around this handler in
+// service.Start) puts in the request; without it every write is refused.
+// Nor does it wait for min_position: service.Start wraps it, with web's
+// pages, in MinPosition once.
+func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/deliberations", a.serveDeliberations)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +160,7 @@ func (a *queryAPI) Handler(m *Metrics) http.Handler {
 			}
 			at = n
 		}
-		v, err := a.q.ClosureBudgeted(r.PathValue("id"), r.PathValue("decision_id"), at, func() (*readmodel.Ticket, error) { return a.admit(r, readmodel.ReadClosure) })
+		v, err := a.q.ClosureBudgeted(r.PathValue("id"), r.PathValue("decision_id"), at, func() (*readmodel.Ticket, error) { return a.Admit(r, readmodel.ReadClosure) })
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/provenance", func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +169,7 @@ func (a *queryAPI) Handler(m *Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/bindings", func(w http.ResponseWriter, r *http.Request) {
 		// Every artifact's body is read from the stream: budgeted.
-		t, err := a.admit(r, readmodel.ReadBindings)
+		t, err := a.Admit(r, readmodel.ReadBindings)
 		if err != nil {
 			reply(w, nil, err)
 			return
@@ -153,12 +184,12 @@ func (a *queryAPI) Handler(m *Metrics) http.Handler {
 			reply(w, nil, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "the resolution could not be read, or is larger than 1 MiB"})
 			return
 		}
-		as, err := resolver(r)
+		as, err := Resolver(r)
 		if err != nil {
 			reply(w, nil, err)
 			return
 		}
-		v, err := a.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
+		v, err := a.write.Resolve(r.Context(), r.PathValue("id"), r.PathValue("envelope_digest"), body, as)
 		if err != nil {
 			reply(w, v, err)
 			return
@@ -167,18 +198,33 @@ func (a *queryAPI) Handler(m *Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/rejections", a.serveUnrouted)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		h := a.Health(r.Context())
+		h := a.health.Report(r.Context())
 		status := http.StatusOK
 		if !h.OK {
 			status = http.StatusServiceUnavailable
 		}
 		writeJSON(w, status, h)
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// Guard answers 503 engine.halted (halted's error, health.Watch.Halted) to
+// every request of the API but /healthz and /metrics once the engine
+// halted.
+func Guard(halted func() error, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
+			if err := halted(); err != nil {
+				reply(rw, nil, err)
+				return
+			}
+		}
+		next.ServeHTTP(rw, r)
+	})
 }
 
 // reply answers v, or the refusal err: an *api.Error with its Kind's

@@ -1,4 +1,12 @@
-package service
+// Package bindwrite is the query API's one write, a principal's resolution
+// of a binding moment (seed 002 §7.3; docs/BINDING.md): verified against
+// the moment's envelope, then published as the principal's artifact on
+// condition that the deliberation did not move meanwhile. And the
+// announcement of binding moments as the fold admits them
+// (wire.BindingSubject), with their counts by decider. The HTTP API and
+// web's binding pages reach the write through Writer (a web.BindingAPI);
+// it reads through Reads, which readmodel.Queries is.
+package bindwrite
 
 import (
 	"context"
@@ -16,7 +24,6 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
-	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -24,11 +31,39 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
+// Reads is what the write reads of the read model (readmodel.Queries is
+// one): a deliberation's binding moments, and an artifact's canonical
+// bytes.
+type Reads interface {
+	Bindings(ctx context.Context, id string) ([]binding.Moment, error)
+	Artifact(ctx context.Context, id, artifactID string) ([]byte, error)
+}
+
+// Writes is told the result of a write published around the JetStream
+// the writer was given (a declined resolution's batch); health.Watch is
+// one.
+type Writes interface {
+	Wrote(err error)
+}
+
+// Writer publishes principals' resolutions. With Bindings it is what web's
+// binding pages need of the API (web.BindingAPI).
+type Writer struct {
+	q      Reads
+	r      *runner.Runner
+	js     jetstream.JetStream // whose PublishMsg the writes are told of
+	writes Writes              // nil: none
+}
+
+// New returns a writer that reads from q and r, and publishes with js.
+func New(q Reads, r *runner.Runner, js jetstream.JetStream, writes Writes) *Writer {
+	return &Writer{q: q, r: r, js: js, writes: writes}
+}
+
 // Bindings returns the binding moments of a deliberation
-// (readmodel.Queries.Bindings): with Resolve, what web's binding pages
-// need of the API (web.BindingAPI).
-func (a *queryAPI) Bindings(ctx context.Context, id string) ([]binding.Moment, error) {
-	return a.q.Bindings(ctx, id)
+// (readmodel.Queries.Bindings).
+func (wr *Writer) Bindings(ctx context.Context, id string) ([]binding.Moment, error) {
+	return wr.q.Bindings(ctx, id)
 }
 
 // Resolve applies a principal's resolution (the body, seed 002 §7.3) to the
@@ -37,7 +72,7 @@ func (a *queryAPI) Bindings(ctx context.Context, id string) ([]binding.Moment, e
 // (binding.Record), on condition that nothing else arrived in the
 // deliberation since it was read, so that two resolutions can never both
 // land. A resolution naming an unknown or resolved envelope is discarded.
-func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error) {
+func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte, principal string) (*binding.Resolved, error) {
 	if !wire.ValidToken(principal) {
 		return nil, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "as: " + strconv.Quote(principal) + " is not a participant token"}
 	}
@@ -52,7 +87,7 @@ func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []by
 	}
 	var last uint64
 	var moments []binding.Moment
-	if !qa.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+	if !wr.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		last, moments = d.Position, d.BindingMoments()
 	}) {
 		return nil, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: "deliberation " + id + " not found"}
@@ -73,7 +108,7 @@ func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []by
 	case m.Status == "resolved":
 		return nil, &api.Error{Kind: api.KindConflict, Code: binding.CodeAlreadyResolved, Message: "envelope " + envDigest + " was already resolved (" + string(m.Resolution.Resolution) + "): the resolution is discarded"}
 	}
-	raw, err := qa.q.Artifact(ctx, id, m.Decision.String())
+	raw, err := wr.q.Artifact(ctx, id, m.Decision.String())
 	if err != nil {
 		return nil, err
 	}
@@ -97,10 +132,12 @@ func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []by
 	var ack *jetstream.PubAck
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
-		ack, err = qa.publishDecline(ctx, id, msg, a, env, last)
-		qa.watch.wrote(err) // the batch goes around qa.js's PublishMsg
+		ack, err = wr.publishDecline(ctx, id, msg, a, env, last)
+		if wr.writes != nil {
+			wr.writes.Wrote(err) // the batch goes around wr.js's PublishMsg
+		}
 	} else {
-		ack, err = qa.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
+		ack, err = wr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
 			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
 	}
 	if err != nil {
@@ -111,12 +148,12 @@ func (qa *queryAPI) Resolve(ctx context.Context, id, envDigest string, body []by
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := qa.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
+	if err := wr.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
 		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
 	}
 	var accepted bool
 	var rej string
-	qa.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+	wr.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		accepted = d.PositionOf(a.ID) != 0
 		if !accepted {
 			kept, _, _ := d.Rejections()
@@ -142,14 +179,14 @@ var msgIDs = wire.NewMsgIDs()
 // control message it implies (binding.DeclineControl) as one atomic batch,
 // on condition that the deliberation's last message is still at last. It
 // returns the artifact's acknowledgement.
-func (qa *queryAPI) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
+func (wr *Writer) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
 	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
-	ack, err := jetstreamext.PublishMsgBatch(ctx, qa.js, []*nats.Msg{msg, ctl})
+	ack, err := jetstreamext.PublishMsgBatch(ctx, wr.js, []*nats.Msg{msg, ctl})
 	if err != nil {
 		return nil, err
 	}
@@ -158,30 +195,29 @@ func (qa *queryAPI) publishDecline(ctx context.Context, id string, msg *nats.Msg
 	return &jetstream.PubAck{Stream: ack.Stream, Sequence: ack.Sequence - 1}, nil
 }
 
-// Announcement is what the engine publishes on wire.BindingSubject.
-type Announcement struct {
-	Deliberation   string          `json:"deliberation"`
-	Decision       canon.Digest    `json:"decision"`
-	Decider        string          `json:"decider"`
-	Principal      string          `json:"principal"`
-	Position       uint64          `json:"position"`
-	EnvelopeDigest string          `json:"envelope_digest"`
-	Envelope       json.RawMessage `json:"envelope"`
-	Suppressed     []string        `json:"hatches_suppressed,omitempty"`
+// Metrics is what the announcer counts (metrics.Metrics is one): label
+// values it bounds itself.
+type Metrics interface {
+	BindingMoment(decider string, suppressed bool)
+	BindingResolution(decider, resolution string)
 }
 
-// bindingWatch announces binding moments as they are admitted and counts
+// Announcer announces binding moments as they are admitted and counts
 // them, and the resolutions, per decider. It counts only what the fold
 // admitted, and the fold admits a resolution only from the moment's
 // principal (projector/binding.go).
-type bindingWatch struct {
-	nc *nats.Conn
-	m  *Metrics
+type Announcer struct {
+	nc       *nats.Conn
+	m        Metrics
+	deciders deciderLabels
 }
 
-// onApply is the runner's hook; it is handed the runner, which may call
-// it before runner.New has returned.
-func (b *bindingWatch) onApply(r *runner.Runner, _ projector.Msg, out projector.Outcome) {
+// NewAnnouncer returns an announcer that publishes on nc and counts in m.
+func NewAnnouncer(nc *nats.Conn, m Metrics) *Announcer { return &Announcer{nc: nc, m: m} }
+
+// OnApply is the runner's hook (runner.Config.OnApply); it is handed the
+// runner, which may call it before runner.New has returned.
+func (b *Announcer) OnApply(r *runner.Runner, _ projector.Msg, out projector.Outcome) {
 	// The fold says what it admitted, pending artifacts it released
 	// included: nothing is parsed again here but the extensions.
 	for _, adm := range out.Admitted {
@@ -189,7 +225,7 @@ func (b *bindingWatch) onApply(r *runner.Runner, _ projector.Msg, out projector.
 	}
 }
 
-func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admission) {
+func (b *Announcer) admitted(r *runner.Runner, id string, adm projector.Admission) {
 	a := adm.Artifact
 	if _, ok := a.Extensions[binding.ExtResolution]; ok {
 		// The fold admitted it: the principal's resolution of a moment it
@@ -207,12 +243,12 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 					continue
 				}
 				if ed, err := binding.Digest(n.Extensions[binding.ExtEnvelope]); err == nil && ed.String() == rec.EnvelopeDigest {
-					decider = b.m.deciders.label(d.Charter, n.Participant)
+					decider = b.deciders.label(d.Charter, n.Participant)
 					break
 				}
 			}
 		})
-		b.m.bindingResolutions.WithLabelValues(decider, resolutionLabel(rec.Resolution)).Inc()
+		b.m.BindingResolution(decider, resolutionLabel(rec.Resolution))
 		return
 	}
 	if _, ok := a.Extensions[binding.ExtEnvelope]; !ok {
@@ -224,13 +260,10 @@ func (b *bindingWatch) admitted(r *runner.Runner, id string, adm projector.Admis
 	}
 	decider, principal := otherLabel, ""
 	r.ReadDeliberation(id, func(d *projector.Deliberation) {
-		decider, principal = b.m.deciders.label(d.Charter, adm.Participant), d.Principal()
+		decider, principal = b.deciders.label(d.Charter, adm.Participant), d.Principal()
 	})
-	b.m.bindingMoments.WithLabelValues(decider).Inc()
-	if len(env.Suppressed()) > 0 {
-		b.m.bindingSuppressed.WithLabelValues(decider).Inc()
-	}
-	msg, _ := json.Marshal(Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
+	b.m.BindingMoment(decider, len(env.Suppressed()) > 0)
+	msg, _ := json.Marshal(binding.Announcement{Deliberation: id, Decision: a.ID, Decider: adm.Participant, Principal: principal, Position: adm.Position,
 		EnvelopeDigest: env.Digest.String(), Envelope: env.Canonical, Suppressed: env.Suppressed()})
 	b.nc.Publish(wire.BindingSubject(id), msg)
 }

@@ -1,4 +1,4 @@
-package service
+package health
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
@@ -22,27 +23,27 @@ import (
 // refusal is one until a later write is stored; a timeout counts as
 // unavailable.
 func TestStreamWatch_Wrote(t *testing.T) {
-	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}}
+	w := &Watch{m: metrics.New(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}}
 	has := func() bool { _, ok := w.problems[ProblemWriteRefused]; return ok }
-	w.wrote(nil)
-	w.wrote(&jetstream.APIError{ErrorCode: 10071, Description: "wrong last sequence: 7"})
-	w.wrote(&jetstream.APIError{ErrorCode: 10158, Description: "duplicate message id is in process"})
+	w.Wrote(nil)
+	w.Wrote(&jetstream.APIError{ErrorCode: 10071, Description: "wrong last sequence: 7"})
+	w.Wrote(&jetstream.APIError{ErrorCode: 10158, Description: "duplicate message id is in process"})
 	if has() {
 		t.Fatal("an expected race is a problem")
 	}
-	w.wrote(&jetstream.APIError{ErrorCode: 10023, Description: "insufficient resources"})
+	w.Wrote(&jetstream.APIError{ErrorCode: 10023, Description: "insufficient resources"})
 	if !has() {
 		t.Fatal("a refusal for storage is no problem")
 	}
-	w.wrote(context.DeadlineExceeded)
+	w.Wrote(context.DeadlineExceeded)
 	if !has() {
 		t.Fatal("a timeout cleared the refusal")
 	}
-	w.wrote(&jetstream.APIError{ErrorCode: 10071})
+	w.Wrote(&jetstream.APIError{ErrorCode: 10071})
 	if has() {
 		t.Fatal("a write the server judged did not clear the refusal")
 	}
-	w.wrote(errors.Join(&jetstream.APIError{ErrorCode: 10077, Description: "store failed"}))
+	w.Wrote(errors.Join(&jetstream.APIError{ErrorCode: 10077, Description: "store failed"}))
 	want := WriteStats{Stored: 1, Superseded: 3, Refused: 2, Storage: 1, Unavailable: 1, LastRefused: "nats: API error: code=0 err_code=10077 description=store failed"}
 	if w.writes != want {
 		t.Errorf("writes %+v\nwant   %+v", w.writes, want)
@@ -70,7 +71,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 	if _, err := js.Publish(ctx, wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	w := &streamWatch{js: js, stream: st, r: r, m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
+	w := &Watch{js: js, stream: st, r: r, m: metrics.New(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{},
 		stallAfter: 200 * time.Millisecond, halt: func(string) {}}
 	has := func() bool {
 		w.mu.Lock()
@@ -109,13 +110,14 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 // on $JS.EVENT.ADVISORY.STREAM.*.PARLEY can send them) add no label value:
 // they are counted as "other"; the server's kinds keep theirs.
 func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
-	w := &streamWatch{m: NewMetrics(), log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
+	m := metrics.New()
+	w := &Watch{m: m, log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
 	for i := range 500 {
 		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + wire.StreamName})
 	}
 	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED." + wire.StreamName})
 	w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.API", Data: []byte(`{"subject":"$JS.API.STREAM.PURGE.PARLEY"}`)})
-	mfs, err := w.m.Registry.Gather()
+	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

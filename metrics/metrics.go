@@ -1,9 +1,17 @@
-package service
+// Package metrics holds the engine's Prometheus metrics, in a registry of
+// their own: what the projection applied, the binding moments and their
+// resolutions, the stream watch's problems, advisories and writes (package
+// health reports them here), what the engine refused to act on, and the
+// bounds on what clients may hold (bounds.go), which /healthz reports too.
+// The metric names are the engine's interface with its operators
+// (docs/OPERATIONS.md): they do not change.
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -21,20 +29,19 @@ type Metrics struct {
 	lag        prometheus.Gauge
 
 	bindingMoments, bindingSuppressed, bindingResolutions *prometheus.CounterVec
-	deciders                                              deciderLabels
 
-	// The stream watch (health.go).
+	// The stream watch (package health).
 	problems, advisories, writes *prometheus.CounterVec
 	healthy, halted              prometheus.Gauge
 	storageUsed, storageLimit    prometheus.Gauge
 
-	// What the engine refused to act on (microapi, consumers.go).
+	// What the engine refused to act on (microapi, the stream watch's removal of consumers).
 	ignored          *prometheus.CounterVec
 	consumersRemoved prometheus.Counter
 }
 
-// NewMetrics registers the metrics.
-func NewMetrics() *Metrics {
+// New registers the metrics.
+func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		messages: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_ingested_messages_total",
@@ -84,7 +91,9 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) setHealthy(ok bool) {
+// SetHealthy sets parley_healthy: 1 while the engine has no health
+// problem.
+func (m *Metrics) SetHealthy(ok bool) {
 	if ok {
 		m.healthy.Set(1)
 	} else {
@@ -92,7 +101,53 @@ func (m *Metrics) setHealthy(ok bool) {
 	}
 }
 
-func (m *Metrics) observe(out projector.Outcome, seq, pending uint64) {
+// Halted sets parley_halted: the engine stopped judging.
+func (m *Metrics) Halted() { m.halted.Set(1) }
+
+// Problem counts a health problem raised (by its code).
+func (m *Metrics) Problem(code string) { m.problems.WithLabelValues(code).Inc() }
+
+// Advisory counts a stream advisory (by its kind, a label value the watch
+// bounds).
+func (m *Metrics) Advisory(kind string) { m.advisories.WithLabelValues(kind).Inc() }
+
+// Write counts one of the engine's own publishes by result (stored,
+// superseded, refused, refused_storage, unavailable).
+func (m *Metrics) Write(result string) { m.writes.WithLabelValues(result).Inc() }
+
+// Storage sets the tightest storage limit the engine sees and its use (0,
+// 0: none).
+func (m *Metrics) Storage(used uint64, limit int64) {
+	m.storageUsed.Set(float64(used))
+	m.storageLimit.Set(float64(limit))
+}
+
+// Ignored counts a message on the query API's subjects the engine did not
+// act on (microapi.Config.Ignored), by reason.
+func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc() }
+
+// ConsumerRemoved counts a push consumer the engine deleted.
+func (m *Metrics) ConsumerRemoved() { m.consumersRemoved.Inc() }
+
+// BindingMoment counts a binding moment admitted, by decider (a label
+// value: the caller bounds them), and whether its envelope suppresses an
+// escape hatch.
+func (m *Metrics) BindingMoment(decider string, suppressed bool) {
+	m.bindingMoments.WithLabelValues(decider).Inc()
+	if suppressed {
+		m.bindingSuppressed.WithLabelValues(decider).Inc()
+	}
+}
+
+// BindingResolution counts a principal's resolution admitted, by decider
+// and resolution (label values: the caller bounds them).
+func (m *Metrics) BindingResolution(decider, resolution string) {
+	m.bindingResolutions.WithLabelValues(decider, resolution).Inc()
+}
+
+// Observe is the runner's hook (runner.Config.Observe): a message
+// applied, at seq, with pending messages of the stream not yet.
+func (m *Metrics) Observe(out projector.Outcome, seq, pending uint64) {
 	m.messages.Inc()
 	m.accepted.Add(float64(len(out.Accepted)))
 	if out.Rejection != nil {
@@ -111,9 +166,9 @@ type statusCollector struct {
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[projector.Status]int{}
-	for _, s := range []projector.Status{projector.StatusOpen, projector.StatusSuspended, projector.StatusCompleted,
-		projector.StatusCancelled, projector.StatusDeadlock, projector.StatusExhausted} {
+	counts := map[api.Status]int{}
+	for _, s := range []api.Status{api.StatusOpen, api.StatusSuspended, api.StatusCompleted,
+		api.StatusCancelled, api.StatusDeadlock, api.StatusExhausted} {
 		counts[s] = 0
 	}
 	c.r.EachDeliberation(func(d *projector.Deliberation) { counts[d.Status]++ })
@@ -122,8 +177,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// watchReverifier exports the re-verifier's counts.
-func (m *Metrics) watchReverifier(rv *substrate.Reverifier) {
+// WatchReverifier exports the re-verifier's counts.
+func (m *Metrics) WatchReverifier(rv *substrate.Reverifier) {
 	for _, result := range []string{provenance.ResultVerified, provenance.ResultFailed, provenance.ResultUnavailable} {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_provenance_reverifications_total",
 			Help: "Provenance annotations re-verified against the engine's roots, by result (cache hits included).", ConstLabels: prometheus.Labels{"result": result}},
@@ -142,7 +197,9 @@ func (m *Metrics) watchReverifier(rv *substrate.Reverifier) {
 		Help: "Re-verifications answered from the cache."}, func() float64 { return float64(rv.Stats().CacheHits) }))
 }
 
-func (m *Metrics) watch(r *runner.Runner) {
+// WatchRunner exports the deliberations by status, read from r at
+// scrape time.
+func (m *Metrics) WatchRunner(r *runner.Runner) {
 	m.Registry.MustRegister(&statusCollector{r: r, desc: prometheus.NewDesc("parley_deliberations",
 		"Deliberations by status.", []string{"status"}, nil)})
 }

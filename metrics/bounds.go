@@ -1,4 +1,4 @@
-package service
+package metrics
 
 import (
 	"time"
@@ -33,12 +33,13 @@ type Bound struct {
 // BoundRecent is how long a bound hit counts as recent in /healthz.
 const BoundRecent = time.Minute
 
-// boundSources are what the bounds are read from.
-type boundSources struct {
-	budget   *httplimit.Budget
-	explorer *web.Explorer
-	reads    *readmodel.Budget
-	runner   *runner.Runner
+// BoundSources are what the bounds are read from; a nil one has no bound
+// in the report.
+type BoundSources struct {
+	Budget   *httplimit.Budget
+	Explorer *web.Explorer
+	Reads    *readmodel.Budget
+	Runner   *runner.Runner
 }
 
 // CodeInFlightBytes names the bound on the bytes read from the stream and
@@ -52,32 +53,33 @@ const CodeInFlightBytes = "limit.in_flight_bytes"
 // totals and state digests still cover them).
 const CodeKeptBytes = "limit.kept_bytes"
 
-func (b boundSources) report(now time.Time) []Bound {
+// Report is the bounds as /healthz reports them at now.
+func (b BoundSources) Report(now time.Time) []Bound {
 	var out []Bound
 	add := func(name string, limit, inUse int, hits uint64, last time.Time) {
 		out = append(out, Bound{Name: name, Limit: limit, InUse: inUse, Hits: hits, LastHit: last.UTC(),
 			Recent: !last.IsZero() && now.Sub(last) < BoundRecent})
 	}
-	if b.budget != nil {
-		st := b.budget.Stats()
+	if b.Budget != nil {
+		st := b.Budget.Stats()
 		add(httplimit.CodeConnections, st.Max, st.Open, st.Evicted+st.Shed, st.LastHit)
 	}
-	if b.explorer != nil {
-		st := b.explorer.FeedStats()
+	if b.Explorer != nil {
+		st := b.Explorer.FeedStats()
 		var hits uint64
 		for _, n := range st.Refused {
 			hits += n
 		}
 		add(web.CodeLiveFeeds, st.Max, st.Open, hits, st.LastRefused)
 	}
-	if b.runner != nil {
-		st := b.runner.InFlight()
+	if b.Runner != nil {
+		st := b.Runner.InFlight()
 		add(CodeInFlightBytes, int(st.Max), int(st.Used), st.Waits, st.LastWait)
-		used, max, dropped, last := b.runner.KeptBytes()
+		used, max, dropped, last := b.Runner.KeptBytes()
 		add(CodeKeptBytes, int(max), int(used), dropped, last)
 	}
-	if b.reads != nil {
-		st := b.reads.Stats()
+	if b.Reads != nil {
+		st := b.Reads.Stats()
 		var hits uint64
 		for _, n := range st.Refused {
 			hits += n
@@ -87,33 +89,38 @@ func (b boundSources) report(now time.Time) []Bound {
 	return out
 }
 
-// watchBounds exports the bounds' counts.
-func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
+// WatchDescriptors exports the engine's plan of its open descriptors: the
+// limit, and the shares of HTTP connections, NATS clients and files.
+func (m *Metrics) WatchDescriptors(limit, http, nats, files int) {
+	for share, n := range map[string]int{"limit": limit, "http": http, "nats": nats, "files": files} {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "parley_descriptors",
+			Help:        "The engine's plan of its open descriptors: the limit, and the shares of HTTP connections, NATS clients and files.",
+			ConstLabels: prometheus.Labels{"share": share}}, func() float64 { return float64(n) }))
+	}
+}
+
+// WatchBounds exports the bounds' counts.
+func (m *Metrics) WatchBounds(b BoundSources) {
 	gauge := func(name, help string, f func() float64) {
 		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
 	counter := func(name, help string, labels prometheus.Labels, f func() float64) {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
 	}
-	for share, n := range map[string]int{"limit": fds.Limit, "http": fds.HTTP, "nats": fds.NATS, "files": fds.Files} {
-		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "parley_descriptors",
-			Help:        "The engine's plan of its open descriptors: the limit, and the shares of HTTP connections, NATS clients and files.",
-			ConstLabels: prometheus.Labels{"share": share}}, func() float64 { return float64(n) }))
-	}
-	budget := b.budget
+	budget := b.Budget
 	gauge("parley_http_connections", "HTTP connections open.", func() float64 { return float64(budget.Stats().Open) })
 	gauge("parley_http_connections_limit", "The HTTP connection budget.", func() float64 { return float64(budget.Stats().Max) })
 	counter("parley_http_connections_evicted_total", "HTTP connections closed, while waiting for a request, to make room for a new one.", nil,
 		func() float64 { return float64(budget.Stats().Evicted) })
 	counter("parley_http_connections_shed_total", "HTTP connections answered 503 limit.http_connections: every connection was busy.", nil,
 		func() float64 { return float64(budget.Stats().Shed) })
-	ex := b.explorer
+	ex := b.Explorer
 	gauge("parley_live_feeds", "Live feeds open.", func() float64 { return float64(ex.FeedStats().Open) })
 	for _, reason := range []string{web.FeedsFull, web.FeedsAnonymous, web.FeedsNetwork} {
 		counter("parley_live_feeds_refused_total", "Live feeds refused with 503 limit.live_feeds, by reason: total (every place taken), anonymous (the room of readers not signed in), network (the client network's share).",
 			prometheus.Labels{"reason": reason}, func() float64 { return float64(ex.FeedStats().Refused[reason]) })
 	}
-	if r := b.runner; r != nil {
+	if r := b.Runner; r != nil {
 		gauge("parley_in_flight_bytes", "Bytes of messages read from the stream and not yet applied.", func() float64 { return float64(r.InFlight().Used) })
 		gauge("parley_in_flight_bytes_limit", "The bound on the bytes read from the stream and not yet applied.", func() float64 { return float64(r.InFlight().Max) })
 		counter("parley_in_flight_waits_total", "Messages the consumer held back because the in-flight byte bound was reached (limit.in_flight_bytes): they waited in the stream.", nil,
@@ -128,7 +135,7 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 		gauge("parley_kept_bytes_limit", "The bound on the bytes of kept summaries (limit.kept_bytes).", kept(1))
 		counter("parley_kept_dropped_total", "Summaries of rejected, late and foreign messages dropped for the byte bound (limit.kept_bytes); their counts and digests remain.", nil, kept(2))
 	}
-	rs := b.reads
+	rs := b.Reads
 	for _, read := range readmodel.BudgetedReads {
 		counter("parley_reads_refused_total", "Expensive reads of clients not signed in refused with 429 limit.read_budget, by read: closure, recording, bindings, list (a search or status filter).",
 			prometheus.Labels{"read": read}, func() float64 { return float64(rs.Stats().Refused[read]) })
@@ -142,8 +149,8 @@ func (m *Metrics) watchBounds(b boundSources, fds Descriptors) {
 	gauge("parley_closure_cache_bytes", "Size of the cache of final closure answers.", func() float64 { return float64(rs.Stats().ClosureBytes) })
 }
 
-// watchReclaim exports what the reclaimer gave back.
-func (m *Metrics) watchReclaim(rc *reclaim.Reclaimer) {
+// WatchReclaim exports what the reclaimer gave back.
+func (m *Metrics) WatchReclaim(rc *reclaim.Reclaimer) {
 	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_memory_reclaims_total",
 		Help: "Times the quiet engine collected and gave free memory back to the system (internal/reclaim)."}, func() float64 { return float64(rc.Reclaims.Load()) }))
 	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "parley_memory_reclaimed_bytes_total",

@@ -1,4 +1,11 @@
-package service
+// Package health watches the engine's stream and its own writes, and
+// makes the health report (GET /healthz, parley.api.health): the watch of
+// the stream's advisories and its periodic check, the halt when the
+// stream could drop or erase messages, the refused writes and the storage
+// at its limit, and the removal of push consumers that deliver the stream
+// outside the inboxes (consumers.go). It reports to the metrics through
+// Metrics, and answers the query API's halt through Halted.
+package health
 
 import (
 	"bytes"
@@ -8,10 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -20,6 +27,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/wire"
 )
@@ -101,10 +109,10 @@ type Health struct {
 	// Storage is the tightest JetStream storage limit the engine can see.
 	Storage *StorageReport `json:"storage,omitempty"`
 	// Bounds are the engine's bounds on what clients may hold, and
-	// BoundsHit the names of those hit within BoundRecent (bounds.go):
+	// BoundsHit the names of those hit within metrics.BoundRecent:
 	// they do not make the engine unhealthy.
-	Bounds    []Bound  `json:"bounds,omitempty"`
-	BoundsHit []string `json:"bounds_hit,omitempty"`
+	Bounds    []metrics.Bound `json:"bounds,omitempty"`
+	BoundsHit []string        `json:"bounds_hit,omitempty"`
 }
 
 // WriteStats counts the engine's own publishes by result.
@@ -124,13 +132,24 @@ type StorageReport struct {
 	Limit int64  `json:"limit_bytes"`
 }
 
-// Health reports the watch's problems, whether the stream answers, and
+// Metrics is what the watch counts and sets (metrics.Metrics is one).
+type Metrics interface {
+	SetHealthy(ok bool)
+	Halted()
+	Problem(code string)
+	Advisory(kind string)
+	Write(result string)
+	Storage(used uint64, limit int64)
+	ConsumerRemoved()
+}
+
+// Report reports the watch's problems, whether the stream answers, and
 // the projector's lag.
-func (a *queryAPI) Health(ctx context.Context) Health {
-	h := Health{Position: a.r.Position(), Advisories: false}
+func (w *Watch) Report(ctx context.Context) Health {
+	h := Health{Position: w.r.Position(), Advisories: false}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	info, err := a.stream.Info(ctx)
+	info, err := w.stream.Info(ctx)
 	var errs []string
 	if err != nil {
 		errs = append(errs, "stream info: "+err.Error())
@@ -140,14 +159,12 @@ func (a *queryAPI) Health(ctx context.Context) Health {
 			h.Lag = h.StreamLast - h.Position
 		}
 	}
-	if w := a.watch; w != nil {
-		w.fill(&h)
-		for _, p := range h.Problems {
-			errs = append(errs, p.Message)
-		}
+	w.fill(&h)
+	for _, p := range h.Problems {
+		errs = append(errs, p.Message)
 	}
-	if a.bounds != nil {
-		h.Bounds = a.bounds(time.Now())
+	if bounds := w.bounds.Load(); bounds != nil {
+		h.Bounds = (*bounds)(time.Now())
 		for _, b := range h.Bounds {
 			if b.Recent {
 				h.BoundsHit = append(h.BoundsHit, b.Name)
@@ -159,13 +176,13 @@ func (a *queryAPI) Health(ctx context.Context) Health {
 	return h
 }
 
-// streamWatch watches the engine's stream and its writes.
-type streamWatch struct {
+// Watch watches the engine's stream and its writes.
+type Watch struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	r       *runner.Runner
 	srv     *server.Server // the embedded server, for its storage limit
-	m       *Metrics
+	m       Metrics
 	log     *slog.Logger
 	every   time.Duration
 	created time.Time
@@ -187,20 +204,45 @@ type streamWatch struct {
 	stallAfter time.Duration // StallAfter (tests shorten it)
 	writes     WriteStats
 	storage    *StorageReport
+	bounds     atomic.Pointer[func(now time.Time) []metrics.Bound]
 }
 
-func newStreamWatch(js jetstream.JetStream, st jetstream.Stream, r *runner.Runner, srv *server.Server, m *Metrics, log *slog.Logger, every time.Duration, halt func(string)) *streamWatch {
+// Config is what a watch watches, and whom it tells.
+type Config struct {
+	JS     jetstream.JetStream
+	Stream jetstream.Stream
+	Runner *runner.Runner
+	// Server is the embedded server, for its storage limit (nil: an
+	// external one).
+	Server  *server.Server
+	Metrics Metrics
+	Log     *slog.Logger
+	// CheckEvery is the interval of the check (0: DefaultStreamCheckEvery).
+	CheckEvery time.Duration
+	// Halt stops the engine's judging; it is called once, at the first
+	// halting problem.
+	Halt func(reason string)
+}
+
+// New returns a watch of cfg.Stream; it watches once Subscribe and Run
+// are called.
+func New(cfg Config) *Watch {
+	every := cfg.CheckEvery
 	if every <= 0 {
 		every = DefaultStreamCheckEvery
 	}
-	w := &streamWatch{js: js, stream: st, r: r, srv: srv, m: m, log: log, every: every, halt: halt,
+	w := &Watch{js: cfg.JS, stream: cfg.Stream, r: cfg.Runner, srv: cfg.Server, m: cfg.Metrics, log: cfg.Log, every: every, halt: cfg.Halt,
 		kick: make(chan string, 1), consumers: make(chan string, 256), problems: map[string]*HealthProblem{}}
-	if ci := st.CachedInfo(); ci != nil {
+	if ci := cfg.Stream.CachedInfo(); ci != nil {
 		w.created = ci.Created
 	}
-	m.setHealthy(true)
+	w.m.SetHealthy(true)
 	return w
 }
+
+// SetBounds gives the report the engine's bounds on what clients may
+// hold (metrics.BoundSources.Report): /healthz lists them.
+func (w *Watch) SetBounds(bounds func(now time.Time) []metrics.Bound) { w.bounds.Store(&bounds) }
 
 // advisorySubjects are what the watch subscribes to: the stream's own
 // advisories (created, updated, deleted, leader elected, quorum lost,
@@ -211,10 +253,10 @@ func advisorySubjects() []string {
 	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + wire.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*"}
 }
 
-// subscribe subscribes to the advisories. A refused subscription (the
+// Subscribe subscribes to the advisories. A refused subscription (the
 // user may not subscribe to $JS.EVENT.ADVISORY.>) is reported
-// asynchronously, to permissionDenied.
-func (w *streamWatch) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
+// asynchronously, to PermissionDenied.
+func (w *Watch) Subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
 	for _, subj := range advisorySubjects() {
 		sub, err := nc.Subscribe(subj, w.onAdvisory)
@@ -239,10 +281,10 @@ func (w *streamWatch) subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
 	return subs, nil
 }
 
-// permissionDenied is told of an asynchronous permission error on the
+// PermissionDenied is told of an asynchronous permission error on the
 // engine's connection; one on the advisories' subjects means the watch
 // has only its check.
-func (w *streamWatch) permissionDenied(err error) {
+func (w *Watch) PermissionDenied(err error) {
 	if err == nil || !strings.Contains(err.Error(), "$JS.EVENT.ADVISORY") {
 		return
 	}
@@ -275,7 +317,7 @@ func advisoryLabel(kind string) string {
 // watched for.
 var adminVerbs = []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE"}
 
-func (w *streamWatch) onAdvisory(msg *nats.Msg) {
+func (w *Watch) onAdvisory(msg *nats.Msg) {
 	if strings.HasPrefix(msg.Subject, consumerAdvisory) {
 		w.onConsumerCreated(msg.Subject)
 		return
@@ -305,7 +347,7 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 			return
 		}
 	}
-	w.m.advisories.WithLabelValues(advisoryLabel(kind)).Inc()
+	w.m.Advisory(advisoryLabel(kind))
 	switch kind {
 	case "DELETED":
 		w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" was deleted", by)
@@ -323,9 +365,9 @@ func (w *streamWatch) onAdvisory(msg *nats.Msg) {
 	}
 }
 
-// run checks every w.every, and at once when an advisory asks, until ctx
-// ends.
-func (w *streamWatch) run(ctx context.Context) {
+// Run checks every CheckEvery, and at once when an advisory asks, until
+// ctx ends.
+func (w *Watch) Run(ctx context.Context) {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	w.check(ctx, "check")
@@ -349,7 +391,7 @@ func (w *streamWatch) run(ctx context.Context) {
 
 // check reads the stream's info and the storage use, and raises or clears
 // problems.
-func (w *streamWatch) check(ctx context.Context, by string) {
+func (w *Watch) check(ctx context.Context, by string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	position := w.r.Position() // before the info: the stream is at least there
@@ -424,7 +466,7 @@ func (w *streamWatch) check(ctx context.Context, by string) {
 
 // checkStorage reads the tightest storage limit the engine can see: the
 // embedded server's max_file_store, or the account's limit.
-func (w *streamWatch) checkStorage(ctx context.Context, by string) {
+func (w *Watch) checkStorage(ctx context.Context, by string) {
 	var reports []StorageReport
 	if w.srv != nil {
 		if jsz, err := w.srv.Jsz(nil); err == nil && jsz.Config.MaxStore > 0 {
@@ -446,8 +488,7 @@ func (w *streamWatch) checkStorage(ctx context.Context, by string) {
 		w.mu.Lock()
 		w.storage = nil
 		w.mu.Unlock()
-		w.m.storageUsed.Set(0)
-		w.m.storageLimit.Set(0)
+		w.m.Storage(0, 0)
 		w.clear(ProblemStorageExhausted)
 		return
 	}
@@ -456,8 +497,7 @@ func (w *streamWatch) checkStorage(ctx context.Context, by string) {
 	w.mu.Lock()
 	w.storage = &tight
 	w.mu.Unlock()
-	w.m.storageUsed.Set(float64(tight.Used))
-	w.m.storageLimit.Set(float64(tight.Limit))
+	w.m.Storage(tight.Used, tight.Limit)
 	if full(tight) {
 		w.raise(ProblemStorageExhausted, fmt.Sprintf("JetStream %s storage is at its limit: %d of %d bytes used", tight.Scope, tight.Used, tight.Limit), by)
 	} else {
@@ -471,8 +511,9 @@ func free(r StorageReport) int64 { return r.Limit - int64(r.Used) }
 // limit.
 func full(r StorageReport) bool { return free(r) <= min(1<<20, r.Limit/20) }
 
-// wrote records the result of one of the engine's publishes.
-func (w *streamWatch) wrote(err error) {
+// Wrote records the result of one of the engine's publishes (JetStream
+// records those made through it).
+func (w *Watch) Wrote(err error) {
 	if w == nil {
 		return
 	}
@@ -491,7 +532,7 @@ func (w *streamWatch) wrote(err error) {
 	default:
 		result = "unavailable"
 	}
-	w.m.writes.WithLabelValues(result).Inc()
+	w.m.Write(result)
 	w.mu.Lock()
 	switch result {
 	case "stored":
@@ -519,7 +560,7 @@ func (w *streamWatch) wrote(err error) {
 
 // raise records a problem (counted once until it clears); a halting one
 // stops the engine's judging.
-func (w *streamWatch) raise(code, message, by string) {
+func (w *Watch) raise(code, message, by string) {
 	halts := slices.Contains(haltingProblems, code)
 	w.mu.Lock()
 	p, seen := w.problems[code]
@@ -533,22 +574,22 @@ func (w *streamWatch) raise(code, message, by string) {
 	if halt {
 		w.halted = true
 	}
-	w.m.setHealthy(false) // under the lock: in the order of the changes
+	w.m.SetHealthy(false) // under the lock: in the order of the changes
 	w.mu.Unlock()
-	w.m.problems.WithLabelValues(code).Inc()
+	w.m.Problem(code)
 	if halts {
 		w.log.Error("the engine's stream could drop or erase messages", "problem", code, "reason", message, "noticed_by", by)
 	} else {
 		w.log.Warn("engine unhealthy", "problem", code, "reason", message, "noticed_by", by)
 	}
 	if halt {
-		w.m.halted.Set(1)
+		w.m.Halted()
 		w.halt(code + ": " + message)
 	}
 }
 
 // clear ends a problem that is not halting.
-func (w *streamWatch) clear(code string) {
+func (w *Watch) clear(code string) {
 	w.mu.Lock()
 	p, ok := w.problems[code]
 	if !ok || p.Halts {
@@ -557,14 +598,14 @@ func (w *streamWatch) clear(code string) {
 	}
 	delete(w.problems, code)
 	if len(w.problems) == 0 {
-		w.m.setHealthy(true)
+		w.m.SetHealthy(true)
 	}
 	w.mu.Unlock()
 	w.log.Info("engine problem cleared", "problem", code)
 }
 
-// haltedErr is the API's answer once the engine halted, or nil.
-func (w *streamWatch) haltedErr() error {
+// Halted is the API's answer once the engine halted, or nil.
+func (w *Watch) Halted() error {
 	if w == nil {
 		return nil
 	}
@@ -585,7 +626,7 @@ func (w *streamWatch) haltedErr() error {
 }
 
 // fill adds the watch's state to a health report.
-func (w *streamWatch) fill(h *Health) {
+func (w *Watch) fill(h *Health) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h.Halted = w.halted
@@ -603,35 +644,25 @@ func (w *streamWatch) fill(h *Health) {
 	slices.SortFunc(h.Problems, func(a, b HealthProblem) int { return strings.Compare(a.Code, b.Code) })
 }
 
-// guard answers 503 engine.halted to every request of the API but
-// /healthz and /metrics once the engine halted.
-func (w *streamWatch) guard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && r.URL.Path != "/metrics" {
-			if err := w.haltedErr(); err != nil {
-				reply(rw, nil, err)
-				return
-			}
-		}
-		next.ServeHTTP(rw, r)
-	})
+// JetStream is js for the engine's own writes: each publish's result goes
+// to the watch (Wrote).
+func (w *Watch) JetStream(js jetstream.JetStream) jetstream.JetStream {
+	return watchedJS{JetStream: js, w: w}
 }
 
-// watchedJS is the engine's JetStream for its own writes: each publish's
-// result goes to the watch.
 type watchedJS struct {
 	jetstream.JetStream
-	w *streamWatch
+	w *Watch
 }
 
 func (j watchedJS) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ack, err := j.JetStream.Publish(ctx, subject, data, opts...)
-	j.w.wrote(err)
+	j.w.Wrote(err)
 	return ack, err
 }
 
 func (j watchedJS) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	ack, err := j.JetStream.PublishMsg(ctx, msg, opts...)
-	j.w.wrote(err)
+	j.w.Wrote(err)
 	return ack, err
 }

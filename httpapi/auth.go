@@ -1,4 +1,4 @@
-package service
+package httpapi
 
 import (
 	"context"
@@ -17,27 +17,27 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// HTTPToken is a secret of the HTTP API and the participant it stands for:
+// Token is a secret of the HTTP API and the participant it stands for:
 // a principal's resolution sent with it is published as that participant.
-type HTTPToken struct {
+type Token struct {
 	Secret      string
 	Participant string
 }
 
-// MinHTTPTokenLen is the shortest secret ParseHTTPToken accepts.
-const MinHTTPTokenLen = 16
+// MinTokenLen is the shortest secret ParseToken accepts.
+const MinTokenLen = 16
 
-// ParseHTTPToken reads SECRET (standing for wire.PrincipalToken) or
-// SECRET=PARTICIPANT. A secret has at least MinHTTPTokenLen printable
+// ParseToken reads SECRET (standing for wire.PrincipalToken) or
+// SECRET=PARTICIPANT. A secret has at least MinTokenLen printable
 // ASCII characters, none of them a space, '=', ',', ';', '"' or '\' (it
 // goes in a list, and in a cookie; openssl rand -hex 32 makes one).
-func ParseHTTPToken(s string) (HTTPToken, error) {
-	t := HTTPToken{Secret: s, Participant: wire.PrincipalToken}
+func ParseToken(s string) (Token, error) {
+	t := Token{Secret: s, Participant: wire.PrincipalToken}
 	if sec, p, ok := strings.Cut(s, "="); ok {
 		t.Secret, t.Participant = sec, p
 	}
-	if len(t.Secret) < MinHTTPTokenLen {
-		return t, fmt.Errorf("service: an HTTP token needs at least %d characters", MinHTTPTokenLen)
+	if len(t.Secret) < MinTokenLen {
+		return t, fmt.Errorf("service: an HTTP token needs at least %d characters", MinTokenLen)
 	}
 	for i := 0; i < len(t.Secret); i++ {
 		if c := t.Secret[i]; c <= ' ' || c > '~' || strings.IndexByte(`,;"\`, c) >= 0 {
@@ -50,12 +50,12 @@ func ParseHTTPToken(s string) (HTTPToken, error) {
 	return t, nil
 }
 
-// httpAuth authenticates the HTTP API's requests: every write needs a
+// Auth authenticates the HTTP API's requests: every write needs a
 // token, and so does every read when protectReads (the API listens beyond
 // loopback and reads were not made public). /healthz and /metrics are
 // always open. A token comes as "Authorization: Bearer <token>", or, for a
 // browser, in a cookie the engine sets when a GET carries ?token=.
-type httpAuth struct {
+type Auth struct {
 	tokens       []authToken
 	protectReads bool
 	// loopback: the API listens on loopback only; an unauthenticated
@@ -70,8 +70,10 @@ type authToken struct {
 	participant string
 }
 
-func newHTTPAuth(tokens []HTTPToken, ln net.Addr, publicReads bool) *httpAuth {
-	a := &httpAuth{loopback: isLoopback(ln), cookie: "parley_token"}
+// NewAuth returns the authentication of an API listening on ln with
+// tokens; publicReads: reads need no token even beyond loopback.
+func NewAuth(tokens []Token, ln net.Addr, publicReads bool) *Auth {
+	a := &Auth{loopback: isLoopback(ln), cookie: "parley_token"}
 	if ta, ok := ln.(*net.TCPAddr); ok {
 		// Cookies are shared by every port of a host: one engine's must
 		// not shadow another's.
@@ -92,7 +94,7 @@ func isLoopback(addr net.Addr) bool {
 // lookup returns the participant secret stands for. It compares the
 // SHA-256 of secret with each token's in constant time, and looks at
 // every token whatever it finds.
-func (a *httpAuth) lookup(secret string) (string, bool) {
+func (a *Auth) lookup(secret string) (string, bool) {
 	sum := sha256.Sum256([]byte(secret))
 	found := ""
 	for _, t := range a.tokens {
@@ -105,8 +107,9 @@ func (a *httpAuth) lookup(secret string) (string, bool) {
 
 type principalKey struct{}
 
-// signedIn reports whether the request carries a valid token.
-func signedIn(r *http.Request) bool {
+// SignedIn reports whether the request carries a valid token (Auth.Wrap
+// checked it).
+func SignedIn(r *http.Request) bool {
 	_, ok := principalOf(r.Context())
 	return ok
 }
@@ -120,7 +123,8 @@ func principalOf(ctx context.Context) (string, bool) {
 var errUnauthorized = &api.Error{Kind: api.KindUnauthorized, Code: api.CodeUnauthorized,
 	Message: "this needs the engine's HTTP token: Authorization: Bearer <token> (engine serve writes it to <data>/credentials.json, http_token), or open the sign_in_url of that file"}
 
-func (a *httpAuth) wrap(next http.Handler) http.Handler {
+// Wrap authenticates the requests to next.
+func (a *Auth) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/metrics" {
 			next.ServeHTTP(w, r)
@@ -225,7 +229,7 @@ func loopbackHost(hostport string) bool {
 
 // refuse answers a refused request: JSON for the API, a page for a
 // browser's /bind and explorer pages.
-func (a *httpAuth) refuse(w http.ResponseWriter, r *http.Request, e *api.Error) {
+func (a *Auth) refuse(w http.ResponseWriter, r *http.Request, e *api.Error) {
 	if e.Kind == api.KindUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="parley"`)
 	}

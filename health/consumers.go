@@ -1,4 +1,4 @@
-package service
+package health
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func allowedConsumer(cfg jetstream.ConsumerConfig) bool {
 
 // onConsumerCreated queues the consumer an advisory names for inspection
 // (the watch's goroutine reads it; a full queue leaves it to the sweep).
-func (w *streamWatch) onConsumerCreated(subject string) {
+func (w *Watch) onConsumerCreated(subject string) {
 	name := subject[len(consumerAdvisory):]
 	select {
 	case w.consumers <- name:
@@ -53,7 +53,7 @@ func (w *streamWatch) onConsumerCreated(subject string) {
 }
 
 // inspectConsumer deletes the consumer name if it may not stay.
-func (w *streamWatch) inspectConsumer(ctx context.Context, name string) {
+func (w *Watch) inspectConsumer(ctx context.Context, name string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := w.stream.PushConsumer(ctx, name)
@@ -63,7 +63,7 @@ func (w *streamWatch) inspectConsumer(ctx context.Context, name string) {
 	w.judgeConsumer(ctx, c.CachedInfo())
 }
 
-func (w *streamWatch) judgeConsumer(ctx context.Context, info *jetstream.ConsumerInfo) {
+func (w *Watch) judgeConsumer(ctx context.Context, info *jetstream.ConsumerInfo) {
 	if info == nil || allowedConsumer(info.Config) {
 		return
 	}
@@ -72,12 +72,12 @@ func (w *streamWatch) judgeConsumer(ctx context.Context, info *jetstream.Consume
 		w.log.Warn("a push consumer delivers the stream outside the inboxes, and deleting it failed", "consumer", info.Name, "deliver_subject", info.Config.DeliverSubject, "err", err)
 		return
 	}
-	w.m.consumersRemoved.Inc()
+	w.m.ConsumerRemoved()
 	w.log.Warn("deleted a push consumer that delivered the stream outside the inboxes", "consumer", info.Name, "deliver_subject", info.Config.DeliverSubject)
 }
 
 // sweepConsumers judges every consumer of the stream.
-func (w *streamWatch) sweepConsumers(ctx context.Context) {
+func (w *Watch) sweepConsumers(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	l := w.stream.ListConsumers(ctx)

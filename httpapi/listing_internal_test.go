@@ -1,4 +1,4 @@
-package service
+package httpapi
 
 import (
 	"net/http"
@@ -38,7 +38,7 @@ func (d *discard) WriteHeader(int)             {}
 // 100,000 deliberations: what one page costs the handler (not the HTTP
 // server around it).
 func BenchmarkDeliberationPage(b *testing.B) {
-	q := &queryAPI{q: readmodel.New(readmodel.Config{Runner: opened(b, 100000)})}
+	q := &API{q: readmodel.New(readmodel.Config{Runner: opened(b, 100000)})}
 	for _, limit := range []int{100, 1000} {
 		b.Run(strconv.Itoa(limit), func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/api/v1/deliberations?limit="+strconv.Itoa(limit), nil)

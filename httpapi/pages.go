@@ -1,4 +1,4 @@
-package service
+package httpapi
 
 import (
 	"bytes"
@@ -93,7 +93,7 @@ func writeRejections(w http.ResponseWriter, l api.RejectionList) {
 
 // The HTTP listings.
 
-func (a *queryAPI) serveDeliberations(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)
 	if err != nil {
 		reply(w, nil, err)
@@ -101,7 +101,7 @@ func (a *queryAPI) serveDeliberations(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Status != "" {
 		// A filter may read every deliberation to fill its page.
-		t, err := a.admit(r, readmodel.ReadList)
+		t, err := a.Admit(r, readmodel.ReadList)
 		if err != nil {
 			reply(w, nil, err)
 			return
@@ -127,7 +127,7 @@ var summaryPages = sync.Pool{New: func() any {
 	return &b
 }}
 
-func (a *queryAPI) serveArtifacts(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveArtifacts(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)
 	if err != nil {
 		reply(w, nil, err)
@@ -142,7 +142,7 @@ func (a *queryAPI) serveArtifacts(w http.ResponseWriter, r *http.Request) {
 	writeItems(w, list)
 }
 
-func (a *queryAPI) serveRejections(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveRejections(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)
 	if err != nil {
 		reply(w, nil, err)
@@ -157,7 +157,7 @@ func (a *queryAPI) serveRejections(w http.ResponseWriter, r *http.Request) {
 	writeRejections(w, l)
 }
 
-func (a *queryAPI) serveUnrouted(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)
 	if err != nil {
 		reply(w, nil, err)
@@ -175,14 +175,14 @@ func (a *queryAPI) serveUnrouted(w http.ResponseWriter, r *http.Request) {
 // serveRecording writes the DAG's artifacts in stream order, one
 // canonical artifact a line (readmodel.Queries.Recording), with a limit
 // that many and the cursor of the rest.
-func (a *queryAPI) serveRecording(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveRecording(w http.ResponseWriter, r *http.Request) {
 	p, err := pageRequest(r)
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
 	err = a.q.Recording(r.Context(), r.PathValue("id"), p,
-		func() (*readmodel.Ticket, error) { return a.admit(r, readmodel.ReadRecording) },
+		func() (*readmodel.Ticket, error) { return a.Admit(r, readmodel.ReadRecording) },
 		func(next string) {
 			setNext(w, r, next)
 			w.Header().Set("Content-Type", "application/x-ndjson")
