@@ -5,5 +5,6 @@
 // that the pages (web) depend on nothing of the engine's assembly
 // (service) that mounts them; and that each part of the engine
 // (readmodel, microapi, httpapi, bindwrite, health, metrics) imports only
-// the packages listed for it.
+// the packages listed for it; and that only the programs, the bench
+// programs and the relay import the assembly.
 package layering

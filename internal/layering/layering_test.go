@@ -377,3 +377,33 @@ func TestParts(t *testing.T) {
 		t.Error("the import check misses service's import of metrics")
 	}
 }
+
+// assemblers may import the engine's assembly (service): the programs, the
+// bench programs and their kit, and the relay, an application that starts
+// engines of its own (relay/engine.go, its one door). No library below
+// them does: the parts meet through their own interfaces.
+func assembler(path string) bool {
+	name := strings.TrimPrefix(path, module)
+	return strings.HasPrefix(name, "cmd/") || strings.HasPrefix(name, "bench/") || strings.HasPrefix(name, "examples/") ||
+		name == "internal/benchkit" || name == "relay"
+}
+
+// Only assemblers import service. The control: cmd/engine does.
+func TestAssemblyImporters(t *testing.T) {
+	all := list(t, module+"...")
+	seen := false
+	for path, p := range all {
+		if !strings.HasPrefix(path, module) || !slices.Contains(p.Imports, module+"service") {
+			continue
+		}
+		if path == module+"cmd/engine" {
+			seen = true
+		}
+		if !assembler(path) {
+			t.Errorf("%s imports service, the engine's assembly", path)
+		}
+	}
+	if !seen {
+		t.Error("the check misses cmd/engine's import of service")
+	}
+}
