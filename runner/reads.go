@@ -114,10 +114,7 @@ func signal(c chan struct{}) {
 // reports whether it exists. fn must not keep references to what it reads
 // past its return; while it runs, only this deliberation's messages wait.
 func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) bool {
-	s := r.shardOf(id)
-	s.mu.RLock()
-	d, l := s.proj.Deliberation(id), s.locks[id]
-	s.mu.RUnlock()
+	d, l := r.lookup(id)
 	if d == nil || l == nil {
 		return false
 	}
@@ -125,6 +122,15 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 	defer l.runlock()
 	fn(d)
 	return true
+}
+
+// lookup returns deliberation id and its lock (nil when its shard holds
+// no such deliberation).
+func (r *Runner) lookup(id string) (*projector.Deliberation, *delibLock) {
+	s := r.shardOf(id)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.proj.Deliberation(id), s.locks[id]
 }
 
 // ReadDeliberationYielding is ReadDeliberation for a read that may take
@@ -136,10 +142,7 @@ func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) b
 // yields, not for the whole read; what fn read before a yield may be older
 // than what it reads after.
 func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func(rest time.Duration))) bool {
-	s := r.shardOf(id)
-	s.mu.RLock()
-	d, l := s.proj.Deliberation(id), s.locks[id]
-	s.mu.RUnlock()
+	d, l := r.lookup(id)
 	if d == nil || l == nil {
 		return false
 	}
