@@ -14,6 +14,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/provenance"
 	supervisor "github.com/parley-engine/parley/termination"
 	"github.com/parley-engine/parley/wire"
 )
@@ -28,7 +29,17 @@ var delibs = []string{"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "0190a1b2-c3d4-7e5
 // objections that consider the emissions the supervisor is about to
 // publish (they are deterministic), published just before them. The supervisor's emissions
 // depend on the state, so the stream is built by folding it.
-func stream(r *rand.Rand, n int) []projector.Msg {
+func stream(r *rand.Rand, n int) []projector.Msg { return streamOf(r, n, nil) }
+
+// streamOf is stream; with verify set, some deliberations open with a
+// provenance policy, the EVIDENCE is of every class and mostly carries a
+// parley.provenance extension (annotations of every substrate class, some
+// of them in fakeObservations, in and out of the window, some malformed),
+// and the fold that builds the stream prepares each message with verify
+// (Projection.Prepare), as the engine does, so that the supervisor's
+// emissions follow the state the engine would have. The messages are
+// returned as published: not validated, not re-verified.
+func streamOf(r *rand.Rand, n int, verify provenance.Verifier) []projector.Msg {
 	p := projector.New(projector.Options{Rules: supervisor.Rules{}, MaxKept: 8})
 	var msgs []projector.Msg
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -55,6 +66,7 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 			}
 		}
 		msgs = append(msgs, m)
+		p.Prepare(&m, verify)
 		p.Apply(m)
 	}
 	pick := func(d string) *events.Artifact {
@@ -75,7 +87,11 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 		switch k := r.IntN(20); {
 		case k == 0:
 			limits := []string{`{}`, `{"max_references":2}`, `{"max_artifacts_per_participant":4}`, `{"idle_timeout":"5m"}`, `{"stall_window":3}`, `{"max_artifacts":12}`, `{"max_artifact_bytes":330}`}
-			emit(wire.ControlSubject(d), []byte(fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","terminators":["moderator"],"limits":%s}}`, r.IntN(3), limits[r.IntN(len(limits))])), claimed)
+			policy := ""
+			if verify != nil && r.IntN(3) != 0 {
+				policy = `,"policy":{"provenance":` + provenancePolicies[r.IntN(len(provenancePolicies))] + `}`
+			}
+			emit(wire.ControlSubject(d), []byte(fmt.Sprintf(`{"op":"open","charter":{"title":"t%d","terminators":["moderator"],"limits":%s%s}}`, r.IntN(3), limits[r.IntN(len(limits))], policy)), claimed)
 			continue
 		case k == 1:
 			ops := []string{`{"op":"suspend"}`, `{"op":"resume"}`, `{"op":"round","round":` + fmt.Sprint(r.IntN(5)) + `}`, `{"op":"cancel","reason":"r"}`, `not json`}
@@ -105,6 +121,17 @@ func stream(r *rand.Rand, n int) []projector.Msg {
 				}
 			}
 			continue
+		case verify != nil && (k == 7 || k == 11 || k == 12):
+			// Mostly supporting what the deliberation holds, to be judged.
+			target := pick(d)
+			if dd := p.Deliberation(d); dd != nil && r.IntN(4) != 0 {
+				for _, c := range known[d] {
+					if _, ok := dd.Node(c.ID); ok {
+						target = c
+					}
+				}
+			}
+			a = annotatedEvidence(r, target.ID, now)
 		case k < 8:
 			a = claim(fmt.Sprintf("claim %d %s", r.IntN(1000), strings.Repeat("x", r.IntN(3)*150)))
 		case k < 11:
