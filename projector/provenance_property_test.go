@@ -3,6 +3,7 @@ package projector_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,18 @@ func TestFold_ProvenancePreparedAhead(t *testing.T) {
 			t.Fatalf("seed %d: state digests %s after a snapshot at %d, %s whole", seed, got, cut, digests)
 		}
 
+		// Restarts after restarts: snapshots at several cuts in turn.
+		cuts := []int{r.IntN(len(msgs) + 1), r.IntN(len(msgs) + 1), r.IntN(len(msgs) + 1)}
+		slices.Sort(cuts)
+		chained, from := projector.New(opts), 0
+		for _, c := range append(cuts, len(msgs)) {
+			chained = roundTrip(t, foldPreparing(chained, msgs[from:c], fakeVerify), opts)
+			from = c
+		}
+		if got := projector.DumpState(chained); got != whole {
+			t.Fatalf("seed %d: snapshots at %v of %d: %s", seed, cuts, len(msgs), firstDifference(got, whole))
+		}
+
 		// What the stream exercised.
 		if projector.DumpState(fold(opts, msgs)) != whole {
 			seen["differs without a verifier"]++
@@ -266,4 +279,83 @@ func TestFold_ProvenancePreparedAhead(t *testing.T) {
 		}
 	}
 	t.Logf("exercised: %v", seen)
+}
+
+// A judgement is made once: on random streams with provenance policies,
+// prepared ahead as the runner does, an EVIDENCE's judgement never changes
+// once it is in the DAG, whatever comes after it; and the runner may apply
+// the deliberations' messages in any interleaving that keeps each
+// deliberation's order (it holds back those a reader has locked), or each
+// deliberation alone, and reach the same state.
+func TestFold_ProvenanceJudgedOnce(t *testing.T) {
+	streams := 100
+	if testing.Short() {
+		streams = 30
+	}
+	opts := projector.Options{Rules: supervisor.Rules{}, MaxKept: 8}
+	judged := 0
+	for seed := range uint64(streams) {
+		r := rand.New(rand.NewPCG(seed, 17))
+		ready := runnerPrepared(opts, streamOf(r, 40+r.IntN(160), fakeVerify), fakeVerify)
+		p := projector.New(opts)
+		first := map[canon.Digest]string{}
+		for i, m := range ready {
+			p.Apply(m)
+			p.Deliberations(func(d *projector.Deliberation) {
+				d.Judgements(func(id canon.Digest, n projector.Node) {
+					got := fmt.Sprintf("%+v", *n.Provenance)
+					if was, ok := first[id]; !ok {
+						first[id] = got
+						judged++
+					} else if was != got {
+						t.Fatalf("seed %d, message %d (%s): the judgement of %s was %s, now %s", seed, i+1, m.Subject, id, was, got)
+					}
+				})
+			})
+		}
+		want := projector.DumpState(p)
+
+		q := projector.New(opts)
+		held := map[string][]projector.Msg{}
+		for _, m := range ready {
+			d := wire.DeliberationOf(m.Subject)
+			if len(held[d]) > 0 || q.Deliberation(d) != nil && r.IntN(3) == 0 {
+				held[d] = append(held[d], m)
+			} else {
+				q.Apply(m)
+			}
+			for d := range held {
+				if r.IntN(4) == 0 {
+					for _, m := range held[d] {
+						q.Apply(m)
+					}
+					delete(held, d)
+				}
+			}
+		}
+		for _, ms := range held {
+			for _, m := range ms {
+				q.Apply(m)
+			}
+		}
+		if got := projector.DumpState(q); got != want {
+			t.Fatalf("seed %d: deliberations applied out of step: %s", seed, firstDifference(got, want))
+		}
+		for _, id := range delibs {
+			var own []projector.Msg
+			for _, m := range ready {
+				if wire.DeliberationOf(m.Subject) == id {
+					own = append(own, m)
+				}
+			}
+			alone, together := fold(opts, own).Deliberation(id), p.Deliberation(id)
+			if (alone == nil) != (together == nil) || alone != nil && alone.StateDigest() != together.StateDigest() {
+				t.Fatalf("seed %d: deliberation %s folded alone is not the one folded among the others", seed, id)
+			}
+		}
+	}
+	if judged == 0 {
+		t.Fatal("the streams judged no evidence")
+	}
+	t.Logf("%d judgements", judged)
 }
