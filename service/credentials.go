@@ -1,6 +1,8 @@
 package service
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,4 +106,11 @@ func writeCredentials(dir string, c Credentials) error {
 		return fmt.Errorf("service: credentials: %w", err)
 	}
 	return nil
+}
+
+// secret returns 256 random bits in hex: the HTTP token the engine draws.
+func secret() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }

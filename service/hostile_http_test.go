@@ -90,7 +90,7 @@ func TestHostileHTTP_SlowBodiesLeaveNATS(t *testing.T) {
 		conns = append(conns, c)
 		fmt.Fprintf(c, "POST /api/v1/deliberations/x/bindings/y HTTP/1.1\r\nHost: %s\r\nContent-Length: 100000\r\n\r\nx", httpAddr)
 	}
-	// With a budget of a quarter of the limit (service.Descriptors), all
+	// With a budget of a quarter of the limit (fdplan.Descriptors), all
 	// but a budget's worth are closed to make room, about the earliest
 	// first; the sockets it holds wait for their bodies.
 	const budget = limit / 4

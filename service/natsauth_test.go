@@ -21,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/natsconn"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -294,14 +295,14 @@ func TestEmbeddedDefault_OperatorCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c != s.Credentials() || c.NATSUser != service.NATSOperatorUser || len(c.NATSPassword) < 32 || c.NATSURL != s.NATSURL() ||
+	if *c != s.Credentials() || c.NATSUser != natsconn.OperatorUser || len(c.NATSPassword) < 32 || c.NATSURL != s.NATSURL() ||
 		c.HTTPURL != "http://"+s.HTTPAddr() || len(c.HTTPToken) < 32 || c.HTTPParticipant != wire.PrincipalToken {
 		t.Fatalf("credentials %+v", c)
 	}
-	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSOperatorUser, "wrong")); err == nil {
+	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(natsconn.OperatorUser, "wrong")); err == nil {
 		t.Error("a wrong operator password was accepted")
 	}
-	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(service.NATSEngineUser, "")); err == nil {
+	if _, err := nats.Connect(s.NATSURL(), nats.UserInfo(natsconn.EngineUser, "")); err == nil {
 		t.Error("the engine user without its password was accepted")
 	}
 	op := connectOutsider(t, c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))

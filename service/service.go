@@ -1,11 +1,12 @@
-// Package service assembles the parley engine: the embedded NATS server (or
-// a connection to an existing cluster) and its generated users, the PARLEY
-// stream, the data directory's lock and the credentials file, the
-// projector's runner and the supervisor; and the engine's parts, each in a
-// package of its own, connected here through their small interfaces: the
-// read model (readmodel), the query API over HTTP (httpapi) and as a NATS
-// micro service (microapi), the binding write path (bindwrite), the stream
-// watch and the health report (health), and the metrics (metrics).
+// Package service assembles the parley engine: the data directory's lock
+// (internal/datadir) and its descriptors' plan (internal/fdplan), the
+// embedded NATS server (or a connection to an existing cluster), its
+// generated users and the PARLEY stream (natsconn), the credentials file,
+// the projector's runner and the supervisor; and the engine's parts, each
+// in a package of its own, connected here through their small interfaces:
+// the read model (readmodel), the query API over HTTP (httpapi) and as a
+// NATS micro service (microapi), the binding write path (bindwrite), the
+// stream watch and the health report (health), and the metrics (metrics).
 package service
 
 import (
@@ -21,22 +22,22 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
-	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/httpapi"
+	"github.com/parley-engine/parley/internal/datadir"
+	"github.com/parley-engine/parley/internal/fdplan"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
-	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/microapi"
+	"github.com/parley-engine/parley/natsconn"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/readmodel"
@@ -47,101 +48,11 @@ import (
 	"github.com/parley-engine/parley/wire"
 )
 
-// Config of the engine service.
-type Config struct {
-	// DataDir holds the embedded server's store (DataDir/nats) and the
-	// projection's snapshot (DataDir/projection.snapshot).
-	DataDir string
-	// Listen is the embedded server's client address (host:port; port 0
-	// picks a free one).
-	Listen string
-	// HTTP is the query API's address (host:port; port 0 picks a free one).
-	HTTP string
-	// NATS, when set, is a comma-separated list of URLs of an existing
-	// NATS cluster to use instead of the embedded server.
-	NATS string
-	// Credentials for NATS: a .creds file, an nkey seed file, TLS files.
-	Creds, NKey            string
-	TLSCA, TLSCert, TLSKey string
-	User, Password         string
-	// Replicas of the PARLEY stream when the engine creates it (1
-	// embedded; 3 is usual on a cluster).
-	Replicas int
-	// MaxArtifactBytes is the artifact size limit (default 1 MiB).
-	MaxArtifactBytes int
-	// MaxDeliberations bounds the deliberations the engine holds
-	// (DefaultMaxDeliberations when 0, none when negative), spread evenly
-	// over the projection's shards; an open past it is refused
-	// (deliberation.limit).
-	MaxDeliberations int
-	// MaxKeptBytes bounds the bytes of the summaries kept of rejected, late
-	// and foreign messages across every deliberation
-	// (projector.DefaultMaxKeptBytes when 0, none when negative), spread
-	// evenly over the projection's shards.
-	MaxKeptBytes int64
-	// InFlightBytes bounds the bytes of messages read from the stream and
-	// not yet applied (runner.DefaultInFlightBytes when 0).
-	InFlightBytes int64
-	// SnapshotEvery is the interval between projection snapshots.
-	SnapshotEvery time.Duration
-	// NATSConfig is a nats-server configuration file for the embedded
-	// server (for example deploy/nats.conf), with its own users. Without
-	// it (and without NATS) the embedded server runs with an authorization
-	// the engine generates: a client without credentials is a
-	// participant, who may not publish as _supervisor or as a principal
-	// nor touch the stream's administration; the engine connects in
-	// process as its own user; an operator user's password goes to the
-	// credentials file (docs/SECURITY.md).
-	NATSConfig string
-	// HTTPTokens authenticate the HTTP API: a principal's resolution needs
-	// one, and is published as the participant it stands for; so does
-	// every read when the API listens beyond loopback, unless
-	// HTTPPublicReads. None: the engine draws one at each start, for
-	// wire.PrincipalToken, and writes it to the credentials file.
-	HTTPTokens      []httpapi.Token
-	HTTPPublicReads bool
-	// CharterDefaults are the engine-wide limits and policy used where a
-	// charter is silent.
-	CharterDefaults projector.Defaults
-	// ProvenanceRoots are the directories the engine re-verifies
-	// provenance annotations against (substrate.code.read, grep, git.log,
-	// fs.mtime), for deliberations whose charter has a provenance policy.
-	// None: annotations are judged by the discipline alone.
-	ProvenanceRoots []string
-	// ProvenanceCacheTTL is how long a re-verification is reused (0: one
-	// minute).
-	ProvenanceCacheTTL time.Duration
-	// NoSupervisor turns the termination supervisor off (another engine
-	// supervises, or an auditor only reads).
-	NoSupervisor bool
-	// StreamCheckEvery is the interval of the stream watch's check of the
-	// stream's configuration and state (0: DefaultStreamCheckEvery);
-	// advisories ask for one at once in between (package health).
-	StreamCheckEvery time.Duration
-	// HTTPMaxConns is the HTTP connection budget: at most this many
-	// connections open at once (0: a quarter of the open-descriptor
-	// limit, at most 2,048; Descriptors).
-	HTTPMaxConns int
-	// HTTPEvictAfter is how long an HTTP connection may wait for a request
-	// before a full budget gives its place to a new one (0:
-	// httplimit.DefaultEvictAfter, 10 s).
-	HTTPEvictAfter time.Duration
-	// ReadBudget bounds the expensive reads of HTTP clients that are not
-	// signed in (the zero value: readmodel.DefaultReadBudget).
-	ReadBudget readmodel.ReadBudget
-	// MinPositionWait is how long a read with a min_position waits for
-	// the projection to reach it before answering projection.behind (0:
-	// readmodel.DefaultMinPositionWait).
-	MinPositionWait time.Duration
-	Version         string
-	Logger          *slog.Logger
-}
-
 // Service is a running engine.
 type Service struct {
 	cfg        Config
 	log        *slog.Logger
-	srv        *server.Server // nil when using an external cluster
+	conn       *natsconn.Conn
 	nc         *nats.Conn
 	js         jetstream.JetStream
 	Stream     jetstream.Stream
@@ -154,16 +65,15 @@ type Service struct {
 	httpLn     net.Listener
 	httpBudget *httplimit.Budget
 	explorer   *web.Explorer
-	fds        Descriptors
+	fds        fdplan.Descriptors
 	runDone    chan struct{}
 	runErr     error
 	superDone  chan struct{}
 	cancel     context.CancelFunc
-	lock       *dataLock
+	lock       *datadir.Lock
 	watch      atomic.Pointer[health.Watch]
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
-	natsURL    string
 	auth       *httpapi.Auth
 	creds      Credentials
 	credsPath  string // written at start, removed at Close
@@ -192,12 +102,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	// One engine per data directory: a second would open the same store
 	// and write the same snapshots.
-	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+	if s.lock, err = datadir.Acquire(cfg.DataDir); err != nil {
 		return nil, err
 	}
 	// The process's descriptors, shared so that no kind of client takes
-	// another's (descriptors.go).
-	if s.fds, err = planDescriptors(raiseFileLimit(), cfg.HTTPMaxConns, cfg.NATS == ""); err != nil {
+	// another's (internal/fdplan).
+	if s.fds, err = fdplan.Plan(fdplan.RaiseFileLimit(), cfg.HTTPMaxConns, cfg.NATS == ""); err != nil {
 		return nil, err
 	}
 	tokens := cfg.HTTPTokens
@@ -212,15 +122,31 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		principals = append(principals, t.Participant)
 	}
-	if err := s.connect(ctx, principals); err != nil {
+	// The embedded server and its generated users, or the cluster
+	// (package natsconn); the engine's asynchronous errors go to the
+	// watch once it runs.
+	if s.conn, err = natsconn.Connect(ctx, natsconn.Config{URL: cfg.NATS, Dir: filepath.Join(cfg.DataDir, "nats"),
+		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
+		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
+		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log,
+		OnError: func(err error) {
+			if w := s.watch.Load(); w != nil {
+				w.PermissionDenied(err)
+			}
+		}}); err != nil {
 		return nil, err
+	}
+	s.nc, s.fds.NATS = s.conn.NC, s.conn.MaxConn
+	if s.conn.OperatorPassword != "" {
+		s.creds.NATSURL, s.creds.NATSUser, s.creds.NATSPassword = s.conn.URL, natsconn.OperatorUser, s.conn.OperatorPassword
 	}
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return nil, fmt.Errorf("service: jetstream: %w", err)
 	}
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
-	if s.Stream, err = s.ensureStream(ensureCtx); err != nil {
+	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas,
+		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	maxBytes := cfg.MaxArtifactBytes
@@ -257,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
-	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.srv, Metrics: s.Metrics,
+	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.conn.Server, Metrics: s.Metrics,
 		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery,
 		Halt: func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
@@ -367,168 +293,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	return s, nil
 }
 
-// ensureStream creates or checks the stream (ledger.Ensure), each attempt
-// with a short deadline of its own: a cluster that is still electing its
-// JetStream leader drops the requests it gets meanwhile, and a request
-// that waited for the whole of ctx would miss the leader elected a moment
-// later. An unsafe stream or a refusal ends it at once; ctx ends the wait.
-//
-// A data directory that holds snapshots was folded from a stream, which
-// must still be there: an engine started after the stream was deleted
-// would otherwise create an empty one and serve it as the record, the
-// history it folded gone without a word. It refuses to start instead.
-func (s *Service) ensureStream(ctx context.Context) (jetstream.Stream, error) {
-	snaps, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, SnapshotFile+".*-of-*"))
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		var st jetstream.Stream
-		var err error
-		if len(snaps) > 0 {
-			st, err = ledger.Existing(actx, s.js)
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				cancel()
-				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", wire.StreamName, s.cfg.DataDir, filepath.Base(snaps[0]))
-			}
-		} else {
-			st, err = ledger.Ensure(actx, s.js, s.cfg.Replicas)
-		}
-		cancel()
-		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || ledger.IsJetStreamNotAvailable(err))
-		if !retry {
-			if err != nil && ctx.Err() != nil {
-				return nil, fmt.Errorf("%w (the stream did not answer: is JetStream up, with a leader?)", err)
-			}
-			return st, err
-		}
-		if attempt%5 == 1 {
-			s.log.Info("waiting for JetStream", "attempt", attempt, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// connect starts the embedded server (unless cfg.NATS names a cluster) and
-// connects the engine to it. Without a configuration file the embedded
-// server gets the generated authorization (natsauth.go), and the engine
-// its own user.
-func (s *Service) connect(ctx context.Context, principals []string) error {
-	cfg := s.cfg
-	opts, err := s.natsOptions()
-	if err != nil {
-		return err
-	}
-	if cfg.NATS != "" {
-		s.natsURL = cfg.NATS
-		nc, err := nats.Connect(cfg.NATS, opts...)
-		if err != nil {
-			return fmt.Errorf("service: connect to NATS at %s: %w", cfg.NATS, err)
-		}
-		s.nc = nc
-		return nil
-	}
-	host, port, err := splitHostPort(cfg.Listen, "127.0.0.1", 4222)
-	if err != nil {
-		return fmt.Errorf("service: --listen: %w", err)
-	}
-	if port == 0 {
-		port = -1
-	}
-	ecfg := embedded.Config{Dir: filepath.Join(cfg.DataDir, "nats"), Host: host, Port: port,
-		ConfigFile: cfg.NATSConfig, Logger: s.log.With("component", "nats"), MaxConn: s.fds.NATS}
-	if cfg.NATSConfig == "" {
-		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
-			return errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
-		}
-		enginePassword := secret()
-		s.creds.NATSUser, s.creds.NATSPassword = NATSOperatorUser, secret()
-		ecfg.Users = embeddedUsers(enginePassword, s.creds.NATSPassword, principals)
-		ecfg.NoAuthUser = NATSParticipantUser
-		opts = append(opts, nats.UserInfo(NATSEngineUser, enginePassword))
-	}
-	if s.srv, err = embedded.StartContext(ctx, ecfg); err != nil {
-		return err
-	}
-	s.natsURL = s.srv.ClientURL()
-	if v, err := s.srv.Varz(nil); err == nil {
-		s.fds.NATS = v.MaxConn // a configuration file's own, if it sets one
-	}
-	if cfg.NATSConfig == "" {
-		s.creds.NATSURL = s.natsURL
-	}
-	if cfg.NATSConfig != "" {
-		// A refused in-process connection surfaces as a closed pipe, after
-		// seconds; a TCP one says why at once.
-		probe, err := nats.Connect(s.natsURL, opts...)
-		if err != nil {
-			hint := ""
-			switch {
-			case cfg.User == "" && cfg.Creds == "" && cfg.NKey == "":
-				hint = " (" + cfg.NATSConfig + " has users: give the engine's with --user and --password)"
-			case errors.Is(err, nats.ErrAuthorization):
-				hint = " (does " + cfg.NATSConfig + " have this user, with this password?)"
-			}
-			return fmt.Errorf("service: connect to the embedded NATS server: %w%s", err, hint)
-		}
-		probe.Close()
-	}
-	// The engine itself talks to its server in-process.
-	nc, err := nats.Connect("", append(opts, nats.InProcessServer(s.srv))...)
-	if err != nil {
-		return fmt.Errorf("service: connect to the embedded NATS server: %w", err)
-	}
-	s.nc = nc
-	return nil
-}
-
-// natsOptions are the engine's connection options; a credential that
-// cannot be used (an nkey seed file that is missing or holds no seed) is
-// an error at once.
-func (s *Service) natsOptions() ([]nats.Option, error) {
-	c := s.cfg
-	opts := []nats.Option{nats.Name("parley-engine"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { s.log.Warn("nats disconnected", "err", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if w := s.watch.Load(); w != nil {
-				w.PermissionDenied(err)
-			}
-			if sub != nil {
-				s.log.Warn("nats", "subject", sub.Subject, "err", err)
-			} else {
-				s.log.Warn("nats", "err", err)
-			}
-		})}
-	if c.Creds != "" {
-		if _, err := os.Stat(c.Creds); err != nil {
-			return nil, fmt.Errorf("service: --creds: %w", err)
-		}
-		opts = append(opts, nats.UserCredentials(c.Creds))
-	}
-	if c.NKey != "" {
-		o, err := nats.NkeyOptionFromSeed(c.NKey)
-		if err != nil {
-			return nil, fmt.Errorf("service: --nkey %s: %w", c.NKey, err)
-		}
-		opts = append(opts, o)
-	}
-	if c.User != "" {
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
-	}
-	if c.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(c.TLSCA))
-	}
-	if c.TLSCert != "" || c.TLSKey != "" {
-		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
-	}
-	return opts, nil
-}
-
 // NATSURL is where participants connect.
-func (s *Service) NATSURL() string { return s.natsURL }
+func (s *Service) NATSURL() string { return s.conn.URL }
 
 // HTTPAddr is the query API's address.
 func (s *Service) HTTPAddr() string { return s.httpLn.Addr().String() }
@@ -551,7 +317,7 @@ func (s *Service) HTTPURL() string {
 func (s *Service) Credentials() Credentials { return s.creds }
 
 // Descriptors is how the engine shares its open descriptors.
-func (s *Service) Descriptors() Descriptors { return s.fds }
+func (s *Service) Descriptors() fdplan.Descriptors { return s.fds }
 
 // Explorer is the explorer the engine serves.
 func (s *Service) Explorer() *web.Explorer { return s.explorer }
@@ -596,12 +362,7 @@ func (s *Service) Close() error {
 	for _, sub := range s.watchSubs {
 		sub.Unsubscribe()
 	}
-	if s.nc != nil {
-		s.nc.Close()
-	}
-	if s.srv != nil {
-		embedded.Stop(s.srv)
-	}
+	s.conn.Close()
 	if s.Reverifier != nil {
 		s.Reverifier.Close()
 	}
@@ -614,41 +375,7 @@ func (s *Service) Close() error {
 	}
 	// Last: the next engine on this directory may start once this one is
 	// gone.
-	errs = append(errs, s.lock.release())
+	errs = append(errs, s.lock.Release())
 	s.lock = nil
 	return errors.Join(errs...)
-}
-
-func splitHostPort(addr, defHost string, defPort int) (string, int, error) {
-	if addr == "" {
-		return defHost, defPort, nil
-	}
-	host, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	if host == "" {
-		host = defHost
-	}
-	return host, port, nil
-}
-
-// DefaultMaxDeliberations is the default bound on the deliberations an
-// engine holds: with a charter of at most projector.MaxControlBytes and
-// the state of a deliberation that holds nothing more, about 70 MB at
-// most (docs/OPERATIONS.md).
-const DefaultMaxDeliberations = 10000
-
-func maxDeliberations(n int) int {
-	switch {
-	case n == 0:
-		return DefaultMaxDeliberations
-	case n < 0:
-		return 0
-	}
-	return n
 }

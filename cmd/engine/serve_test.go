@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/parley-engine/parley/natsconn"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -96,7 +97,7 @@ func TestServe_HTTPTokens(t *testing.T) {
 		t.Fatalf("serve printed %q", out)
 	}
 	c, err := service.ReadCredentials(data)
-	if err != nil || len(c.HTTPToken) != 64 || c.HTTPURL != m[1] || c.NATSUser != service.NATSOperatorUser ||
+	if err != nil || len(c.HTTPToken) != 64 || c.HTTPURL != m[1] || c.NATSUser != natsconn.OperatorUser ||
 		c.SignInURL != m[1]+"/bind?token="+c.HTTPToken {
 		t.Fatalf("credentials %+v %v", c, err)
 	}

@@ -4,7 +4,8 @@
 // imports point one way between them (docs/ARCHITECTURE.md, "Layers");
 // that the pages (web) depend on nothing of the engine's assembly
 // (service) that mounts them; and that each part of the engine
-// (readmodel, microapi, httpapi, bindwrite, health, metrics) imports only
-// the packages listed for it; and that only the programs, the bench
-// programs and the relay import the assembly.
+// (readmodel, microapi, httpapi, bindwrite, health, metrics, natsconn,
+// internal/datadir, internal/fdplan) imports only the packages listed for
+// it; and that only the programs, the bench programs and the relay import
+// the assembly.
 package layering

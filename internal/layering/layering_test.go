@@ -356,6 +356,11 @@ var parts = map[string][]string{
 	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
 	"health":    {"api", "ledger", "metrics", "runner", "wire"},
 	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
+	"natsconn":  {"embedded", "ledger", "wire"},
+	// The data directory's lock and the descriptors' plan: helpers of the
+	// assembly, on the standard library only.
+	"internal/datadir": {},
+	"internal/fdplan":  {},
 }
 
 // Each part of the engine imports only what parts lists for it. The
@@ -373,8 +378,10 @@ func TestParts(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Contains(all[module+"service"].Imports, module+"metrics") {
-		t.Error("the import check misses service's import of metrics")
+	for _, p := range []string{"metrics", "natsconn", "internal/datadir", "internal/fdplan"} {
+		if !slices.Contains(all[module+"service"].Imports, module+p) {
+			t.Errorf("the import check misses service's import of %s", p)
+		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package service
+package natsconn
 
 import (
 	"crypto/rand"
@@ -14,19 +14,19 @@ import (
 // The users of the embedded default (engine serve without --nats-config or
 // --nats). The engine draws their passwords at each start.
 const (
-	// NATSParticipantUser is who a client without credentials is: it may
+	// ParticipantUser is who a client without credentials is: it may
 	// publish artifacts under any token but the reserved ones, and control
 	// messages, and read what participants read.
-	NATSParticipantUser = "participant"
-	// NATSEngineUser is the engine's own, in-process connection: the
+	ParticipantUser = "participant"
+	// EngineUser is the engine's own, in-process connection: the
 	// supervisor, the principals' resolutions, the query service.
-	NATSEngineUser = "engine"
-	// NATSOperatorUser may publish on every parley subject (engine import
+	EngineUser = "engine"
+	// OperatorUser may publish on every parley subject (engine import
 	// republishes recordings on the importer's subject,
 	// parley.<deliberation>.art._import, which no other user may publish
 	// on), but not delete, purge or update the stream. Its password
 	// is in the data directory's credentials file.
-	NATSOperatorUser = "operator"
+	OperatorUser = "operator"
 )
 
 // streamAdmin are the JetStream API subjects that could erase or
@@ -113,7 +113,7 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 			Deny:  streamAdmin,
 		},
 		// The stream's advisories and the API audit: the engine watches
-		// its stream (health.go).
+		// its stream (package health).
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
 	}
@@ -125,9 +125,9 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.SubjectPrefix + ">"}},
 	}
 	return []*server.User{
-		{Username: NATSParticipantUser, Password: secret(), Permissions: participant},
-		{Username: NATSEngineUser, Password: enginePassword, Permissions: engine},
-		{Username: NATSOperatorUser, Password: operatorPassword, Permissions: operator},
+		{Username: ParticipantUser, Password: secret(), Permissions: participant},
+		{Username: EngineUser, Password: enginePassword, Permissions: engine},
+		{Username: OperatorUser, Password: operatorPassword, Permissions: operator},
 	}
 }
 

@@ -1,14 +1,14 @@
 //go:build unix
 
-package service
+package fdplan
 
 import "syscall"
 
-// raiseFileLimit raises the soft limit on open descriptors to the hard
+// RaiseFileLimit raises the soft limit on open descriptors to the hard
 // limit, where the system allows, and returns the limit then in force
 // (0: unknown). The Go runtime does the same at start on most systems;
 // doing it here says what the engine plans its descriptors with.
-func raiseFileLimit() uint64 {
+func RaiseFileLimit() uint64 {
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
 		return 0

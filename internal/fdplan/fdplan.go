@@ -1,4 +1,6 @@
-package service
+// Package fdplan shares the engine's open descriptors between the kinds
+// of clients it has (Plan), once their limit is raised (RaiseFileLimit).
+package fdplan
 
 import "fmt"
 
@@ -13,7 +15,7 @@ type Descriptors struct {
 	// Limit is the soft limit the plan is made from (DefaultFileLimit
 	// when the system says none).
 	Limit int `json:"limit"`
-	// HTTP is the HTTP connection budget (Config.HTTPMaxConns, or a
+	// HTTP is the HTTP connection budget (service.Config.HTTPMaxConns, or a
 	// quarter of Limit, from 16 to 2,048: a held connection costs the
 	// engine about 50 KB, so the default holds at most about 100 MB).
 	HTTP int `json:"http_connections"`
@@ -34,9 +36,9 @@ const DefaultFileLimit = 1 << 20
 // maxNATSClients is the NATS server's own default max_connections.
 const maxNATSClients = 64 << 10
 
-// planDescriptors shares limit descriptors; httpMax > 0 sets the HTTP
+// Plan shares limit descriptors; httpMax > 0 sets the HTTP
 // budget; embedded says whether the NATS server is the engine's own.
-func planDescriptors(limit uint64, httpMax int, embedded bool) (Descriptors, error) {
+func Plan(limit uint64, httpMax int, embedded bool) (Descriptors, error) {
 	l := DefaultFileLimit
 	if limit > 0 && limit < DefaultFileLimit {
 		l = int(limit)

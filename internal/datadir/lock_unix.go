@@ -1,6 +1,6 @@
 //go:build unix
 
-package service
+package datadir
 
 import (
 	"errors"
@@ -17,12 +17,12 @@ import (
 // the same store and overwrite the same snapshots.
 const LockFile = "engine.lock"
 
-// dataLock is a held lock on a data directory.
-type dataLock struct{ f *os.File }
+// Lock is a held lock on a data directory.
+type Lock struct{ f *os.File }
 
-// lockDataDir takes the data directory's lock, or says who holds it. The
+// Acquire takes the data directory's lock, or says who holds it. The
 // file names its holder (pid, host, start time) for the next one to read.
-func lockDataDir(dir string) (*dataLock, error) {
+func Acquire(dir string) (*Lock, error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -52,13 +52,13 @@ func lockDataDir(dir string) (*dataLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("service: data directory %s is not writable: %w", dir, err)
 	}
-	return &dataLock{f: f}, nil
+	return &Lock{f: f}, nil
 }
 
-// release unlocks (closing the file drops the flock). The file stays: a
+// Release unlocks (closing the file drops the flock). The file stays: a
 // lock file removed while another process opens it would let two hold
 // locks on two different files.
-func (l *dataLock) release() error {
+func (l *Lock) Release() error {
 	if l == nil || l.f == nil {
 		return nil
 	}

@@ -1,0 +1,116 @@
+package service
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/parley-engine/parley/httpapi"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/readmodel"
+)
+
+// Config of the engine service.
+type Config struct {
+	// DataDir holds the embedded server's store (DataDir/nats) and the
+	// projection's snapshot (DataDir/projection.snapshot).
+	DataDir string
+	// Listen is the embedded server's client address (host:port; port 0
+	// picks a free one).
+	Listen string
+	// HTTP is the query API's address (host:port; port 0 picks a free one).
+	HTTP string
+	// NATS, when set, is a comma-separated list of URLs of an existing
+	// NATS cluster to use instead of the embedded server.
+	NATS string
+	// Credentials for NATS: a .creds file, an nkey seed file, TLS files.
+	Creds, NKey            string
+	TLSCA, TLSCert, TLSKey string
+	User, Password         string
+	// Replicas of the PARLEY stream when the engine creates it (1
+	// embedded; 3 is usual on a cluster).
+	Replicas int
+	// MaxArtifactBytes is the artifact size limit (default 1 MiB).
+	MaxArtifactBytes int
+	// MaxDeliberations bounds the deliberations the engine holds
+	// (DefaultMaxDeliberations when 0, none when negative), spread evenly
+	// over the projection's shards; an open past it is refused
+	// (deliberation.limit).
+	MaxDeliberations int
+	// MaxKeptBytes bounds the bytes of the summaries kept of rejected, late
+	// and foreign messages across every deliberation
+	// (projector.DefaultMaxKeptBytes when 0, none when negative), spread
+	// evenly over the projection's shards.
+	MaxKeptBytes int64
+	// InFlightBytes bounds the bytes of messages read from the stream and
+	// not yet applied (runner.DefaultInFlightBytes when 0).
+	InFlightBytes int64
+	// SnapshotEvery is the interval between projection snapshots.
+	SnapshotEvery time.Duration
+	// NATSConfig is a nats-server configuration file for the embedded
+	// server (for example deploy/nats.conf), with its own users. Without
+	// it (and without NATS) the embedded server runs with an authorization
+	// the engine generates: a client without credentials is a
+	// participant, who may not publish as _supervisor or as a principal
+	// nor touch the stream's administration; the engine connects in
+	// process as its own user; an operator user's password goes to the
+	// credentials file (docs/SECURITY.md).
+	NATSConfig string
+	// HTTPTokens authenticate the HTTP API: a principal's resolution needs
+	// one, and is published as the participant it stands for; so does
+	// every read when the API listens beyond loopback, unless
+	// HTTPPublicReads. None: the engine draws one at each start, for
+	// wire.PrincipalToken, and writes it to the credentials file.
+	HTTPTokens      []httpapi.Token
+	HTTPPublicReads bool
+	// CharterDefaults are the engine-wide limits and policy used where a
+	// charter is silent.
+	CharterDefaults projector.Defaults
+	// ProvenanceRoots are the directories the engine re-verifies
+	// provenance annotations against (substrate.code.read, grep, git.log,
+	// fs.mtime), for deliberations whose charter has a provenance policy.
+	// None: annotations are judged by the discipline alone.
+	ProvenanceRoots []string
+	// ProvenanceCacheTTL is how long a re-verification is reused (0: one
+	// minute).
+	ProvenanceCacheTTL time.Duration
+	// NoSupervisor turns the termination supervisor off (another engine
+	// supervises, or an auditor only reads).
+	NoSupervisor bool
+	// StreamCheckEvery is the interval of the stream watch's check of the
+	// stream's configuration and state (0: DefaultStreamCheckEvery);
+	// advisories ask for one at once in between (package health).
+	StreamCheckEvery time.Duration
+	// HTTPMaxConns is the HTTP connection budget: at most this many
+	// connections open at once (0: a quarter of the open-descriptor
+	// limit, at most 2,048; fdplan.Descriptors).
+	HTTPMaxConns int
+	// HTTPEvictAfter is how long an HTTP connection may wait for a request
+	// before a full budget gives its place to a new one (0:
+	// httplimit.DefaultEvictAfter, 10 s).
+	HTTPEvictAfter time.Duration
+	// ReadBudget bounds the expensive reads of HTTP clients that are not
+	// signed in (the zero value: readmodel.DefaultReadBudget).
+	ReadBudget readmodel.ReadBudget
+	// MinPositionWait is how long a read with a min_position waits for
+	// the projection to reach it before answering projection.behind (0:
+	// readmodel.DefaultMinPositionWait).
+	MinPositionWait time.Duration
+	Version         string
+	Logger          *slog.Logger
+}
+
+// DefaultMaxDeliberations is the default bound on the deliberations an
+// engine holds: with a charter of at most projector.MaxControlBytes and
+// the state of a deliberation that holds nothing more, about 70 MB at
+// most (docs/OPERATIONS.md).
+const DefaultMaxDeliberations = 10000
+
+func maxDeliberations(n int) int {
+	switch {
+	case n == 0:
+		return DefaultMaxDeliberations
+	case n < 0:
+		return 0
+	}
+	return n
+}
