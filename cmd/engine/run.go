@@ -44,6 +44,7 @@ func commands() []command {
 		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
 		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
 		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
+		{"keygen", "generate an nkeys user key pair to sign artifacts with (engine publish --key)", runKeygen},
 		{"control", "suspend, resume or cancel a deliberation, or announce a round; wait for the verdict", runControl},
 		{"watch", "show a deliberation live, a line per message, until it ends (or --json)", runWatch},
 		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
