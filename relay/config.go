@@ -59,6 +59,15 @@ type Config struct {
 	// PrincipalTimeout bounds the wait for each resolution (default "1h").
 	PrincipalTimeout string `json:"principal_timeout"`
 
+	// Sign, when true, makes the relay draw a user key pair per
+	// participant for the run, bind the public keys in the charter
+	// ("keys", "require_signatures": docs/VERIFY.md) and sign every
+	// artifact it publishes for a participant with that participant's key;
+	// the run directory gets keys.json (the public keys) and
+	// recording.jsonl (the deliberation as a stream recording, for engine
+	// audit). The seeds are held in memory for the run only.
+	Sign bool `json:"sign"`
+
 	Participants []ParticipantConfig `json:"participants"`
 
 	dir string // the config file's directory: relative paths start there
@@ -174,6 +183,9 @@ func (c *Config) check() error {
 				return fmt.Errorf("principal %q is also a participant: the principal answers through binding moments only", c.Principal)
 			}
 		}
+	}
+	if c.Sign && c.Principal != "" {
+		return fmt.Errorf("sign with a principal: the principal's resolutions come through the engine's API unsigned, which a charter requiring signatures refuses")
 	}
 	if c.MaxAsks == 0 {
 		c.MaxAsks = 3

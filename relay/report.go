@@ -343,7 +343,11 @@ func FormatSummary(s *Summary) string {
 	fmt.Fprintf(&b, "%s\n", s.Title)
 	line := func(k, format string, a ...any) { fmt.Fprintf(&b, "  %-16s"+format+"\n", append([]any{k}, a...)...) }
 	if s.Dir != "" {
-		line("run directory", "%s (report.md, dag.svg, summary.json, record.jsonl)", s.Dir)
+		files := "report.md, dag.svg, summary.json, record.jsonl"
+		if s.Recording != "" {
+			files += ", keys.json, recording.jsonl"
+		}
+		line("run directory", "%s (%s)", s.Dir, files)
 	}
 	line("deliberation", "%s", s.Deliberation)
 	if s.Explorer != "" {

@@ -121,6 +121,11 @@ type Summary struct {
 	// Binding are the binding moments resolved, with what was chosen or
 	// answered.
 	Binding []Resolved `json:"binding,omitempty"`
+	// Keys are the public keys a signed run's charter binds (config
+	// "sign"), and Recording the stream recording it wrote, with every
+	// signature, for engine audit.
+	Keys      map[string]string `json:"keys,omitempty"`
+	Recording string            `json:"recording,omitempty"`
 	// Notes say what the run could not write (the picture).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -146,6 +151,8 @@ type runner struct {
 	orch    *client.Client
 	// current is the participant whose turn it is (or was last).
 	current string
+	// keys are a signed run's key pairs (config "sign"); nil: unsigned.
+	keys *runKeys
 }
 
 // failedCloseTimeout bounds the relay's last publishes when its engine is
@@ -214,6 +221,12 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 	if err := r.open(ctx, ch); err != nil {
 		return nil, err
 	}
+	if r.keys != nil {
+		if err := writeKeys(r.opts.Dir, r.id, r.keys); err != nil {
+			return nil, err
+		}
+		r.sum.Keys = r.keys.pub
+	}
 	defer func() {
 		if runErr != nil && errors.Is(runErr, client.ErrUnavailable) && ctx.Err() == nil {
 			runErr = r.failClosed(r.orch, runErr)
@@ -233,12 +246,25 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 	if err != nil {
 		return nil, err
 	}
+	if r.keys != nil {
+		js, err := jetstream.New(r.nc)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeRecording(ctx, js, r.opts.Dir, r.id, r.cfg.Roots()); err != nil {
+			return nil, fmt.Errorf("relay: the recording of deliberation %s: %w", r.id, err)
+		}
+		r.sum.Recording = filepath.Join(r.opts.Dir, RecordingFile)
+	}
 	return r.sum, writeReport(ctx, r.opts.Dir, r.sum, r.record, rec)
 }
 
 // start makes the run directory, gets the engine (startEngine), connects
 // to it and makes a client and a participant per participant of cfg.
 func start(ctx context.Context, cfg *Config, opts Options) (_ *runner, err error) {
+	if cfg.Sign && opts.Fork != nil {
+		return nil, errSignFork
+	}
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
 	}
@@ -260,8 +286,17 @@ func start(ctx context.Context, cfg *Config, opts Options) (_ *runner, err error
 	if r.nc, err = r.eng.connect("", r.eng.Participant, append([]nats.Option{nats.Name("parley-relay"), r.refused.option()}, reconnect...)...); err != nil {
 		return nil, err
 	}
+	if cfg.Sign {
+		if r.keys, err = newRunKeys(cfg); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range cfg.Participants {
-		if r.clients[p.ID], err = client.NewWithOptions(r.nc, p.ID, opts.Client); err != nil {
+		co := opts.Client
+		if r.keys != nil {
+			co.SigningKey = r.keys.pairs[p.ID]
+		}
+		if r.clients[p.ID], err = client.NewWithOptions(r.nc, p.ID, co); err != nil {
 			return nil, err
 		}
 		if r.parts[p.ID], err = participantFor(cfg, opts, p); err != nil {
@@ -296,6 +331,7 @@ func (r *runner) close() {
 	if r.eng != nil {
 		r.eng.Close(0)
 	}
+	r.keys.wipe()
 }
 
 // charter is the charter of the run's deliberation, with the messages of
@@ -322,7 +358,11 @@ func (r *runner) charter() (client.Charter, []recording.Message, error) {
 			}
 		}
 	}
-	return client.Charter{Title: cfg.Title, Participants: ids, Principal: cfg.Principal, Limits: cfg.Limits, Policy: cfg.Policy}, pre, nil
+	ch := client.Charter{Title: cfg.Title, Participants: ids, Principal: cfg.Principal, Limits: cfg.Limits, Policy: cfg.Policy}
+	if r.keys != nil {
+		ch.Keys, ch.RequireSignatures = r.keys.pub, true
+	}
+	return ch, pre, nil
 }
 
 // open opens the run's deliberation with charter ch.

@@ -65,7 +65,10 @@ the engine's supervisor ends the deliberation with a TERMINATION. Without
 --nats the engine is an embedded one in DIR/engine. The run directory gets
 report.md (statements, objections and their dispositions, every FAILURE with
 its reason, the DAG picture dag.svg), summary.json, record.jsonl and
-invalid/ (each invalid answer and its cause).
+invalid/ (each invalid answer and its cause); a run whose config sets
+"sign" also keys.json (the public keys its charter binds) and
+recording.jsonl (a stream recording, signatures included, for engine
+audit).
 
 Exit status: 0 the deliberation completed with a verified closure; 1 it ended
 otherwise (failed closed, exhausted, deadlock, not verified); 2 bad arguments
