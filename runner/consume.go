@@ -203,7 +203,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		// The message's bytes are taken of the budget before mu: the
 		// timer's flush, which takes mu, hands on what the batch holds,
 		// so a wait here always ends.
-		cost := r.budget.take(int64(len(msg.Data()) + len(msg.Subject())))
+		cost := r.budget.take(held(msg))
 		mu.Lock()
 		defer mu.Unlock()
 		if stop {
@@ -339,6 +339,19 @@ func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone cha
 		}
 		recheck.Reset(streamRecheck)
 	}
+}
+
+// held is about what a message holds in memory until it is applied: its
+// subject, its headers (the client keeps them in its data's buffer) and
+// its data.
+func held(msg jetstream.Msg) int64 {
+	n := len(msg.Subject()) + len(msg.Data())
+	for k, vs := range msg.Headers() {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 // ackMetadata reads a JetStream message's stream position, time and the
