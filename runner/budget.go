@@ -13,10 +13,9 @@ const DefaultInFlightBytes = 32 << 20
 // yet applied: the consumer's handler takes a message's size (its subject,
 // headers and data) before it hands the message on, and waits while the
 // budget is spent; the shard gives it back once the message is applied.
-// So the messages a client
-// sends faster than the fold takes them wait in the stream, not in the
-// engine's memory, whatever their size. A message larger than the whole
-// budget takes all of it.
+// So the messages a client sends faster than the fold takes them wait in
+// the stream, not in the engine's memory, whatever their size. A message
+// larger than the whole budget takes all of it.
 type byteBudget struct {
 	mu   sync.Mutex
 	cond sync.Cond
