@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -54,54 +51,27 @@ func (b *bigMessages) check() string {
 }
 
 func (b *bigMessages) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) (string, error) {
-	nc, err := nats.Connect(e.natsURL)
-	if err != nil {
-		return "", err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16))
-	if err != nil {
-		return "", err
-	}
 	const size = 900 << 10
 	pad := strings.Repeat("x", size)
-	for i := 0; ctx.Err() == nil; i++ {
-		var subject string
-		var data []byte
+	n, err := flood(ctx, e, 16, sent, func(i int) (string, []byte) {
 		switch i % 3 {
 		case 0:
-			subject, data = wire.ControlSubject(uuid.NewString()), []byte(`{"op":"`+pad+`"}`)
 			b.Controls++
+			return wire.ControlSubject(uuid.NewString()), []byte(`{"op":"` + pad + `"}`)
 		case 1:
+			b.Artifacts++
 			missing := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint("never published ", i)}})
 			a := events.MustSeal(events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: pad, Blocking: true},
 				References: []events.Reference{{Target: missing.ID, Relation: events.ObjectsTo}}})
-			subject, data = wire.ArtifactSubject(b.ID, "mallory"), a.Canonical
-			b.Artifacts++
+			return wire.ArtifactSubject(b.ID, "mallory"), a.Canonical
 		default:
-			subject, data = wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"`+pad+`"}}`)
 			b.Opens++
+			return wire.ControlSubject(uuid.NewString()), []byte(`{"op":"open","charter":{"title":"` + pad + `"}}`)
 		}
-		if _, err := js.PublishAsync(subject, data); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				// The server takes them slower than they are sent: wait.
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-				}
-				continue
-			}
-			return "", err
-		}
-		sent.Add(int64(len(subject) + len(data)))
-		b.N++
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
+	})
+	b.N = n
+	if err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%d messages of about 900 KB: %d controls, %d artifacts referencing what was never published, %d opens", b.N, b.Controls, b.Artifacts, b.Opens), nil
 }
@@ -138,38 +108,13 @@ func (j *junk) check() string {
 }
 
 func (j *junk) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) (string, error) {
-	nc, err := nats.Connect(e.natsURL)
-	if err != nil {
-		return "", err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-	if err != nil {
-		return "", err
-	}
 	subject := wire.ArtifactSubject(j.ID, "mallory")
-	for i := 0; ctx.Err() == nil; i++ {
-		data := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint("junk ", i)}}).Canonical
-		if _, err := js.PublishAsync(subject, data); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				// The server takes them slower than they are sent: wait.
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-				}
-				continue
-			}
-			return "", err
-		}
-		sent.Add(int64(len(subject) + len(data)))
-		j.N++
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
+	n, err := flood(ctx, e, 256, sent, func(i int) (string, []byte) {
+		return subject, events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprint("junk ", i)}}).Canonical
+	})
+	j.N = n
+	if err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%d junk claims of about %d bytes", j.N, sent.Load()/int64(max(j.N, 1))), nil
 }

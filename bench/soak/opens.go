@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
@@ -48,37 +45,11 @@ func (o *opens) check() string {
 }
 
 func (o *opens) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) (string, error) {
-	nc, err := nats.Connect(e.natsURL)
-	if err != nil {
-		return "", err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-	if err != nil {
-		return "", err
-	}
 	data := []byte(`{"op":"open","charter":{"title":"x"}}`)
-	for ctx.Err() == nil {
-		subject := wire.ControlSubject(uuid.NewString())
-		if _, err := js.PublishAsync(subject, data); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				select {
-				case <-js.PublishAsyncComplete():
-				case <-ctx.Done():
-				}
-				continue
-			}
-			return "", err
-		}
-		sent.Add(int64(len(subject) + len(data)))
-		o.N++
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
+	n, err := flood(ctx, e, 256, sent, func(int) (string, []byte) { return wire.ControlSubject(uuid.NewString()), data })
+	o.N = n
+	if err != nil {
+		return "", err
 	}
 	// What the engine made of them, once it has folded them.
 	deadline := time.Now().Add(30 * time.Second)
