@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -342,15 +341,7 @@ func TestClient_RetriesAtAReconnect(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return jstest.FreePort(t) }
 
 // An engine that answers projection.behind while its projection moves on
 // is waited for past the retries' time; one that stays at one position
