@@ -51,7 +51,7 @@ func TestConnectRefusals(t *testing.T) {
 
 func TestReservedTokens(t *testing.T) {
 	got := ReservedTokens([]string{wire.PrincipalToken, "alice"})
-	if strings.Join(got, " ") != wire.SupervisorToken+" "+wire.PrincipalToken+" alice" {
+	if strings.Join(got, " ") != wire.SupervisorToken+" "+wire.CheckpointToken+" "+wire.PrincipalToken+" alice" {
 		t.Errorf("ReservedTokens = %q", got)
 	}
 }

@@ -68,7 +68,7 @@ var participantReads = append([]string{
 // token prefix, so every other _x token stays publishable; the projector
 // refuses those (subject.invalid_participant rejections, on the record).
 func ReservedTokens(principals []string) []string {
-	out := []string{wire.SupervisorToken, wire.PrincipalToken}
+	out := []string{wire.SupervisorToken, wire.CheckpointToken, wire.PrincipalToken}
 	for _, p := range principals {
 		if !slices.Contains(out, p) {
 			out = append(out, p)

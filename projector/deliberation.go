@@ -13,6 +13,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/signing"
+	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -146,7 +147,18 @@ type Deliberation struct {
 	extras   []extra
 	nodeIDs  []canon.Digest // node -> id
 	seqs     positions      // the positions of the deliberation's messages, in order
-	superN   int            // nodes published by the supervisor
+	// log is the frontier of the deliberation's log (log.go): a leaf for
+	// every message of seqs. judgedSize is its size after the last
+	// judgment (an accepted DECISION, FAILURE or TERMINATION, or the
+	// end), ckptSize the size the last admitted checkpoint covers, ckptN
+	// the checkpoints admitted; ended: the status was terminal at the
+	// last leaf.
+	log        *tlog.Frontier
+	judgedSize uint64
+	ckptSize   uint64
+	ckptN      int
+	ended      bool
+	superN     int // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
 	// and the rejections (by message ordinal) its FAILUREs name (parley.message).
 	judged   map[canon.Digest]bool
@@ -218,7 +230,10 @@ func (d *Deliberation) rejectErr(seq uint64, participant, id string, err error) 
 	var ce *canon.Error
 	var ee *events.Error
 	var se *signing.Error
+	var te *tlog.Error
 	switch {
+	case errors.As(err, &te):
+		msg = te.Msg
 	case errors.As(err, &ce):
 		msg = ce.Msg
 	case errors.As(err, &se):

@@ -100,6 +100,18 @@ func (p *Projection) OutcomeOf(id string, m Msg, want *canon.Digest) (MessageOut
 		return out, nil
 	}
 	complete := len(d.rejects.list()) == d.rejTotal
+	if kind == "art" && participant == wire.CheckpointToken {
+		// Not an artifact: the engine's checkpoint of the log, admitted
+		// unless rejected.
+		out.ArtifactID, out.Op = canon.Digest{}, OpCheckpoint
+		if complete {
+			out.Verdict = api.VerdictApplied
+		} else {
+			out.Verdict = api.VerdictUnknown
+			out.Note = evictedNote(len(d.rejects.list()), d.rejTotal, "rejections")
+		}
+		return out, nil
+	}
 	if kind == "art" {
 		late := d.late.list()
 		for i := len(late) - 1; i >= 0; i-- {

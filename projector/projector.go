@@ -16,6 +16,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/signing"
+	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -62,6 +63,10 @@ type Msg struct {
 	// the fold); not checked: the fold verifies.
 	SignatureChecked bool
 	SignatureErr     error
+	// DataHash is SHA-256 of Data when DataHashed (PrepareLeaf, ahead of
+	// the fold); otherwise the fold hashes Data for the message's leaf.
+	DataHash   tlog.Hash
+	DataHashed bool
 }
 
 // Import is an imported message's account of the message it restores
@@ -340,6 +345,7 @@ func (p *Projection) Apply(m Msg) Outcome {
 	}
 	m.Time = EffectiveTime(m, prev)
 	out := p.apply(m, delib, kind, participant)
+	p.count(delib, m, &out)
 	out.Time = m.Time
 	if d := p.delibs[delib]; d != nil {
 		d.lastTime = m.Time
@@ -392,10 +398,15 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 	case !wire.ValidDeliberation(delib):
 		return p.unroutable(m, participant, CodeDeliberationInvalid, "deliberation id is not a canonical UUID: "+strconv.Quote(delib))
 	}
-	defer p.count(delib, m.Seq)
 	d := p.delibs[delib]
 	if kind == "ctl" {
 		return p.control(d, delib, m)
+	}
+	if isCheckpoint(participant) {
+		if d == nil {
+			return p.unroutable(m, participant, CodeNotOpen, "deliberation "+delib+" was never opened")
+		}
+		return d.checkpoint(m, participant)
 	}
 	if participant != wire.SupervisorToken && !wire.ValidToken(participant) {
 		if d == nil {
@@ -409,11 +420,13 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 	return d.artifact(m, participant)
 }
 
-// count records that the message at seq belonged to deliberation delib,
-// for the position-independent digest.
-func (p *Projection) count(delib string, seq uint64) {
-	if d := p.delibs[delib]; d != nil && d.Position == seq {
-		d.seqs.add(seq)
+// count records that m belonged to deliberation delib's record: its
+// position (the ordinals, the position-independent digest) and its leaf
+// in the deliberation's log.
+func (p *Projection) count(delib string, m Msg, out *Outcome) {
+	if d := p.delibs[delib]; d != nil && d.Position == m.Seq {
+		d.seqs.add(m.Seq)
+		d.appendLeaf(m, out)
 	}
 }
 

@@ -12,12 +12,13 @@ import (
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/wire"
 )
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 10
+const snapshotVersion = 11
 
 type snapshot struct {
 	Version       int
@@ -89,6 +90,14 @@ type delibSnap struct {
 	ForeignN           int
 	Breaches           []api.Rejection
 	Now                time.Time
+	// The log (log.go): its size and frontier (32 bytes a hash), and the
+	// checkpoint bookkeeping.
+	LogSize    uint64
+	LogHashes  []byte
+	JudgedSize uint64
+	CkptSize   uint64
+	CkptN      int
+	Ended      bool
 }
 
 // WriteSnapshot writes the projection to w. ReadSnapshot of it gives a
@@ -135,7 +144,13 @@ func (p *Projection) Freeze() *Frozen {
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: d.seqs.snap(), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
 			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
-			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN}
+			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN,
+			LogSize: d.LogSize(), JudgedSize: d.judgedSize, CkptSize: d.ckptSize, CkptN: d.ckptN, Ended: d.ended}
+		if d.log != nil {
+			for _, h := range d.log.Hashes() {
+				ds.LogHashes = append(ds.LogHashes, h[:]...)
+			}
+		}
 		for t := range d.allowed {
 			ds.Allowed = append(ds.Allowed, t)
 		}
@@ -217,6 +232,19 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.lastTime, d.breaches, d.now = ds.LastTime, ds.Breaches, ds.Now
 		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
 		d.foreign.set(ds.Foreign)
+		d.judgedSize, d.ckptSize, d.ckptN, d.ended = ds.JudgedSize, ds.CkptSize, ds.CkptN, ds.Ended
+		if ds.LogSize > 0 {
+			if len(ds.LogHashes)%32 != 0 {
+				return nil, fmt.Errorf("projector: snapshot of %s: log hashes of %d bytes", ds.ID, len(ds.LogHashes))
+			}
+			hs := make([]tlog.Hash, len(ds.LogHashes)/32)
+			for i := range hs {
+				copy(hs[i][:], ds.LogHashes[32*i:])
+			}
+			if d.log, err = tlog.FrontierOf(ds.LogSize, hs); err != nil {
+				return nil, fmt.Errorf("projector: snapshot of %s: log: %w", ds.ID, err)
+			}
+		}
 		if d.Charter != nil {
 			l, pol, err := effective(d.Charter, p.opts.Defaults)
 			if err != nil {

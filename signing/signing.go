@@ -81,7 +81,7 @@ func checkInput(deliberation, token, artifactID string) error {
 	switch {
 	case !wire.ValidDeliberation(deliberation):
 		return fail(ErrInput, "deliberation id")
-	case !wire.ValidToken(token):
+	case !wire.ValidSigner(token):
 		return fail(ErrInput, "participant token")
 	case !canon.ValidID(artifactID):
 		return fail(ErrInput, "artifact id")

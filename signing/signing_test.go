@@ -128,7 +128,7 @@ func TestReplayAndRefusals(t *testing.T) {
 		{"unknown token", delib, "carol", art, h, b, signing.ErrUnknownToken},
 		{"no binding", delib, "alice", art, h, nil, signing.ErrUnknownToken},
 		{"bad deliberation", "0F8C2A54-9E1B-4C6D-8A3F-5B7E9D1C2A40", "alice", art, h, b, signing.ErrInput},
-		{"bad token", delib, "_supervisor", art, h, b, signing.ErrInput},
+		{"bad token", delib, "_import", art, h, b, signing.ErrInput},
 		{"bad artifact id", delib, "alice", strings.ToUpper(art), h, b, signing.ErrInput},
 	} {
 		err := signing.Verify(c.delib, c.token, c.artID, c.h, c.b)

@@ -21,7 +21,23 @@ const (
 	// of a binding moment is published as, unless an HTTP token names
 	// another.
 	PrincipalToken = "principal"
+	// CheckpointToken is the reserved token the engine publishes its
+	// signed checkpoints of a deliberation's log as
+	// (parley.<deliberation>.art._checkpoint; docs/VERIFY.md): the message
+	// is the signed note, its Parley-Key header the engine's public key.
+	CheckpointToken = "_checkpoint"
 )
+
+// CheckpointSubject is the subject the engine publishes deliberation's
+// checkpoints on.
+func CheckpointSubject(deliberation string) string {
+	return ArtifactSubject(deliberation, CheckpointToken)
+}
+
+// ValidSigner reports whether s is a token whose messages may carry a
+// signature: a participant token, or the supervisor's (the engine signs
+// its emissions).
+func ValidSigner(s string) bool { return ValidToken(s) || s == SupervisorToken }
 
 // BindingSubject is where the engine announces a new binding moment of a
 // deliberation (core NATS, not stored: GET .../bindings is the record).

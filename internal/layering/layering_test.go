@@ -29,8 +29,8 @@ var cores = map[string][]string{
 	"closure":     {"canon", "events"},
 	"provenance":  {"canon", "events"},
 	"binding":     {"canon", "events"},
-	"projector":   {"api", "binding", "canon", "events", "closure", "provenance", "signing", "wire"},
-	"termination": {"api", "binding", "canon", "events", "closure", "provenance", "projector", "signing", "wire"},
+	"projector":   {"api", "binding", "canon", "events", "closure", "provenance", "signing", "tlog", "wire"},
+	"termination": {"api", "binding", "canon", "events", "closure", "provenance", "projector", "signing", "tlog", "wire"},
 	// Signatures of artifacts and the log of a deliberation's record:
 	// beside the fold, below what will check them (the projector,
 	// audit). Their witness cosignatures (tlog/cosign) read the clock and

@@ -1,0 +1,145 @@
+package projector
+
+import (
+	"crypto/sha256"
+	"strconv"
+
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/tlog"
+	"github.com/parley-engine/parley/wire"
+)
+
+// The log of a deliberation (docs/VERIFY.md, "The log of a deliberation"):
+// every message of its record, in order — the messages its ordinals count,
+// from its open on — is a leaf of an RFC 6962 Merkle tree. The fold keeps
+// the tree's frontier (O(log n) hashes), so that it knows the log's root
+// at every message, and checks every checkpoint the engine publishes into
+// the record (parley.<deliberation>.art._checkpoint) against it: a
+// checkpoint is admitted only when it is signed by the key its Parley-Key
+// header names and its size and root are the log's just before it.
+
+// Codes of a refused checkpoint message (class tlog.ClassLog): the tlog
+// codes of a note that does not open (tlog.malformed_checkpoint,
+// tlog.invalid_key, tlog.unsigned, tlog.origin), and tlog.inconsistent for
+// a checkpoint whose size or root is not the log's.
+var CheckpointCodes = []string{tlog.ErrCheckpoint.Code, tlog.ErrKey.Code, tlog.ErrSignature.Code, tlog.ErrOrigin.Code, tlog.ErrInconsistent.Code}
+
+// LeafOf returns the leaf of a message of the record as the fold recorded
+// it: its subject (for an importer's message, the subject of the message
+// it restores), the time the fold gave it (Outcome.Time), its bytes and
+// its signature headers.
+func LeafOf(m Msg) tlog.Leaf {
+	subject := m.Subject
+	if m.Import != nil && m.Import.Subject != "" {
+		subject = m.Import.Subject
+	}
+	l := tlog.Leaf{UnixNano: m.Time.UnixNano(), Subject: subject, Key: m.Signature.Key, Signature: m.Signature.Signature}
+	if m.DataHashed {
+		l.DataHash = m.DataHash
+	} else {
+		l.DataHash = sha256.Sum256(m.Data)
+	}
+	return l
+}
+
+// PrepareLeaf hashes m's bytes ahead of the fold (Msg.DataHash), the part
+// of a leaf that costs with the message's size. Pure: a runner calls it
+// on every core.
+func PrepareLeaf(m *Msg) {
+	m.DataHash, m.DataHashed = sha256.Sum256(m.Data), true
+}
+
+// appendLeaf adds m, a message of d's record, to d's log, and notes a
+// judgment the next checkpoint must cover.
+func (d *Deliberation) appendLeaf(m Msg, out *Outcome) {
+	if d.log == nil {
+		d.log = tlog.NewFrontier()
+	}
+	d.log.Append(LeafOf(m).Hash())
+	if judgment(out) || d.Status.Terminal() && !d.ended {
+		d.judgedSize = d.log.Size()
+	}
+	d.ended = d.Status.Terminal()
+}
+
+// judgment says whether an outcome is one a checkpoint must follow: an
+// accepted DECISION (the closure verifier judges it), FAILURE or
+// TERMINATION.
+func judgment(out *Outcome) bool {
+	for _, a := range out.Admitted {
+		switch a.Artifact.Type {
+		case events.TypeDecision, events.TypeFailure, events.TypeTermination:
+			return true
+		}
+	}
+	return false
+}
+
+// LogSize is the number of leaves of d's log: the messages of its record.
+func (d *Deliberation) LogSize() uint64 {
+	if d.log == nil {
+		return 0
+	}
+	return d.log.Size()
+}
+
+// LogRoot is the root of d's log.
+func (d *Deliberation) LogRoot() tlog.Hash {
+	if d.log == nil {
+		return tlog.EmptyRoot
+	}
+	return d.log.Root()
+}
+
+// Checkpoints returns the number of checkpoints admitted, and the size
+// the last one covers.
+func (d *Deliberation) Checkpoints() (n int, size uint64) { return d.ckptN, d.ckptSize }
+
+// CheckpointDue says whether a judgment (an accepted DECISION, FAILURE or
+// TERMINATION, or the end of the deliberation) is in the log and no
+// checkpoint covers it yet: what the engine publishes a checkpoint for.
+// It is a function of the record alone, so every engine agrees on it.
+func (d *Deliberation) CheckpointDue() bool { return d.judgedSize > d.ckptSize }
+
+// checkpoint applies a checkpoint message of the engine's: a signed note
+// whose key is the message's Parley-Key, of the log just before it.
+func (d *Deliberation) checkpoint(m Msg, participant string) Outcome {
+	d.now = m.Time
+	if err := d.checkCheckpoint(m); err != nil {
+		return d.rejectErr(m.Seq, participant, "", err)
+	}
+	d.Position = m.Seq
+	d.ckptN++
+	d.ckptSize = d.LogSize()
+	return Outcome{Deliberation: d.ID, Control: OpCheckpoint}
+}
+
+// OpCheckpoint is what an Outcome's Control says of an admitted
+// checkpoint.
+const OpCheckpoint = "checkpoint"
+
+func (d *Deliberation) checkCheckpoint(m Msg) error {
+	origin, err := tlog.Origin(d.ID)
+	if err != nil {
+		return err
+	}
+	v, err := tlog.NewVerifier(m.Signature.Key, origin)
+	if err != nil {
+		return err
+	}
+	c, _, err := tlog.Open(m.Data, origin, v)
+	if err != nil {
+		return err
+	}
+	size, root := d.LogSize(), d.LogRoot()
+	switch {
+	case c.Size != size:
+		return &tlog.Error{Code: tlog.ErrInconsistent.Code, Msg: "the checkpoint covers " + strconv.FormatUint(c.Size, 10) + " messages, and the log has " + strconv.FormatUint(size, 10)}
+	case c.Root != root:
+		return &tlog.Error{Code: tlog.ErrInconsistent.Code, Msg: "the checkpoint's root is not the log's at size " + strconv.FormatUint(size, 10)}
+	}
+	return nil
+}
+
+// isCheckpoint says whether participant is the checkpoint token.
+func isCheckpoint(participant string) bool { return participant == wire.CheckpointToken }
