@@ -205,3 +205,39 @@ type View struct {
 	InadmissibleEvidence []canon.Digest `json:"inadmissible_evidence,omitempty"`
 	StateDigest          canon.Digest   `json:"state_digest"`
 }
+
+// MaxReceipts bounds the ordinals of one request for receipts.
+const MaxReceipts = 1000
+
+// Codes of a receipt that could not be given (ReceiptItem.Code).
+const (
+	// CodeReceiptNotCovered: no checkpoint covers the message yet; the
+	// engine publishes one after the next judgment (a DECISION, FAILURE or
+	// TERMINATION) and at the end.
+	CodeReceiptNotCovered = "receipt.not_covered"
+	// CodeReceiptNoOrdinal: no message of the record has the ordinal.
+	CodeReceiptNoOrdinal = "receipt.no_ordinal"
+)
+
+// ReceiptList answers a request for the receipts of messages of a
+// deliberation, by ordinal, in the order asked.
+type ReceiptList struct {
+	Deliberation string        `json:"deliberation"`
+	Receipts     []ReceiptItem `json:"receipts"`
+}
+
+// ReceiptItem is the receipt of one message (a C2SP tlog-proof document,
+// docs/VERIFY.md), or why there is none.
+type ReceiptItem struct {
+	Ordinal uint64 `json:"ordinal"`
+	Receipt string `json:"receipt,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// EngineInfo is what an engine says of itself: its public key, which
+// signs its supervisor's emissions, its principals' resolutions and its
+// checkpoints (docs/VERIFY.md).
+type EngineInfo struct {
+	Key string `json:"engine_key"`
+}

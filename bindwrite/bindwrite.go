@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/parley-engine/parley/api"
@@ -28,6 +29,7 @@ import (
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -53,6 +55,13 @@ type Writer struct {
 	r      *runner.Runner
 	js     jetstream.JetStream // whose PublishMsg the writes are told of
 	writes Writes              // nil: none
+	// Key is the engine's key (nil: none): a resolution the engine
+	// publishes for a principal is signed with it, unless the charter
+	// binds the principal's token to another key (then the engine cannot
+	// speak for the principal, and says so) or binds keys without
+	// requiring signatures and none to the principal (then it goes
+	// unsigned, as the fold admits it).
+	Key nkeys.KeyPair
 }
 
 // New returns a writer that reads from q and r, and publishes with js.
@@ -87,8 +96,12 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 	}
 	var last uint64
 	var moments []binding.Moment
+	var keys map[string]string
 	if !wr.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		last, moments = d.Position, d.BindingMoments()
+		if d.Charter != nil {
+			keys = d.Charter.Keys
+		}
 	}) {
 		return nil, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: "deliberation " + id + " not found"}
 	}
@@ -129,6 +142,9 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 		return nil, err
 	}
 	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, principal), Data: a.Canonical, Header: nats.Header{}}
+	if err := wr.sign(msg, id, principal, a.ID.String(), keys); err != nil {
+		return nil, err
+	}
 	var ack *jetstream.PubAck
 	if res.Kind == binding.KindDeclined {
 		// The decline and the cancel it implies land together or not at all.
@@ -310,4 +326,31 @@ func (l *deciderLabels) label(ch *api.Charter, decider string) string {
 	}
 	l.seen[decider] = true
 	return decider
+}
+
+// sign signs a principal's resolution with the engine's key (Writer.Key)
+// where the charter's binding (keys) lets the engine's key speak for the
+// principal.
+func (wr *Writer) sign(msg *nats.Msg, id, principal, artifactID string, keys map[string]string) error {
+	if wr.Key == nil {
+		return nil
+	}
+	pub, err := wr.Key.PublicKey()
+	if err != nil {
+		return err
+	}
+	bound, ok := keys[principal]
+	switch {
+	case ok && bound != pub:
+		return &api.Error{Kind: api.KindForbidden, Code: signing.ErrWrongKey.Code,
+			Message: "the charter binds " + strconv.Quote(principal) + " to a key that is not the engine's: the principal signs their resolution themselves (engine publish --key): nothing was published"}
+	case !ok && len(keys) > 0:
+		return nil // the fold admits it unsigned only so (the charter does not require signatures of a token it binds no key to)
+	}
+	h, err := signing.Sign(wr.Key, id, principal, artifactID)
+	if err != nil {
+		return err
+	}
+	h.Set(msg.Header)
+	return nil
 }

@@ -45,21 +45,24 @@ type Config struct {
 	Health  Health
 	// Metrics are gathered for GET /metrics.
 	Metrics prometheus.Gatherer
+	// EngineKey is the engine's public key (GET /api/v1/engine).
+	EngineKey string
 }
 
 // API answers the query API over HTTP from the read model (the NATS
 // micro service is microapi's), with the engine's health and its one
 // write (a principal's resolution).
 type API struct {
-	q       *readmodel.Queries
-	write   Writer
-	health  Health
-	metrics prometheus.Gatherer
+	engineKey string
+	q         *readmodel.Queries
+	write     Writer
+	health    Health
+	metrics   prometheus.Gatherer
 }
 
 // New returns the API of cfg.
 func New(cfg Config) *API {
-	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics}
+	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics, engineKey: cfg.EngineKey}
 }
 
 // Admit admits an expensive read of what for r from the read budget; a
@@ -162,6 +165,22 @@ func (a *API) Handler() http.Handler {
 		}
 		v, err := a.q.ClosureBudgeted(r.PathValue("id"), r.PathValue("decision_id"), at, func() (*readmodel.Ticket, error) { return a.Admit(r, readmodel.ReadClosure) })
 		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/deliberations/{id}/receipts", func(w http.ResponseWriter, r *http.Request) {
+		var ords []uint64
+		for _, s := range r.URL.Query()["ordinal"] {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil || n == 0 {
+				reply(w, nil, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "ordinal must be a message's ordinal (1 or more): " + strconv.Quote(s)})
+				return
+			}
+			ords = append(ords, n)
+		}
+		v, err := a.q.Receipts(r.Context(), r.PathValue("id"), ords, func() (*readmodel.Ticket, error) { return a.Admit(r, readmodel.ReadRecording) })
+		reply(w, v, err)
+	})
+	mux.HandleFunc("GET /api/v1/engine", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, api.EngineInfo{Key: a.engineKey}, nil)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/provenance", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.q.Provenance(r.PathValue("id"))

@@ -47,6 +47,8 @@ type Config struct {
 	// service did not act on, by reason (IgnoredDelivery,
 	// IgnoredReplySubject).
 	Ignored func(reason string)
+	// EngineKey is the engine's public key (parley.api.engine).
+	EngineKey string
 }
 
 // server answers the endpoints.
@@ -88,11 +90,12 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 	}
 	g := svc.AddGroup(wire.MicroPrefix)
 	type req struct {
-		ID         string `json:"id"`
-		ArtifactID string `json:"artifact_id"`
-		Decision   string `json:"decision"`
-		At         uint64 `json:"at"`
-		Position   uint64 `json:"position"`
+		ID         string   `json:"id"`
+		ArtifactID string   `json:"artifact_id"`
+		Ordinals   []uint64 `json:"ordinals"`
+		Decision   string   `json:"decision"`
+		At         uint64   `json:"at"`
+		Position   uint64   `json:"position"`
 		// MinPosition: read-your-writes (readmodel.Queries.AwaitPosition).
 		MinPosition uint64 `json:"min_position"`
 		api.PageRequest
@@ -216,6 +219,13 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 			out, err := a.q.Provenance(v.ID)
 			respond(r, out, err)
 		}),
+		add("receipts", false, true, func(r micro.Request, v req) {
+			ctx, cancel := context.WithTimeout(context.Background(), receiptReadTimeout)
+			defer cancel()
+			out, err := a.q.Receipts(ctx, v.ID, v.Ordinals, nil)
+			respond(r, out, err)
+		}),
+		g.AddEndpoint("engine", a.onlyRequests(func(r micro.Request) { respond(r, api.EngineInfo{Key: a.cfg.EngineKey}, nil) })),
 		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -224,6 +234,10 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 	}
 	return svc, nil
 }
+
+// receiptReadTimeout bounds a receipts read, which reads a deliberation's
+// whole record from the stream.
+const receiptReadTimeout = time.Minute
 
 // onlyRequests serves what a client asked, and nothing else that reaches
 // the query subjects: a stream message the server delivers there (a

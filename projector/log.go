@@ -2,6 +2,8 @@ package projector
 
 import (
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/parley-engine/parley/events"
@@ -55,7 +57,9 @@ func (d *Deliberation) appendLeaf(m Msg, out *Outcome) {
 	if d.log == nil {
 		d.log = tlog.NewFrontier()
 	}
-	d.log.Append(LeafOf(m).Hash())
+	h := LeafOf(m).Hash()
+	d.log.Append(h)
+	out.Logged, out.LeafHash = true, h
 	if judgment(out) || d.Status.Terminal() && !d.ended {
 		d.judgedSize = d.log.Size()
 	}
@@ -143,3 +147,81 @@ func (d *Deliberation) checkCheckpoint(m Msg) error {
 
 // isCheckpoint says whether participant is the checkpoint token.
 func isCheckpoint(participant string) bool { return participant == wire.CheckpointToken }
+
+// LogBuilder rebuilds a deliberation's log from the outcomes of a fold of
+// its messages (an export, an audit of a recording): the whole tree, which
+// gives inclusion and consistency proofs, and the checkpoints admitted in
+// it. Keep, when set, says which leaves (by index) to keep whole, for
+// receipts.
+type LogBuilder struct {
+	Tree        *tlog.Tree
+	Checkpoints []LoggedCheckpoint
+	Leaves      map[uint64]tlog.Leaf
+	Keep        func(index uint64) bool
+}
+
+// LoggedCheckpoint is a checkpoint admitted into a log: its leaf index
+// (the size it covers: every message before it), its signed note and the
+// key its message named.
+type LoggedCheckpoint struct {
+	Index uint64
+	Note  []byte
+	Key   string
+}
+
+// NewLogBuilder returns a builder of an empty log.
+func NewLogBuilder(keep func(uint64) bool) *LogBuilder {
+	return &LogBuilder{Tree: tlog.NewTree(), Leaves: map[uint64]tlog.Leaf{}, Keep: keep}
+}
+
+// Add takes m, a message of the deliberation as given to Apply, and what
+// Apply did with it.
+func (b *LogBuilder) Add(m Msg, out Outcome) {
+	if !out.Logged {
+		return
+	}
+	i := b.Tree.Append(out.LeafHash)
+	if out.Control == OpCheckpoint {
+		b.Checkpoints = append(b.Checkpoints, LoggedCheckpoint{Index: i, Note: m.Data, Key: m.Signature.Key})
+	}
+	if b.Keep != nil && b.Keep(i) {
+		m.Time = out.Time
+		b.Leaves[i] = LeafOf(m)
+	}
+}
+
+// ErrNotCovered: no checkpoint in the log covers the message yet (the
+// engine publishes one after the next judgment, and at the end).
+var ErrNotCovered = errors.New("projector: no checkpoint covers the message yet")
+
+// Receipt returns the receipt of leaf index (kept: Keep) in the first
+// checkpoint that covers it.
+func (b *LogBuilder) Receipt(deliberation string, index uint64) ([]byte, error) {
+	leaf, ok := b.Leaves[index]
+	if !ok {
+		return nil, fmt.Errorf("projector: leaf %d was not kept", index)
+	}
+	origin, err := tlog.Origin(deliberation)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range b.Checkpoints {
+		if c.Index <= index {
+			continue
+		}
+		v, err := tlog.NewVerifier(c.Key, origin)
+		if err != nil {
+			return nil, err
+		}
+		cp, _, err := tlog.Open(c.Note, origin, v)
+		if err != nil {
+			return nil, err
+		}
+		r, err := tlog.NewReceipt(b.Tree, index, leaf, cp, c.Note)
+		if err != nil {
+			return nil, err
+		}
+		return r.Marshal(), nil
+	}
+	return nil, ErrNotCovered
+}

@@ -295,6 +295,10 @@ type Outcome struct {
 	// Time is the time the fold gave the message (EffectiveTime): what a
 	// recording of it must carry for a fold of the recording to agree.
 	Time time.Time
+	// Logged says the message is a leaf of its deliberation's log (a
+	// message of its record), LeafHash its leaf's hash.
+	Logged   bool
+	LeafHash tlog.Hash
 }
 
 // Apply folds one message into the projection. Messages must come in

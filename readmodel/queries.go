@@ -40,21 +40,27 @@ type Config struct {
 	// MinPositionWait is how long a read with a min_position waits for
 	// the projection to reach it (0: DefaultMinPositionWait).
 	MinPositionWait time.Duration
+	// Receipts gives receipts (nil: none; archive.Receipts over the
+	// engine's stream).
+	Receipts ReceiptsFunc
 }
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
 type Queries struct {
-	r       *runner.Runner
-	stream  jetstream.Stream
-	rv      *substrate.Reverifier
-	budget  *Budget       // the read budget and the closure cache (budget.go)
-	waiting atomic.Int64  // reads waiting for their min_position
-	minWait time.Duration // how long they wait (0: DefaultMinPositionWait)
+	receipts   ReceiptsFunc
+	receiptSem chan struct{}
+	r          *runner.Runner
+	stream     jetstream.Stream
+	rv         *substrate.Reverifier
+	budget     *Budget       // the read budget and the closure cache (budget.go)
+	waiting    atomic.Int64  // reads waiting for their min_position
+	minWait    time.Duration // how long they wait (0: DefaultMinPositionWait)
 }
 
 // New returns the read model over cfg's runner and stream.
 func New(cfg Config) *Queries {
-	return &Queries{r: cfg.Runner, stream: cfg.Stream, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget)}
+	return &Queries{r: cfg.Runner, stream: cfg.Stream, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
+		receipts: cfg.Receipts, receiptSem: make(chan struct{}, receiptSlots)}
 }
 
 // Budget is the read budget and the closure cache.

@@ -85,6 +85,11 @@ func (r *Runner) Run(ctx context.Context) error {
 			for b := range validate {
 				for _, it := range b.items {
 					if it.ready != nil {
+						// The message's leaf in its deliberation's log
+						// hashes its bytes: here, not in the fold (a
+						// control message, which no validator waits for,
+						// is hashed by the fold).
+						projector.PrepareLeaf(&it.m)
 						it.m.Artifact, it.m.Invalid = r.opts.Validator.ValidateTransient(it.m.Data)
 						// An Ed25519 verification costs as much as a
 						// validation: here too, not in the fold.

@@ -11,11 +11,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/termination"
+	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -35,6 +38,12 @@ type Supervisor struct {
 	Now func() time.Time
 	// Every is the interval between Run's steps.
 	Every time.Duration
+	// Key is the engine's key (an nkeys user key pair; nil: none). With a
+	// key, the supervisor signs every emission with it (Parley-Key,
+	// Parley-Signature) and publishes a signed checkpoint of a
+	// deliberation's log once a judgment in it is due one
+	// (Deliberation.CheckpointDue; docs/VERIFY.md).
+	Key nkeys.KeyPair
 
 	// Settle is how long a deliberation should have been quiet (no new
 	// message seen) before Step judges it, so that a burst (a relay turn)
@@ -91,6 +100,11 @@ type Job struct {
 	Deliberation string
 	Position     uint64
 	Emissions    []termination.Emission
+	// Checkpoint, when not nil, is the signed checkpoint of the log of
+	// Size messages (a job has emissions or a checkpoint, not both: a
+	// checkpoint is due once the judgment is in the log).
+	Checkpoint []byte
+	Size       uint64
 }
 
 // Judge decides, for every deliberation that is open, suspended, or ended
@@ -123,7 +137,8 @@ func (s *Supervisor) judgeOne(id string, now time.Time) (Job, bool) {
 // not zero (bounded by MaxWait); it returns a job when there is something
 // to publish. s.mu is held.
 func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle time.Duration) (Job, bool) {
-	if d.Status.Terminal() && d.Status != api.StatusCancelled {
+	due := s.Key != nil && d.CheckpointDue()
+	if d.Status.Terminal() && d.Status != api.StatusCancelled && !due {
 		delete(s.seen, d.ID)
 		return Job{}, false
 	}
@@ -165,7 +180,17 @@ func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle tim
 	}
 	// Judged: the next change starts a new wait.
 	delete(s.seen, d.ID)
-	ems := termination.Decide(d, now)
+	var ems []termination.Emission
+	if !d.Status.Terminal() || d.Status == api.StatusCancelled {
+		ems = termination.Decide(d, now)
+	}
+	if len(ems) == 0 && due {
+		j, err := s.checkpoint(d)
+		if err == nil {
+			return j, true
+		}
+		s.log.Error("supervisor: sign a checkpoint", "deliberation", d.ID, "err", err)
+	}
 	if len(ems) == 0 {
 		s.judged[d.ID] = d.Position
 		return Job{}, false
@@ -207,9 +232,20 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 }
 
 func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
+	if j.Checkpoint != nil {
+		return s.publishCheckpoint(ctx, j)
+	}
 	expect := j.Position
 	for i, e := range j.Emissions {
-		ack, err := s.js.Publish(ctx, wire.ArtifactSubject(j.Deliberation, wire.SupervisorToken), e.Artifact.Canonical,
+		msg := &nats.Msg{Subject: wire.ArtifactSubject(j.Deliberation, wire.SupervisorToken), Data: e.Artifact.Canonical, Header: nats.Header{}}
+		if s.Key != nil {
+			h, err := signing.Sign(s.Key, j.Deliberation, wire.SupervisorToken, e.Artifact.ID.String())
+			if err != nil {
+				return i, expect, fmt.Errorf("service: sign the supervisor's %s: %w", e.Artifact.Type, err)
+			}
+			h.Set(msg.Header)
+		}
+		ack, err := s.js.PublishMsg(ctx, msg,
 			// The position it expects is part of the id: a retry of this
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
@@ -287,6 +323,55 @@ func (s *Supervisor) Step(ctx context.Context) int {
 	return n
 }
 
+// checkpoint returns the job that publishes d's checkpoint: its log's
+// size and root, signed with the engine's key as a note of origin
+// parley.<deliberation>.
+func (s *Supervisor) checkpoint(d *projector.Deliberation) (Job, error) {
+	origin, err := tlog.Origin(d.ID)
+	if err != nil {
+		return Job{}, err
+	}
+	seed, err := s.Key.Seed()
+	if err != nil {
+		return Job{}, err
+	}
+	signer, err := tlog.NewSigner(seed, origin)
+	if err != nil {
+		return Job{}, err
+	}
+	note, err := tlog.Sign(tlog.Checkpoint{Origin: origin, Size: d.LogSize(), Root: d.LogRoot()}, signer)
+	if err != nil {
+		return Job{}, err
+	}
+	return Job{Deliberation: d.ID, Position: d.Position, Checkpoint: note, Size: d.LogSize()}, nil
+}
+
+// publishCheckpoint publishes j's checkpoint, guarded as an emission is:
+// it covers the log up to the position judged, so it must come right
+// after it.
+func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job) (int, uint64, error) {
+	pub, err := s.Key.PublicKey()
+	if err != nil {
+		return 0, j.Position, err
+	}
+	msg := &nats.Msg{Subject: wire.CheckpointSubject(j.Deliberation), Data: j.Checkpoint, Header: nats.Header{signing.KeyHeader: []string{pub}}}
+	ack, err := s.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(msgIDs.For("checkpoint", j.Deliberation, strconv.FormatUint(j.Size, 10), strconv.FormatUint(j.Position, 10))),
+		jetstream.WithExpectStream(wire.StreamName),
+		jetstream.WithExpectLastSequenceForSubject(j.Position, wire.DeliberationFilter(j.Deliberation)))
+	if err != nil {
+		switch {
+		case ledger.IsLostRace(err):
+			return 0, j.Position, fmt.Errorf("%w: %s checkpoint at position %d: %v", ErrSuperseded, j.Deliberation, j.Position, err)
+		case unanswered(err):
+			return 0, j.Position, fmt.Errorf("%w: %s checkpoint at position %d: %v", ErrUnsettled, j.Deliberation, j.Position, err)
+		}
+		return 0, j.Position, fmt.Errorf("service: publish the checkpoint of %s: %w", j.Deliberation, err)
+	}
+	s.log.Debug("supervisor: checkpoint", "deliberation", j.Deliberation, "size", j.Size, "position", ack.Sequence)
+	return 1, ack.Sequence, nil
+}
+
 // checkAdmitted logs, and backs off from, emissions of j the projector
 // refused: the live fold checks the supervisor's artifacts against the
 // same rules, so a refusal means this supervisor is out of step with the
@@ -295,6 +380,12 @@ func (s *Supervisor) Step(ctx context.Context) int {
 func (s *Supervisor) checkAdmitted(j Job, published int) {
 	var refused []string
 	s.r.ReadDeliberation(j.Deliberation, func(d *projector.Deliberation) {
+		if j.Checkpoint != nil {
+			if _, covered := d.Checkpoints(); covered < j.Size {
+				refused = append(refused, "checkpoint of "+strconv.FormatUint(j.Size, 10)+" messages")
+			}
+			return
+		}
 		for _, e := range j.Emissions[:published] {
 			if !d.Has(e.Artifact.ID) {
 				refused = append(refused, string(e.Artifact.Type)+" "+e.Artifact.ID.String())

@@ -73,6 +73,12 @@ type Config struct {
 	// ProvenanceCacheTTL is how long a re-verification is reused (0: one
 	// minute).
 	ProvenanceCacheTTL time.Duration
+	// EngineKey is the file of the engine's key, an nkeys user seed
+	// (engine keygen), which must exist; empty: DataDir/engine.nk,
+	// created at the first start. Engines that share a stream may share
+	// a key or each hold their own: an auditor trusts the public keys
+	// (docs/VERIFY.md).
+	EngineKey string
 	// NoSupervisor turns the termination supervisor off (another engine
 	// supervises, or an auditor only reads).
 	NoSupervisor bool

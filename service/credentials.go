@@ -42,6 +42,11 @@ type Credentials struct {
 	// SignInURL is BindURL with the drawn token: the address that signs a
 	// browser in. It is here, and on a terminal, and never in a log.
 	SignInURL string `json:"sign_in_url,omitempty"`
+	// EngineKey is the engine's public key ("U…"): what signs its
+	// supervisor's emissions, its principals' resolutions and its
+	// checkpoints, and what an auditor trusts (engine audit
+	// --trusted-key).
+	EngineKey string `json:"engine_key,omitempty"`
 }
 
 // BindURL is the /bind page's address, with the token when there is one:

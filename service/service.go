@@ -25,7 +25,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
@@ -77,6 +79,8 @@ type Service struct {
 	auth       *httpapi.Auth
 	creds      Credentials
 	credsPath  string // written at start, removed at Close
+	// Key is the engine's key (Config.EngineKey).
+	Key nkeys.KeyPair
 	// Reverifier re-verifies provenance annotations (nil without roots),
 	// ahead of the fold (RunnerConfig.Verify).
 	Reverifier *substrate.Reverifier
@@ -103,6 +107,16 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// One engine per data directory: a second would open the same store
 	// and write the same snapshots.
 	if s.lock, err = datadir.Acquire(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	keyPath := cfg.EngineKey
+	if keyPath == "" {
+		keyPath = filepath.Join(cfg.DataDir, EngineKeyFile)
+	}
+	if s.Key, err = loadEngineKey(keyPath, cfg.EngineKey == ""); err != nil {
+		return nil, err
+	}
+	if s.creds.EngineKey, err = s.Key.PublicKey(); err != nil {
 		return nil, err
 	}
 	// The process's descriptors, shared so that no kind of client takes
@@ -197,12 +211,16 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	ejs := w.JetStream(s.js)
 	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
-		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait})
+		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait,
+		Receipts: func(ctx context.Context, id string, ordinals []uint64) (map[uint64][]byte, map[uint64]error, error) {
+			return archive.Receipts(ctx, s.js, id, ordinals, verify)
+		}})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
-	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry})
+	writer.Key = s.Key
+	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
 		Health:  func(ctx context.Context) any { return w.Report(ctx) },
-		Ignored: s.Metrics.Ignored}); err != nil {
+		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP
@@ -283,6 +301,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	})
 	s.Supervisor = runner.NewSupervisor(s.Runner, ejs, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
+	s.Supervisor.Key = s.Key
 	if !cfg.NoSupervisor {
 		s.superDone = make(chan struct{})
 		go func() {
