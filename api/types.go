@@ -204,6 +204,26 @@ type View struct {
 	// policy holds inadmissible (absent without a policy).
 	InadmissibleEvidence []canon.Digest `json:"inadmissible_evidence,omitempty"`
 	StateDigest          canon.Digest   `json:"state_digest"`
+	// Log is the deliberation's log (docs/VERIFY.md): its messages and
+	// root, and its checkpoints.
+	Log LogState `json:"log"`
+}
+
+// LogState is a deliberation's log as the fold has it.
+type LogState struct {
+	// Size is the number of messages of the record (leaves), Root the
+	// base64 of the RFC 6962 root.
+	Size uint64 `json:"size"`
+	Root string `json:"root"`
+	// Checkpoints that verified, the messages the last of them covers,
+	// and those that did not verify.
+	Checkpoints    int    `json:"checkpoints"`
+	Covered        uint64 `json:"covered"`
+	BadCheckpoints int    `json:"bad_checkpoints,omitempty"`
+	// CheckpointDue: a judgment (a DECISION, FAILURE or TERMINATION, or
+	// the end) is in the log and no checkpoint covers it yet; the engine
+	// publishes one within about a second.
+	CheckpointDue bool `json:"checkpoint_due"`
 }
 
 // MaxReceipts bounds the ordinals of one request for receipts.

@@ -259,6 +259,20 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 		ids[s.Deliberation] = i
 	}
 
+	// The supervisors' last words: a checkpoint follows each end (a
+	// relay returns once it has seen the TERMINATION).
+	eventually(t, "every end checkpointed", func() bool {
+		for _, s := range svcs {
+			for id := range ids {
+				due := true
+				s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) { due = d.CheckpointDue() })
+				if due {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	// The record, read back from the cluster.
 	nc, err := nats.Connect(c.urls(0))
 	if err != nil {
@@ -332,7 +346,7 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 			t.Errorf("relay %d: the relay's digest %s is not the replay's", i, sums[i].StateDigest)
 		}
 		if rej := d.View().Rejections; rej != 0 {
-			t.Errorf("relay %d: %d rejections", i, rej)
+			t.Errorf("relay %d: %d rejections: %v", i, rej, d.View().RejectionsByCode)
 		}
 	}
 	// Every engine converges on the replay's digests.

@@ -207,7 +207,11 @@ func replay(t testing.TB, nc *nats.Conn) *projector.Projection {
 			t.Fatal(err)
 		}
 		meta, _ := m.Metadata()
-		p.Apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject, Data: m.Data})
+		// As the engine folds it: with its time, its signature headers
+		// (a checkpoint names its key there) and an importer's headers;
+		// the log's leaves commit to all of them.
+		p.Apply(projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject, Data: m.Data, Time: meta.Timestamp,
+			Signature: projector.SignatureOf(m.Subject, m.Header), Import: projector.ImportOf(m.Subject, m.Header.Get)})
 	}
 	return p
 }

@@ -55,7 +55,7 @@ func TestSignatures_RecordAuditImport(t *testing.T) {
 	alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "ship", Status: events.Final,
 		ObjectionDispositions: []events.Disposition{{Objection: o.ID, Disposition: events.Addressed, Rationale: "tested"}}},
 		References: []events.Reference{{Target: cl.ID, Relation: events.Decides}}})
-	// The supervisor's TERMINATION is not signed, and not asked to be.
+	// The supervisor's TERMINATION is signed with the engine's key, which no charter binds.
 	live := waitState(t, alice, id, func(v api.View) bool { return v.Status == api.StatusCompleted })
 	supervisorDone(t, s1, id)
 	live, _ = s1.Queries.Get(id)
@@ -75,8 +75,11 @@ func TestSignatures_RecordAuditImport(t *testing.T) {
 			signed++
 		}
 	}
-	if r.Header().Version != recording.Version || signed != 3 {
-		t.Fatalf("recording version %d with %d signed messages, want 3", r.Header().Version, signed)
+	// alice's claim and decision, bob's objection; the supervisor's
+	// TERMINATION, signed by the engine; the checkpoint after it, whose
+	// Parley-Key names the engine's key.
+	if r.Header().Version != recording.Version || signed != 5 {
+		t.Fatalf("recording version %d with %d signed messages, want 5", r.Header().Version, signed)
 	}
 	rep := auditOf(t, rec)
 	if !rep.OK || rep.StateDigest != live.StateDigest.String() || rep.Rejections["signature.missing"] != 1 {

@@ -157,6 +157,7 @@ type Deliberation struct {
 	judgedSize uint64
 	ckptSize   uint64
 	ckptN      int
+	ckptBad    int
 	ended      bool
 	superN     int // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,

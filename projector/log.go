@@ -2,10 +2,12 @@ package projector
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/wire"
@@ -19,12 +21,6 @@ import (
 // the record (parley.<deliberation>.art._checkpoint) against it: a
 // checkpoint is admitted only when it is signed by the key its Parley-Key
 // header names and its size and root are the log's just before it.
-
-// Codes of a refused checkpoint message (class tlog.ClassLog): the tlog
-// codes of a note that does not open (tlog.malformed_checkpoint,
-// tlog.invalid_key, tlog.unsigned, tlog.origin), and tlog.inconsistent for
-// a checkpoint whose size or root is not the log's.
-var CheckpointCodes = []string{tlog.ErrCheckpoint.Code, tlog.ErrKey.Code, tlog.ErrSignature.Code, tlog.ErrOrigin.Code, tlog.ErrInconsistent.Code}
 
 // LeafOf returns the leaf of a message of the record as the fold recorded
 // it: its subject (for an importer's message, the subject of the message
@@ -105,18 +101,31 @@ func (d *Deliberation) Checkpoints() (n int, size uint64) { return d.ckptN, d.ck
 // It is a function of the record alone, so every engine agrees on it.
 func (d *Deliberation) CheckpointDue() bool { return d.judgedSize > d.ckptSize }
 
-// checkpoint applies a checkpoint message of the engine's: a signed note
-// whose key is the message's Parley-Key, of the log just before it.
-func (d *Deliberation) checkpoint(m Msg, participant string) Outcome {
+// checkpoint applies a checkpoint message: a signed note whose key is the
+// message's Parley-Key, of the log just before it. It is never refused:
+// a checkpoint is the engine's statement, which its signature stands for
+// and an auditor judges with the keys they trust (engine audit
+// --trusted-key). The fold records whether it verifies (signed by the key
+// it names, of this deliberation, of the log just before it), and one that
+// does covers the log so far; so does one restored by an import, which
+// was the original deliberation's (under another id it cannot verify).
+func (d *Deliberation) checkpoint(m Msg) Outcome {
 	d.now = m.Time
-	if err := d.checkCheckpoint(m); err != nil {
-		return d.rejectErr(m.Seq, participant, "", err)
-	}
 	d.Position = m.Seq
+	if err := d.checkCheckpoint(m); err != nil {
+		d.ckptBad++
+		if m.Import != nil {
+			d.ckptSize = d.LogSize()
+		}
+		return Outcome{Deliberation: d.ID, Control: OpCheckpoint, CheckpointErr: err}
+	}
 	d.ckptN++
 	d.ckptSize = d.LogSize()
 	return Outcome{Deliberation: d.ID, Control: OpCheckpoint}
 }
+
+// BadCheckpoints is the number of checkpoint messages that did not verify.
+func (d *Deliberation) BadCheckpoints() int { return d.ckptBad }
 
 // OpCheckpoint is what an Outcome's Control says of an admitted
 // checkpoint.
@@ -224,4 +233,11 @@ func (b *LogBuilder) Receipt(deliberation string, index uint64) ([]byte, error) 
 		return r.Marshal(), nil
 	}
 	return nil, ErrNotCovered
+}
+
+// LogState is the log as the API shows it.
+func (d *Deliberation) LogState() api.LogState {
+	root := d.LogRoot()
+	return api.LogState{Size: d.LogSize(), Root: base64.StdEncoding.EncodeToString(root[:]), Checkpoints: d.ckptN, Covered: d.ckptSize,
+		BadCheckpoints: d.ckptBad, CheckpointDue: d.CheckpointDue()}
 }

@@ -95,8 +95,9 @@ func TestLog_CheckpointsOfTheRecord(t *testing.T) {
 			data, key = checkpointMsg(t, tc.kp, tc.key, size, root)
 		}
 		out := apply(wire.CheckpointSubject(delib), data, key)
-		if out.Rejection == nil || out.Rejection.Code != tc.code || out.Rejection.Class != tlog.ClassLog {
-			t.Errorf("%s: %+v, want %s", name, out.Rejection, tc.code)
+		var te *tlog.Error
+		if out.Rejection != nil || out.Control != projector.OpCheckpoint || !errors.As(out.CheckpointErr, &te) || te.Code != tc.code {
+			t.Errorf("%s: %+v, want a checkpoint that does not verify: %s", name, out, tc.code)
 		}
 		if !f.d().CheckpointDue() {
 			t.Errorf("%s: a refused checkpoint covered the judgment", name)
@@ -116,8 +117,11 @@ func TestLog_CheckpointsOfTheRecord(t *testing.T) {
 		t.Fatalf("the checkpoint is leaf %d of the log: size %d, ordinal %d, root agrees %v", size, d.LogSize(), d.Ordinal(f.seq), d.LogRoot() == tree.Root())
 	}
 	// The same checkpoint again covers a log one message shorter.
-	if out := apply(wire.CheckpointSubject(delib), data, key); out.Rejection == nil || !errors.Is(errorOf(out), tlog.ErrInconsistent) {
-		t.Fatalf("a stale checkpoint: %+v", out.Rejection)
+	if out := apply(wire.CheckpointSubject(delib), data, key); !errors.Is(out.CheckpointErr, tlog.ErrInconsistent) {
+		t.Fatalf("a stale checkpoint: %+v", out)
+	}
+	if d := f.d(); d.BadCheckpoints() != 6 || d.View().Rejections != 1 {
+		t.Fatalf("%d bad checkpoints, %d rejections; want 6 and 1 (the junk): a checkpoint is never refused", d.BadCheckpoints(), d.View().Rejections)
 	}
 	// The log survives a snapshot.
 	var buf bytes.Buffer
@@ -133,9 +137,3 @@ func TestLog_CheckpointsOfTheRecord(t *testing.T) {
 	}
 }
 
-func errorOf(out projector.Outcome) error {
-	if out.Rejection == nil {
-		return nil
-	}
-	return &tlog.Error{Code: out.Rejection.Code}
-}

@@ -299,6 +299,9 @@ type Outcome struct {
 	// message of its record), LeafHash its leaf's hash.
 	Logged   bool
 	LeafHash tlog.Hash
+	// CheckpointErr says why a checkpoint message does not verify
+	// (Control is OpCheckpoint; nil: it does).
+	CheckpointErr error
 }
 
 // Apply folds one message into the projection. Messages must come in
@@ -410,7 +413,7 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 		if d == nil {
 			return p.unroutable(m, participant, CodeNotOpen, "deliberation "+delib+" was never opened")
 		}
-		return d.checkpoint(m, participant)
+		return d.checkpoint(m)
 	}
 	if participant != wire.SupervisorToken && !wire.ValidToken(participant) {
 		if d == nil {

@@ -30,5 +30,6 @@ func (d *Deliberation) View() api.View {
 		Tips: d.Tips(), OpenBlockingObjections: d.OpenBlockingObjections(),
 		Decisions: append([]canon.Digest{}, d.decs...), Terminations: append([]canon.Digest{}, d.terms...),
 		Charter: d.Charter, InadmissibleEvidence: d.Inadmissible(), StateDigest: d.StateDigest(),
+		Log: d.LogState(),
 	}
 }

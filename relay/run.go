@@ -938,7 +938,10 @@ func (r *runner) awaitEnd(ctx context.Context) (api.View, error) {
 		if err != nil {
 			return v, err
 		}
-		if (v.Status.Terminal() && len(v.Terminations) > 0) || time.Now().After(deadline) {
+		// The end, and the checkpoint that follows it (a recording sealed
+		// before it would lack it, and its digest differ from the
+		// engine's once it lands).
+		if (v.Status.Terminal() && len(v.Terminations) > 0 && !v.Log.CheckpointDue) || time.Now().After(deadline) {
 			// What one engine showed, the next read asks of any other.
 			r.orch.Saw(v.Position)
 			return v, nil

@@ -177,9 +177,10 @@ func (s *Supervisor) decide(d *projector.Deliberation, now time.Time, settle tim
 		if now.Sub(seen.at) < settle && now.Sub(seen.since) < maxWait {
 			return Job{}, false
 		}
+		// Judged: the next change starts a new wait. (A judgment without
+		// a settle, Judge's, leaves the wait of a running Step alone.)
+		delete(s.seen, d.ID)
 	}
-	// Judged: the next change starts a new wait.
-	delete(s.seen, d.ID)
 	var ems []termination.Emission
 	if !d.Status.Terminal() || d.Status == api.StatusCancelled {
 		ems = termination.Decide(d, now)

@@ -352,7 +352,7 @@ func TestBannedNATS(t *testing.T) {
 var parts = map[string][]string{
 	"readmodel": {"api", "binding", "canon", "closure", "events", "projector", "runner", "substrate", "wire"},
 	"microapi":  {"api", "readmodel", "wire"},
-	"bindwrite": {"api", "binding", "events", "ledger", "projector", "runner", "wire"},
+	"bindwrite": {"api", "binding", "events", "ledger", "projector", "runner", "signing", "wire"},
 	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
 	"health":    {"api", "ledger", "metrics", "runner", "wire"},
 	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
