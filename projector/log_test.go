@@ -136,4 +136,3 @@ func TestLog_CheckpointsOfTheRecord(t *testing.T) {
 		t.Fatal("the log changed through a snapshot")
 	}
 }
-
