@@ -1,0 +1,252 @@
+package ts_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/service"
+)
+
+// The TypeScript participant library (this directory) is tested with
+// node's own runner against a real engine, and takes part in a
+// deliberation beside Go participants. Without node and npm the tests
+// skip, unless PARLEY_REQUIRE_NODE is set (CI sets it): then they fail.
+
+// built installs the dependencies (npm ci, skipped while node_modules was
+// installed from the same package-lock.json) and compiles the library.
+func built(t *testing.T) (node string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	npm, err2 := exec.LookPath("npm")
+	if err != nil || err2 != nil {
+		if os.Getenv("PARLEY_REQUIRE_NODE") != "" {
+			t.Fatal("node and npm are required (PARLEY_REQUIRE_NODE) and not installed")
+		}
+		t.Skip("SKIPPED: no node or npm (apt-get install nodejs npm); the TypeScript library is not tested")
+	}
+	lock, err := os.ReadFile("package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(lock)
+	stamp := filepath.Join("node_modules", ".parley-lock-sha256")
+	if b, err := os.ReadFile(stamp); err != nil || string(b) != hex.EncodeToString(sum[:]) {
+		run(t, npm, "ci", "--no-audit", "--no-fund")
+		if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, node, filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
+	return node
+}
+
+func run(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.Bytes())
+	}
+	return out.Bytes()
+}
+
+func engine(t *testing.T) (*service.Service, *nats.Conn) {
+	t.Helper()
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return s, nc
+}
+
+// The library's own tests: the canonical form against every conformance
+// vector, the artifact rules, the signatures, and the participant against
+// this engine.
+func TestTypeScriptUnitTests(t *testing.T) {
+	node := built(t)
+	s, _ := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", filepath.Join("dist", "tests"))
+	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+s.NATSURL())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+	// Every test ran: none skipped, none failed.
+	for _, want := range []string{"# fail 0", "# skipped 0"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Fatalf("node --test: no %q in\n%s", want, out)
+		}
+	}
+	t.Logf("%s", lastLines(out, 8))
+}
+
+func lastLines(b []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
+
+func userKey(t *testing.T) (nkeys.KeyPair, string, string) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	return kp, pub, string(seed)
+}
+
+// A deliberation between two Go participants (the reference client) and
+// the TypeScript reviewer of examples/reviewer.ts, a separate node process
+// on its own NATS connection, as a TypeScript agent takes part: it
+// watches the deliberation and answers the architect's claim with
+// evidence and a blocking objection; the judge's final decision disposes
+// of the objection and the supervisor completes the deliberation. Every
+// artifact is signed and the charter requires it, so the engine verified
+// the TypeScript signatures; the reviewer checks the final closure itself.
+func TestTypeScriptParticipantBesideGo(t *testing.T) {
+	node := built(t)
+	_, nc := engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	archKey, archPub, _ := userKey(t)
+	judgeKey, judgePub, _ := userKey(t)
+	_, reviewerPub, reviewerSeed := userKey(t)
+	architect, err := client.NewWithOptions(nc, "architect", client.Options{SigningKey: archKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge, _ := client.NewWithOptions(nc, "judge", client.Options{SigningKey: judgeKey})
+	id, err := architect.Open(ctx, client.Charter{
+		Title:             "Adopt the read-through cache?",
+		Participants:      []string{"architect", "reviewer", "judge"},
+		Keys:              map[string]string{"architect": archPub, "reviewer": reviewerPub, "judge": judgePub},
+		RequireSignatures: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(ctx, node, filepath.Join("dist", "examples", "reviewer.js"))
+	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+nc.ConnectedUrl(), "PARLEY_DELIBERATION="+id,
+		"PARLEY_TOKEN=reviewer", "PARLEY_SEED="+reviewerSeed)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	claim, _, err := architect.Publish(ctx, id, events.Draft{Type: events.TypeClaim,
+		Payload: events.Claim{Statement: "The read-through cache halves p99 latency."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The reviewer's blocking objection is in the record.
+	var view api.View
+	if err := architect.Watch(ctx, id, func(v api.View) bool {
+		view = v
+		return len(v.OpenBlockingObjections) == 0
+	}); err != nil {
+		t.Fatalf("waiting for the reviewer: %v (state %+v, reviewer stderr %s)", err, view, stderr.Bytes())
+	}
+	if view.Participants["reviewer"] != 2 || view.Counts[events.TypeEvidence] != 1 || view.Rejections != 0 {
+		t.Fatalf("after the reviewer: participants %v, counts %v, rejections %v", view.Participants, view.Counts, view.RejectionsByCode)
+	}
+	objection := view.OpenBlockingObjections[0]
+
+	decision, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+		Payload: events.Decision{Outcome: "Adopt the cache, measured on every workload first.", Status: events.Final,
+			ObjectionDispositions: []events.Disposition{{Objection: objection, Disposition: events.Addressed, Rationale: "Measured on three workloads."}},
+			UnresolvedIssues:      []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("reviewer: %v\n%s", err, stderr.Bytes())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the reviewer never ended\n%s", stderr.Bytes())
+	}
+	var report struct {
+		Token       string   `json:"token"`
+		Artifacts   []string `json:"artifacts"`
+		Termination string   `json:"termination"`
+		Decision    string   `json:"decision"`
+		ClosureOK   bool     `json:"closure_ok"`
+	}
+	sc := bufio.NewScanner(&stdout)
+	var last []byte
+	for sc.Scan() {
+		last = append(last[:0], sc.Bytes()...)
+	}
+	if err := json.Unmarshal(last, &report); err != nil {
+		t.Fatalf("reviewer's report %q: %v\n%s", last, err, stderr.Bytes())
+	}
+	if report.Termination != "completed" || report.Decision != decision.ID.String() || !report.ClosureOK || len(report.Artifacts) != 2 {
+		t.Fatalf("reviewer's report: %+v", report)
+	}
+
+	// Seen from Go: completed, the closure verifies, and the reviewer's
+	// two artifacts are in the DAG under its token, with nothing refused.
+	final, err := architect.State(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Status != api.StatusCompleted || final.Rejections != 0 || final.Participants["reviewer"] != 2 {
+		t.Fatalf("final state: %s, participants %v, rejections %v", final.Status, final.Participants, final.RejectionsByCode)
+	}
+	res, err := architect.Closure(ctx, id, decision.ID.String(), 0)
+	if err != nil || !res.OK {
+		t.Fatalf("closure: %+v, %v", res, err)
+	}
+	for _, a := range report.Artifacts {
+		b, found, err := architect.Artifact(ctx, id, a)
+		if err != nil || !found {
+			t.Fatalf("reviewer's artifact %s: found %v, %v", a, found, err)
+		}
+		if _, err := events.Validate(b); err != nil {
+			t.Errorf("reviewer's artifact %s: %v", a, err)
+		}
+	}
+	if objection.String() != report.Artifacts[1] {
+		t.Errorf("the open objection %s is not the reviewer's %s", objection, report.Artifacts[1])
+	}
+}
