@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,8 +30,14 @@ import (
 // deliberation beside Go participants. Without node and npm the tests
 // skip, unless PARLEY_REQUIRE_NODE is set (CI sets it): then they fail.
 
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
 // built installs the dependencies (npm ci, skipped while node_modules was
-// installed from the same package-lock.json) and compiles the library.
+// installed from the same package-lock.json) and compiles the library,
+// once for all the tests.
 func built(t *testing.T) (node string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -40,33 +48,39 @@ func built(t *testing.T) (node string) {
 		}
 		t.Skip("SKIPPED: no node or npm (apt-get install nodejs npm); the TypeScript library is not tested")
 	}
+	buildOnce.Do(func() { buildErr = build(node, npm) })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return node
+}
+
+func build(node, npm string) error {
 	lock, err := os.ReadFile("package-lock.json")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	sum := sha256.Sum256(lock)
 	stamp := filepath.Join("node_modules", ".parley-lock-sha256")
 	if b, err := os.ReadFile(stamp); err != nil || string(b) != hex.EncodeToString(sum[:]) {
-		run(t, npm, "ci", "--no-audit", "--no-fund")
+		if err := run(npm, "ci", "--no-audit", "--no-fund"); err != nil {
+			return err
+		}
 		if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	run(t, node, filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
-	return node
+	return run(node, filepath.Join("node_modules", "typescript", "bin", "tsc"), "-p", ".")
 }
 
-func run(t *testing.T, name string, args ...string) []byte {
-	t.Helper()
+func run(name string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.Bytes())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-	return out.Bytes()
+	return nil
 }
 
 func engine(t *testing.T) (*service.Service, *nats.Conn) {
