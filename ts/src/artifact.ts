@@ -92,10 +92,13 @@ export function validate(a: unknown): void {
   if (!has(a, "protocol_version")) throw new ArtifactError("version.missing", "/protocol_version");
   const v = a.protocol_version;
   if (typeof v !== "string") throw new ArtifactError("version.not_string", "/protocol_version");
-  const m = /^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/.exec(v);
+  // MAJOR.MINOR, each of 1 to 9 digits; only "0.1" itself is supported.
+  const m = /^([0-9]{1,9})\.([0-9]{1,9})$/.exec(v);
   if (!m) throw new ArtifactError("version.malformed", "/protocol_version", JSON.stringify(v));
-  if (m[1] !== "0") throw new ArtifactError("version.unsupported_major", "/protocol_version", v);
-  if (m[2] !== "1") throw new ArtifactError("version.unsupported_minor", "/protocol_version", v);
+  if (v !== PROTOCOL_VERSION) {
+    if (/[1-9]/.test(m[1])) throw new ArtifactError("version.unsupported_major", "/protocol_version", v);
+    throw new ArtifactError("version.unsupported_minor", "/protocol_version", v);
+  }
   // The envelope before the payload.
   for (const k of Object.keys(a)) if (!TOP.has(k)) throw new ArtifactError("artifact.unknown_member", "/" + k);
   for (const k of ["artifact_type", "payload", "references"]) {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import * as crypto from "node:crypto";
 import { join } from "node:path";
-import { open, seal, checkRelation, ArtifactError, type Relation } from "../src/artifact.js";
+import { open, seal, validate, checkRelation, ArtifactError, type Relation } from "../src/artifact.js";
 import { CanonError } from "../src/canon.js";
 import { Signer, signedMessage, verify, verifyKey, SignatureError } from "../src/signing.js";
 import { MsgIds, artifactSubject, validDeliberation, validToken, newDeliberationId, parseSubject } from "../src/wire.js";
@@ -49,6 +49,25 @@ test("semantic.json: relation applicability", () => {
       assert.equal(e.errorClass, r.error_class, r.name);
     } else checkRelation(src, r.relation as Relation, target, r.same_deliberation);
   }
+});
+
+test("versions: MAJOR.MINOR of 1 to 9 digits each, only 0.1 supported", () => {
+  const claim = (v: unknown) => ({ protocol_version: v, artifact_type: "CLAIM", payload: { statement: "x" }, references: [] });
+  const code = (v: unknown) => {
+    try {
+      validate(claim(v));
+      return "ok";
+    } catch (e) {
+      return (e as ArtifactError).code;
+    }
+  };
+  assert.equal(code("0.1"), "ok");
+  assert.equal(code("00.1"), "version.unsupported_minor");
+  assert.equal(code("0.01"), "version.unsupported_minor");
+  assert.equal(code("10.1"), "version.unsupported_major");
+  assert.equal(code("0.1234567890"), "version.malformed");
+  assert.equal(code("0x0.1"), "version.malformed");
+  assert.equal(code(" 0.1"), "version.malformed");
 });
 
 test("seal: canonical bytes, artifact_id first, and what it refuses", () => {
