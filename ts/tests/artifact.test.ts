@@ -165,3 +165,12 @@ test("wire: tokens, deliberation ids, subjects and dedupe ids", () => {
   const want = crypto.createHmac("sha256", k).update(Buffer.from(`control\u0000parley.${id}.ctl\u0000open`)).digest().subarray(0, 16).toString("hex");
   assert.equal(new MsgIds(k).control(`parley.${id}.ctl`, "open"), want);
 });
+
+test("README.md's example is examples/readme.ts, which compiles", () => {
+  const readme = readFileSync(join(root, "ts", "README.md"), "utf8");
+  const block = /```ts\n([\s\S]*?)```/.exec(readme);
+  assert.ok(block);
+  const example = readFileSync(join(root, "ts", "examples", "readme.ts"), "utf8");
+  assert.ok(example.endsWith(block[1]), "README.md's example and examples/readme.ts differ");
+  assert.ok(block[1].split("\n").length <= 25);
+});
