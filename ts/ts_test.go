@@ -29,6 +29,7 @@ import (
 // node's own runner against a real engine, and takes part in a
 // deliberation beside Go participants. Without node and npm the tests
 // skip, unless PARLEY_REQUIRE_NODE is set (CI sets it): then they fail.
+// PARLEY_NODE names another node binary to run them with.
 
 var (
 	buildOnce sync.Once
@@ -41,6 +42,9 @@ var (
 func built(t *testing.T) (node string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
+	if p := os.Getenv("PARLEY_NODE"); p != "" {
+		node, err = p, nil // another node to test with (18, the oldest supported)
+	}
 	npm, err2 := exec.LookPath("npm")
 	if err != nil || err2 != nil {
 		if os.Getenv("PARLEY_REQUIRE_NODE") != "" {
