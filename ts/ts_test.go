@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -266,5 +267,68 @@ func TestTypeScriptParticipantBesideGo(t *testing.T) {
 	}
 	if objection.String() != report.Artifacts[1] {
 		t.Errorf("the open objection %s is not the reviewer's %s", objection, report.Artifacts[1])
+	}
+}
+
+// The TypeScript agent of examples/relay-agent.ts as a relay participant (a
+// subprocess that reads its turn and writes its draft, docs/RELAY.md)
+// beside two Go-side participants of the relay, in a signed run against a
+// real engine: every round it opens the context it is given and objects to
+// the architect's latest artifact; the judge disposes of the objections,
+// and the run completes with a verified closure.
+func TestTypeScriptRelayParticipant(t *testing.T) {
+	node := built(t)
+	s, _ := engine(t)
+	agent, err := filepath.Abs(filepath.Join("dist", "examples", "relay-agent.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type m = map[string]any
+	write("architect.json", []m{
+		{"artifact_type": "CLAIM", "payload": m{"statement": "A read-through cache halves p99 latency."}, "references": []m{}},
+		{"artifact_type": "REVISION", "payload": m{"statement": "The cache halves p99 on the mixed workload, measured."},
+			"references": []m{{"artifact_id": "@last.ref", "relation": "revises"}}},
+	})
+	write("judge.json", []m{{"artifact_type": "DECISION",
+		"payload": m{"outcome": "Adopt the revised cache.", "status": "final", "unresolved_issues": []m{},
+			"objection_dispositions": m{"@all-blocking": "addressed", "rationale": "The revision measures it."}},
+		"references": []m{{"artifact_id": "@last:REVISION", "relation": "decides"}}}})
+	write("run.json", m{
+		"title": "Adopt a read-through cache?", "question": "Should the ledger get a read-through cache?",
+		"rounds": 2, "decider": "judge", "sign": true,
+		"participants": []m{
+			{"id": "architect", "role": "INITIAL_ARCHITECT", "adapter": "script", "script": "architect.json"},
+			{"id": "reviewer", "role": "CRITICAL_REVIEWER", "adapter": "exec", "command": []string{node, agent}},
+			{"id": "judge", "role": "JUDGE", "adapter": "script", "script": "judge.json"},
+		},
+	})
+	cfg, err := relay.Load(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: filepath.Join(dir, "run")})
+	if err != nil {
+		invalid, _ := filepath.Glob(filepath.Join(dir, "run", "invalid", "*"))
+		for _, f := range invalid {
+			b, _ := os.ReadFile(f)
+			t.Logf("%s: %s", filepath.Base(f), b)
+		}
+		t.Fatal(err)
+	}
+	if sum.Termination != "completed" || !sum.ClosureOK || sum.InvalidOutputs != 0 ||
+		sum.Participants["reviewer"] != 2 || sum.ObjectionsRaised != 2 || sum.ObjectionsDisposed != 2 {
+		t.Fatalf("summary: %+v", sum)
 	}
 }
