@@ -21,6 +21,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
@@ -105,14 +106,20 @@ func engine(t *testing.T) (*service.Service, *nats.Conn) {
 
 // The library's own tests: the canonical form against every conformance
 // vector, the artifact rules, the signatures, and the participant against
-// this engine.
+// this engine, and its retries against a NATS server without one.
 func TestTypeScriptUnitTests(t *testing.T) {
 	node := built(t)
 	s, _ := engine(t)
+	// A NATS server with JetStream and no engine, for the retries.
+	bare, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { embedded.Stop(bare) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", filepath.Join("dist", "tests"))
-	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+s.NATSURL())
+	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+s.NATSURL(), "PARLEY_BARE_NATS_URL="+bare.ClientURL())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s", err, out)

@@ -211,12 +211,13 @@ export class Participant {
       try {
         return await f();
       } catch (e) {
-        if (!retryable(e) || Date.now() + wait > deadline) {
+        const left = deadline - Date.now();
+        if (!retryable(e) || left <= 0) {
           if (e instanceof Error && !(e instanceof ServiceError)) e.message = `${what}: ${e.message}`;
           throw e;
         }
+        await sleep(Math.min(wait, left));
       }
-      await sleep(wait);
       wait = Math.min(2 * wait, 1000);
     }
   }
