@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
@@ -338,4 +341,214 @@ func TestTypeScriptRelayParticipant(t *testing.T) {
 		sum.Participants["reviewer"] != 2 || sum.ObjectionsRaised != 2 || sum.ObjectionsDisposed != 2 {
 		t.Fatalf("summary: %+v", sum)
 	}
+}
+
+// Differential test of the canonical form: the TypeScript implementation
+// answers exactly as package canon on the inputs of every conformance
+// vector and upstream suite and on thousands of mutations of them (bytes
+// replaced, inserted, deleted, repeated: malformed UTF-8, escapes, lone
+// surrogates, combining marks, numbers, duplicates, truncations): the
+// same canonical bytes, or the same class, code and byte offset, for AMD,
+// JCS, the artifact id and its verification.
+func TestTypeScriptCanonMatchesGo(t *testing.T) {
+	node := built(t)
+	seeds := seedInputs(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := append([][]byte(nil), seeds...)
+	for len(inputs) < len(seeds)+6000 {
+		in := seeds[rng.IntN(len(seeds))]
+		if len(in) > 4096 {
+			continue
+		}
+		for n := 1 + rng.IntN(3); n > 0; n-- {
+			in = mutate(rng, in)
+		}
+		inputs = append(inputs, in)
+	}
+	var stdin bytes.Buffer
+	for _, in := range inputs {
+		fmt.Fprintf(&stdin, "{\"hex\":%q}\n", hex.EncodeToString(in))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("dist", "tests", "canon-diff.js"))
+	cmd.Stdin = &stdin
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("canon-diff: %v\n%s", err, stderr.Bytes())
+	}
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if len(lines) != len(inputs) {
+		t.Fatalf("%d answers for %d inputs", len(lines), len(inputs))
+	}
+	type answer struct {
+		Out    *string `json:"out"`
+		Class  string  `json:"class"`
+		Code   string  `json:"code"`
+		Offset int64   `json:"offset"`
+		Panic  string  `json:"panic"`
+	}
+	goAnswer := func(b []byte, s string, err error) answer {
+		if err != nil {
+			var ce *canon.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a canon error: %v", err)
+			}
+			return answer{Class: string(ce.Class), Code: ce.Code, Offset: ce.Offset}
+		}
+		if s == "" {
+			s = hex.EncodeToString(b)
+		}
+		return answer{Out: &s}
+	}
+	same := func(a, b answer) bool {
+		if (a.Out == nil) != (b.Out == nil) {
+			return false
+		}
+		if a.Out != nil {
+			return *a.Out == *b.Out
+		}
+		return a.Class == b.Class && a.Code == b.Code && a.Offset == b.Offset && a.Panic == b.Panic
+	}
+	show := func(a answer) string {
+		if a.Out != nil {
+			return "ok " + *a.Out
+		}
+		if a.Panic != "" {
+			return "panic " + a.Panic
+		}
+		return fmt.Sprintf("%s %s at %d", a.Class, a.Code, a.Offset)
+	}
+	differ, rejected := 0, 0
+	for i, in := range inputs {
+		var ts map[string]answer
+		if err := json.Unmarshal(lines[i], &ts); err != nil {
+			t.Fatal(err)
+		}
+		amd, err := canon.Canonicalize(canon.AMD, in)
+		want := map[string]answer{"amd": goAnswer(amd, "", err)}
+		jcs, err := canon.Canonicalize(canon.JCS, in)
+		want["jcs"] = goAnswer(jcs, "", err)
+		id, err := canon.ID(in)
+		want["id"] = goAnswer(nil, id.String(), err)
+		vid, err := canon.Verify(in)
+		want["verify"] = goAnswer(nil, vid.String(), err)
+		if want["amd"].Out == nil {
+			rejected++
+		}
+		for _, op := range []string{"amd", "jcs", "id", "verify"} {
+			if !same(ts[op], want[op]) {
+				differ++
+				if differ <= 20 {
+					t.Errorf("%s of %q: TypeScript %s, Go %s", op, in, show(ts[op]), show(want[op]))
+				}
+			}
+		}
+	}
+	if differ > 0 {
+		t.Fatalf("%d answers of %d differ", differ, 4*len(inputs))
+	}
+	if rejected < len(inputs)/3 || rejected == len(inputs) {
+		t.Fatalf("%d of %d inputs rejected: the mutations do not cover both sides", rejected, len(inputs))
+	}
+	t.Logf("%d inputs (%d seeds), %d rejected by AMD: every answer the same", len(inputs), len(seeds), rejected)
+}
+
+// seedInputs reads the inputs of the published vectors and the upstream
+// suites.
+func seedInputs(t *testing.T) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for _, name := range []string{"canonical.json", "multifault.json", "semantic.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var suite struct {
+			Vectors []struct {
+				Input    *string `json:"input"`
+				InputHex string  `json:"input_hex"`
+				Repeat   *struct {
+					Prefix, Unit, Suffix string
+					Count                int
+				} `json:"input_repeat"`
+			} `json:"vectors"`
+			Relations []struct{ Source, Target string } `json:"relations"`
+		}
+		if err := json.Unmarshal(b, &suite); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range suite.Vectors {
+			switch {
+			case v.Input != nil:
+				out = append(out, []byte(*v.Input))
+			case v.InputHex != "":
+				h, _ := hex.DecodeString(v.InputHex)
+				out = append(out, h)
+			case v.Repeat != nil:
+				out = append(out, []byte(v.Repeat.Prefix+strings.Repeat(v.Repeat.Unit, v.Repeat.Count)+v.Repeat.Suffix))
+			default:
+				out = append(out, nil)
+			}
+		}
+		for _, r := range suite.Relations {
+			out = append(out, []byte(r.Source), []byte(r.Target))
+		}
+	}
+	for _, glob := range []string{"amd-upstream/*/*.json", "jcs-upstream/*/input/*.json", "jcs-upstream/rfc8785/*.json",
+		"jsontestsuite/test_parsing/*.json", "jsontestsuite/test_transform/*.json", "matrix-canonical/input/*.json"} {
+		files, _ := filepath.Glob(filepath.Join("..", "testdata", "upstream", glob))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	if len(out) < 900 {
+		t.Fatalf("only %d seed inputs", len(out))
+	}
+	return out
+}
+
+// pieces are what mutations insert: the bytes of every fault the profile
+// knows and of what makes canonical forms differ.
+var pieces = []string{
+	`"`, `\`, `{`, `}`, `[`, `]`, `,`, `:`, ` `, "\t", "\n", `0`, `1`, `-`, `.`, `e`, `E`, `+`,
+	`\u`, `\ud800`, `\udc00`, `\ud83d\ude00`, `\u00e9`, `\u0000`, `\/`, `\x`, `\"`,
+	"\u0301", "e\u0301", "\u00e9", "\u212b", "A\u030a", "\u212a", "\u1100\u1161", "\uac00", "\u0958",
+	strings.Repeat("\u0301", 31), strings.Repeat("\u0316\u0301", 16), "\U0001F600", "\uff61", "\u2028", "\ufdd0", "\x7f",
+	"\x00", "\x1f", "\x80", "\xc0\xaf", "\xc3", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xef\xbb\xbf", "\xff",
+	`1.5`, `1e5`, `-0`, `0.0`, `1E+2`, `9007199254740991`, `9007199254740992`, `-9007199254740991`, `12345678901234567`,
+	`NaN`, `Infinity`, `-Infinity`, `true`, `fals`, `null`, `01`, `1.`,
+	`"a":1,`, `"a":`, `"artifact_id":"sha256:` + strings.Repeat("0", 64) + `",`, `"artifact_id":1,`, `{"a":{"a":[`, `]}}`,
+}
+
+func mutate(rng *rand.Rand, in []byte) []byte {
+	at := 0
+	if len(in) > 0 {
+		at = rng.IntN(len(in) + 1)
+	}
+	out := append([]byte(nil), in[:at]...)
+	switch rng.IntN(5) {
+	case 0, 1: // insert a piece
+		out = append(out, pieces[rng.IntN(len(pieces))]...)
+		out = append(out, in[at:]...)
+	case 2: // replace a byte by a piece
+		out = append(out, pieces[rng.IntN(len(pieces))]...)
+		if at < len(in) {
+			out = append(out, in[at+1:]...)
+		}
+	case 3: // delete a short range
+		end := min(len(in), at+1+rng.IntN(8))
+		out = append(out, in[end:]...)
+	default: // repeat a range (duplicate members, deeper nesting)
+		end := min(len(in), at+rng.IntN(24))
+		out = append(out, in[at:end]...)
+		out = append(out, in[at:]...)
+	}
+	return out
 }
