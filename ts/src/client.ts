@@ -149,9 +149,9 @@ function noResponders(e: unknown): boolean {
   return chain(e).some((x) => x.name === "NoRespondersError" || (typeof (x as any).isNoResponders === "function" && (x as any).isNoResponders()));
 }
 
-/** No answer came: a timeout, no responders, or a connection that dropped under the attempt. */
+/** No answer came: a timeout, no responders, or a connection that dropped under the attempt (not one closed for good). */
 function noAnswer(e: unknown): boolean {
-  return noResponders(e) || chain(e).some((x) => x.name === "TimeoutError" || x.name === "ClosedConnectionError" || x.name === "ConnectionError" || x.name === "JetStreamNotEnabled");
+  return noResponders(e) || chain(e).some((x) => x.name === "TimeoutError" || x.name === "ConnectionError" || x.name === "JetStreamNotEnabled");
 }
 
 function jsApiCode(e: unknown): { code: number; status: number } | null {
