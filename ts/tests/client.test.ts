@@ -148,6 +148,7 @@ test("publish headers: dedupe id, expected stream and the signature on the store
     for await (const m of p.watch(id, { fromPosition: pub.position })) {
       assert.equal(m.position, pub.position);
       assert.match(m.headers?.get(H.msgId) ?? "", /^[0-9a-f]{32}$/);
+      assert.equal(m.headers?.get(H.expectedStream), "PARLEY");
       assert.equal(m.subject, artifactSubject(id, "carol"));
       assert.deepEqual(m.signature, { key: [k.key], signature: [p.signer!.sign(id, "carol", a.id).signature] });
       break;
