@@ -452,3 +452,51 @@ func TestWireDoc_WorkedExample(t *testing.T) {
 		t.Errorf("%s does not say the unsigned claim is refused %s", wireDoc, signing.ErrNoSignature.Code)
 	}
 }
+
+// The relation table says which types each relation may target, as
+// events.CheckRelation decides (a CLAIM's references, in one deliberation).
+func TestWireDoc_Relations(t *testing.T) {
+	doc := readWireDoc(t)
+	rows := map[string]string{}
+	_, rest, ok := strings.Cut(doc, "\n  | relation | may target |\n")
+	if !ok {
+		t.Fatal("no relation table")
+	}
+	for _, line := range strings.Split(rest, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if m := tickRE.FindStringSubmatch(cells[1]); m != nil {
+			rows[m[1]] = strings.TrimSpace(cells[2])
+		}
+	}
+	allows := func(cell string, typ events.Type) bool {
+		if m := tickRE.FindStringSubmatch(cell); m != nil && strings.HasPrefix(cell, "the same as ") {
+			cell = rows[m[1]]
+		}
+		if head, _, _ := strings.Cut(cell, ";"); strings.HasPrefix(head, "every type but ") {
+			return !strings.Contains(head, string(typ))
+		} else if head == "every type" {
+			return true
+		}
+		head, _, _ := strings.Cut(cell, ";")
+		head, _, _ = strings.Cut(head, ", of ")
+		return slices.Contains(strings.Split(head, ", "), string(typ))
+	}
+	src := &events.Artifact{Type: events.TypeClaim}
+	for _, rel := range []events.Relation{events.Supports, events.ObjectsTo, events.Revises, events.Supersedes, events.Decides, events.Considers} {
+		cell, ok := rows[string(rel)]
+		if !ok {
+			t.Errorf("the relation table has no row for %s", rel)
+			continue
+		}
+		for _, typ := range events.Types {
+			err := events.CheckRelation(src, rel, events.Target{Type: typ, FinalDecision: typ == events.TypeDecision}, true)
+			if got, want := err == nil, allows(cell, typ); got != want {
+				t.Errorf("%s -> %s: the code allows it %v, %s says %v", rel, typ, got, wireDoc, want)
+			}
+		}
+	}
+}
