@@ -92,20 +92,36 @@ type openIn struct {
 	Principal    string   `json:"principal,omitempty" jsonschema:"the participant token of the principal, whose resolutions of binding moments alone count (default principal; added to participants when they are listed)"`
 }
 type openOut struct {
-	Deliberation string `json:"deliberation"`
+	Deliberation string `json:"deliberation,omitempty"`
+	Verdict
 }
 
 func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*mcp.CallToolResult, openOut, error) {
+	out := openOut{}
+	id, v, err := t.openDeliberation(ctx, in)
+	if err != nil {
+		v = verdictOf(err)
+	}
+	if v.Outcome == string(api.VerdictApplied) {
+		out.Deliberation = id
+	}
+	out.Verdict = v
+	return result(v), out, nil
+}
+
+// openDeliberation publishes the open and returns the engine's verdict on
+// it.
+func (t *tools) openDeliberation(ctx context.Context, in openIn) (string, Verdict, error) {
 	if in.Opener == "" {
 		in.Opener = "mcp"
 	}
 	c, err := t.client(in.Opener)
 	if err != nil {
-		return nil, openOut{}, err
+		return "", Verdict{}, refuse(CodeInvalidArgument, "%v", err)
 	}
 	u, err := uuid.NewV7()
 	if err != nil {
-		return nil, openOut{}, err
+		return "", Verdict{}, err
 	}
 	id := u.String()
 	if in.Principal != "" && len(in.Participants) > 0 && !slices.Contains(in.Participants, in.Principal) {
@@ -113,21 +129,18 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 	}
 	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants, Principal: in.Principal}})
 	if err != nil {
-		return nil, openOut{}, err
+		return "", Verdict{}, err
 	}
 	t.saw(ack.Sequence)
-	// Answer once the engine has judged the open: a refused charter is an
-	// error with the engine's reason, and an accepted one can be read.
+	// Answer once the engine has judged the open: a refused charter comes
+	// back with the engine's code, and an accepted one can be read.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	o, err := c.WaitOutcome(wctx, id, ack.Sequence, "")
 	if err != nil {
-		return nil, openOut{}, fmt.Errorf("the open was published at position %d, but the engine's verdict did not come: %w", ack.Sequence, err)
+		return "", Verdict{}, fmt.Errorf("the open was published at position %d, but the engine's verdict did not come: %w", ack.Sequence, err)
 	}
-	if o.Outcome != api.VerdictApplied {
-		return nil, openOut{}, fmt.Errorf("the engine refused the open (%s): %s %s", o.Outcome, o.Code, o.Message)
-	}
-	return nil, openOut{Deliberation: id}, nil
+	return id, outcomeVerdict(o), nil
 }
 
 type publishIn struct {
@@ -136,10 +149,13 @@ type publishIn struct {
 	Artifact     map[string]any `json:"artifact" jsonschema:"a draft {artifact_type, payload, references, extensions} or a sealed artifact"`
 }
 type publishOut struct {
-	ArtifactID string `json:"artifact_id"`
-	Position   uint64 `json:"position"`
-	Accepted   bool   `json:"accepted"`
-	Status     string `json:"status"`
+	ArtifactID string `json:"artifact_id,omitempty"`
+	// Published: the message is in the stream (whatever the verdict).
+	Published bool `json:"published"`
+	// Accepted: the artifact is in the deliberation's DAG.
+	Accepted bool   `json:"accepted"`
+	Status   string `json:"status,omitempty" jsonschema:"the deliberation's status after the message"`
+	Verdict
 }
 
 // sealDraft seals a draft or validates a sealed artifact.
@@ -161,49 +177,62 @@ func sealDraft(m map[string]any) (*events.Artifact, error) {
 		Extensions map[string]any `json:"extensions"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, err
+		return nil, refuse(CodeInvalidArgument, "the draft: %v", err)
 	}
 	draft := events.Draft{Type: d.Type, Payload: d.Payload, Extensions: d.Extensions}
 	for _, r := range d.References {
 		id, ok := canon.ParseDigest(r.ArtifactID)
 		if !ok {
-			return nil, fmt.Errorf("reference %q is not sha256:<64 lowercase hex>", r.ArtifactID)
+			return nil, &Refusal{Class: events.ClassInvalidArtifact, Code: events.ErrReferenceInvalidID.Code, Message: fmt.Sprintf("reference %q is not sha256:<64 lowercase hex>", r.ArtifactID)}
 		}
 		draft.References = append(draft.References, events.Reference{Target: id, Relation: events.Relation(r.Relation)})
 	}
 	return events.Seal(draft)
 }
 
+// publishArtifact publishes a as participant and waits for the engine's
+// verdict on it.
 func (t *tools) publishArtifact(ctx context.Context, delib, participant string, a *events.Artifact) (publishOut, error) {
+	out := publishOut{ArtifactID: a.ID.String()}
 	c, err := t.client(participant)
 	if err != nil {
-		return publishOut{}, err
+		return out, refuse(CodeInvalidArgument, "%v", err)
 	}
 	ack, err := c.PublishArtifact(ctx, delib, a)
 	if err != nil {
-		return publishOut{}, err
+		return out, err
 	}
 	t.saw(ack.Sequence)
+	out.Published = true
+	out.Position = ack.Sequence
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	v, err := c.WaitPosition(wctx, delib, ack.Sequence)
+	o, err := c.WaitOutcome(wctx, delib, ack.Sequence, a.ID.String())
 	if err != nil {
-		return publishOut{}, err
+		v := verdictOf(fmt.Errorf("published at position %d, but the engine's verdict did not come: %w", ack.Sequence, err))
+		v.Position = ack.Sequence
+		out.Verdict = v
+		return out, nil
 	}
-	_, found, err := c.Artifact(ctx, delib, a.ID.String())
-	if err != nil {
-		return publishOut{}, err
+	out.Verdict = outcomeVerdict(o)
+	out.Accepted = o.Outcome == api.VerdictAccepted
+	if v, err := c.State(ctx, delib); err == nil {
+		out.Status = string(v.Status)
 	}
-	return publishOut{ArtifactID: a.ID.String(), Position: ack.Sequence, Accepted: found, Status: string(v.Status)}, nil
+	return out, nil
 }
 
 func (t *tools) publish(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
 	a, err := sealDraft(in.Artifact)
 	if err != nil {
-		return nil, publishOut{}, fmt.Errorf("the artifact is refused: %w", err)
+		v := verdictOf(err)
+		return result(v), publishOut{Verdict: v}, nil
 	}
 	out, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
-	return nil, out, err
+	if err != nil {
+		out.Verdict = verdictOf(err)
+	}
+	return result(out.Verdict), out, nil
 }
 
 type idIn struct {
@@ -213,14 +242,28 @@ type idIn struct {
 func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, map[string]any, error) {
 	c, err := t.client("mcp")
 	if err != nil {
-		return nil, nil, err
+		return readOut(nil, 0, err)
 	}
 	v, err := c.State(ctx, in.Deliberation)
-	if err != nil {
-		return nil, nil, err
+	return readOut(v, v.Position, err)
+}
+
+// readOut is the result of a read: the answer's members and the verdict's
+// (ok at the position read), or the error's verdict.
+func readOut(answer any, position uint64, err error) (*mcp.CallToolResult, map[string]any, error) {
+	v := Verdict{Outcome: OutcomeOK, Position: position}
+	m := map[string]any{}
+	if err == nil {
+		m, err = toMap(answer)
 	}
-	m, err := toMap(v)
-	return nil, m, err
+	if err != nil {
+		m, v = map[string]any{}, verdictOf(err)
+	}
+	vm, _ := toMap(v)
+	for k, x := range vm {
+		m[k] = x
+	}
+	return result(v), m, nil
 }
 
 type closureIn struct {
@@ -232,14 +275,10 @@ type closureIn struct {
 func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureIn) (*mcp.CallToolResult, map[string]any, error) {
 	c, err := t.client("mcp")
 	if err != nil {
-		return nil, nil, err
+		return readOut(nil, 0, err)
 	}
 	r, err := c.Closure(ctx, in.Deliberation, in.Decision, in.At)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := toMap(r)
-	return nil, m, err
+	return readOut(r, r.Position, err)
 }
 
 type bindingIn struct {
@@ -250,58 +289,72 @@ type bindingIn struct {
 	Envelope     map[string]any `json:"envelope" jsonschema:"the briefing-and-binding envelope (seed 002 §4)"`
 }
 type bindingOut struct {
-	Decision       string         `json:"decision"`
-	Position       uint64         `json:"position"`
-	EnvelopeDigest string         `json:"envelope_digest"`
-	Principal      string         `json:"principal"` // the charter's: whose resolution alone counts
-	BindingMoment  map[string]any `json:"binding_moment"`
+	Decision       string         `json:"decision,omitempty"`
+	EnvelopeDigest string         `json:"envelope_digest,omitempty"`
+	Principal      string         `json:"principal,omitempty"` // the charter's: whose resolution alone counts
+	BindingMoment  map[string]any `json:"binding_moment,omitempty"`
+	Verdict
 }
 
 func (t *tools) requestBinding(ctx context.Context, _ *mcp.CallToolRequest, in bindingIn) (*mcp.CallToolResult, bindingOut, error) {
+	out, err := t.emitBinding(ctx, in)
+	if err != nil {
+		out.Verdict = verdictOf(err)
+	}
+	return result(out.Verdict), out, nil
+}
+
+func (t *tools) emitBinding(ctx context.Context, in bindingIn) (bindingOut, error) {
 	raw, err := json.Marshal(in.Envelope)
 	if err != nil {
-		return nil, bindingOut{}, err
+		return bindingOut{}, refuse(CodeInvalidArgument, "envelope: %v", err)
 	}
 	env, err := binding.ParseEnvelope(raw)
 	if err != nil {
-		// The agent-side veto (§7.1): a malformed envelope is not emitted.
-		return nil, bindingOut{}, fmt.Errorf("no binding moment emitted: %w", err)
+		// The agent-side veto (seed 002 §7.1): a malformed envelope is not
+		// emitted.
+		code := "envelope.malformed"
+		var mal *binding.Malformed
+		if errors.As(err, &mal) && len(mal.Findings) > 0 {
+			code = mal.Findings[0].Code
+		}
+		return bindingOut{}, refuse(code, "no binding moment emitted: %v", err)
 	}
 	var refs []events.Reference
 	for _, s := range in.Decides {
 		id, ok := canon.ParseDigest(s)
 		if !ok {
-			return nil, bindingOut{}, fmt.Errorf("decides: %q is not an artifact id", s)
+			return bindingOut{}, refuse(CodeInvalidArgument, "decides: %q is not an artifact id", s)
 		}
 		refs = append(refs, events.Reference{Target: id, Relation: events.Decides})
 	}
 	if len(refs) == 0 {
-		return nil, bindingOut{}, errors.New("decides: name what the provisional decision decides")
+		return bindingOut{}, refuse(CodeInvalidArgument, "decides: name what the provisional decision decides")
 	}
 	a, err := events.Seal(events.Draft{Type: events.TypeDecision,
 		Payload:    events.Decision{Outcome: in.Outcome, Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
 		References: refs, Extensions: map[string]any{binding.ExtEnvelope: json.RawMessage(env.Canonical)}})
 	if err != nil {
-		return nil, bindingOut{}, err
+		return bindingOut{}, err
 	}
-	out, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
+	pub, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
 	if err != nil {
-		return nil, bindingOut{}, err
+		return bindingOut{}, err
 	}
-	if !out.Accepted {
-		return nil, bindingOut{}, fmt.Errorf("the engine did not admit the provisional decision %s (see the deliberation's rejections)", a.ID)
+	out := bindingOut{Decision: a.ID.String(), EnvelopeDigest: env.Digest.String(), Verdict: pub.Verdict}
+	if !pub.Accepted {
+		return out, nil
 	}
-	principal := wire.PrincipalToken
+	out.Principal = wire.PrincipalToken
 	c, err := t.client(in.Participant)
 	if err != nil {
-		return nil, bindingOut{}, err
+		return out, err
 	}
 	if v, err := c.State(ctx, in.Deliberation); err != nil {
-		return nil, bindingOut{}, err
+		return out, err
 	} else if v.Charter != nil && v.Charter.Principal != "" {
-		principal = v.Charter.Principal
+		out.Principal = v.Charter.Principal
 	}
-	var m map[string]any
-	json.Unmarshal(env.Canonical, &m)
-	return nil, bindingOut{Decision: a.ID.String(), Position: out.Position, EnvelopeDigest: env.Digest.String(), Principal: principal, BindingMoment: m}, nil
+	json.Unmarshal(env.Canonical, &out.BindingMoment)
+	return out, nil
 }

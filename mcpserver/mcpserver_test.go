@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,18 +19,38 @@ import (
 
 func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
 	t.Helper()
+	m, isErr := callResult(t, cs, name, args)
+	if isErr {
+		t.Fatalf("%s: tool error %v", name, m)
+	}
+	return m
+}
+
+// refused calls a tool that must not take effect and returns its
+// structured result.
+func refused(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
+	t.Helper()
+	m, isErr := callResult(t, cs, name, args)
+	if !isErr {
+		t.Fatalf("%s: no error: %v", name, m)
+	}
+	return m
+}
+
+func callResult(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, bool) {
+	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if res.IsError {
-		b, _ := json.Marshal(res.Content)
-		t.Fatalf("%s: tool error %s", name, b)
-	}
 	b, _ := json.Marshal(res.StructuredContent)
 	var m map[string]any
 	json.Unmarshal(b, &m)
-	return m
+	if m["outcome"] == nil {
+		c, _ := json.Marshal(res.Content)
+		t.Fatalf("%s: no verdict in the structured content %s (content %s)", name, b, c)
+	}
+	return m, res.IsError
 }
 
 // An agent, through MCP against a real engine: open a deliberation,
@@ -82,7 +103,7 @@ func TestMCP(t *testing.T) {
 		"principal": "ceo"})["deliberation"].(string)
 	pub := call(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
 		"artifact": map[string]any{"artifact_type": "CLAIM", "payload": map[string]any{"statement": "Share the dates only."}, "references": []any{}}})
-	if pub["accepted"] != true {
+	if pub["accepted"] != true || pub["outcome"] != "accepted" || pub["position"] == nil || pub["ordinal"].(float64) != 2 {
 		t.Fatalf("%v", pub)
 	}
 	claim := pub["artifact_id"].(string)
@@ -102,13 +123,30 @@ func TestMCP(t *testing.T) {
 	}
 	// A malformed envelope is withheld (the agent-side veto).
 	delete(env, "synopsis")
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request_binding", Arguments: map[string]any{"deliberation": id, "participant": "judge",
-		"outcome": "x", "decides": []any{claim}, "envelope": env}})
-	if err != nil || !res.IsError {
-		t.Fatalf("a malformed envelope was emitted: %v %+v", err, res)
+	if r := refused(t, cs, "request_binding", map[string]any{"deliberation": id, "participant": "judge",
+		"outcome": "x", "decides": []any{claim}, "envelope": env}); r["outcome"] != "refused" || r["code"] != "envelope.missing_member" {
+		t.Fatalf("a malformed envelope: %v", r)
+	}
+	// Every refusal says why: the validator's code, with nothing published;
+	// the engine's rejection, with its position and ordinal.
+	if r := refused(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
+		"artifact": map[string]any{"artifact_type": "OBJECTION", "payload": map[string]any{"statement": "No."},
+			"references": []any{map[string]any{"artifact_id": claim, "relation": "objects-to"}}}}); r["outcome"] != "refused" ||
+		r["code"] != "semantic.missing_blocking" || r["error_class"] != "invalid_artifact" || r["published"] != false {
+		t.Fatalf("%v", r)
+	}
+	ghost := "sha256:" + strings.Repeat("0", 64)
+	if r := refused(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
+		"artifact": map[string]any{"artifact_type": "CLAIM", "payload": map[string]any{"statement": "Yes."},
+			"references": []any{map[string]any{"artifact_id": ghost, "relation": "supports"}}}}); r["outcome"] != "rejected" ||
+		r["code"] != "reference.unavailable" || r["published"] != true || r["position"] == nil || r["ordinal"] == nil || r["message"] == "" {
+		t.Fatalf("%v", r)
+	}
+	if r := refused(t, cs, "get_state", map[string]any{"deliberation": "0190a5b1-0000-7000-8000-000000000000"}); r["outcome"] != "error" || r["code"] != "not_found" {
+		t.Fatalf("%v", r)
 	}
 	state := call(t, cs, "get_state", map[string]any{"deliberation": id})
-	if state["status"] != "open" || state["artifacts"].(float64) != 2 {
+	if state["status"] != "open" || state["artifacts"].(float64) != 2 || state["outcome"] != "ok" {
 		t.Fatalf("%v", state)
 	}
 	cl := call(t, cs, "verify_closure", map[string]any{"deliberation": id, "decision": bm["decision"]})
