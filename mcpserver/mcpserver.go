@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
@@ -37,18 +38,69 @@ const EmitsBindingMoment = "emits_binding_moment"
 func New(nc *nats.Conn, version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: version}, nil)
 	t := &tools{nc: nc}
-	mcp.AddTool(s, &mcp.Tool{Name: "open_deliberation",
-		Description: "Open a deliberation with a charter (title, optional participant tokens, optional principal). Returns its id."}, t.open)
-	mcp.AddTool(s, &mcp.Tool{Name: "publish_artifact",
-		Description: "Publish an artifact as a participant: a draft {artifact_type, payload, references, extensions} (sealed here) or a sealed artifact. Returns its id, its stream position and whether the engine admitted it."}, t.publish)
-	mcp.AddTool(s, &mcp.Tool{Name: "get_state",
+	addTool(s, &mcp.Tool{Name: "open_deliberation",
+		Description: "Open a deliberation with a charter (title, optional participant tokens, optional principal). Returns its id and the engine's verdict on the open."}, t.open)
+	addTool(s, &mcp.Tool{Name: "publish_artifact",
+		Description: "Publish an artifact of any type: a draft {artifact_type, payload, references, extensions} (sealed here) or a sealed artifact. Prefer the typed publish_<type> tools, whose schemas give each type's payload. Returns its id, its position and ordinal, and the engine's verdict (outcome, and code and message when it is refused)."}, t.publish)
+	for _, r := range events.PayloadRules() {
+		addTypedPublish(s, t, r)
+	}
+	addTool(s, &mcp.Tool{Name: "get_state",
 		Description: "Read a deliberation's state: status, counts, open blocking objections, decisions, terminations, state_digest."}, t.state)
-	mcp.AddTool(s, &mcp.Tool{Name: "verify_closure",
+	addTool(s, &mcp.Tool{Name: "verify_closure",
 		Description: "Verify that a decision's closure hides no blocking objection, over the live state."}, t.closure)
-	mcp.AddTool(s, &mcp.Tool{Name: "request_binding",
+	addTool(s, &mcp.Tool{Name: "request_binding",
 		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest and the principal the deliberation's charter names, who alone resolves it, at the engine's /bind page or API.",
 		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
 	return s
+}
+
+// addTool adds a tool whose input is In and whose structured result is
+// Out, a struct embedding Verdict (or a map holding its members). The
+// input schema is the tool's own when it has one, else In's; the
+// arguments are not checked against it here: a call the engine's rules
+// refuse comes back with the rule's code (refused), and arguments that
+// do not decode come back refused with CodeInvalidArgument. The output
+// schema is Out's, with outcome its only required member, so that a
+// verdict alone fits it.
+func addTool[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (Out, Verdict)) {
+	if tool.InputSchema == nil {
+		in, err := jsonschema.For[In](nil)
+		if err != nil {
+			panic(fmt.Sprintf("mcpserver: %s input schema: %v", tool.Name, err))
+		}
+		tool.InputSchema = in
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: %s output schema: %v", tool.Name, err))
+	}
+	out.Required = []string{"outcome"}
+	tool.OutputSchema = out
+	s.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in In
+		var structured any
+		var v Verdict
+		if err := json.Unmarshal(orEmpty(req.Params.Arguments), &in); err != nil {
+			v = verdictOf(refuse(CodeInvalidArgument, "the arguments do not fit the tool's input schema: %v", err))
+			structured = v
+		} else {
+			structured, v = h(ctx, req, in)
+		}
+		b, err := json.Marshal(structured)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{IsError: v.failed(), StructuredContent: json.RawMessage(b),
+			Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	})
+}
+
+func orEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || string(b) == "null" {
+		return json.RawMessage("{}")
+	}
+	return b
 }
 
 type tools struct {
@@ -96,7 +148,7 @@ type openOut struct {
 	Verdict
 }
 
-func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*mcp.CallToolResult, openOut, error) {
+func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (openOut, Verdict) {
 	out := openOut{}
 	id, v, err := t.openDeliberation(ctx, in)
 	if err != nil {
@@ -106,7 +158,7 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (*m
 		out.Deliberation = id
 	}
 	out.Verdict = v
-	return result(v), out, nil
+	return out, v
 }
 
 // openDeliberation publishes the open and returns the engine's verdict on
@@ -222,24 +274,24 @@ func (t *tools) publishArtifact(ctx context.Context, delib, participant string, 
 	return out, nil
 }
 
-func (t *tools) publish(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (*mcp.CallToolResult, publishOut, error) {
+func (t *tools) publish(ctx context.Context, _ *mcp.CallToolRequest, in publishIn) (publishOut, Verdict) {
 	a, err := sealDraft(in.Artifact)
 	if err != nil {
 		v := verdictOf(err)
-		return result(v), publishOut{Verdict: v}, nil
+		return publishOut{Verdict: v}, v
 	}
 	out, err := t.publishArtifact(ctx, in.Deliberation, in.Participant, a)
 	if err != nil {
 		out.Verdict = verdictOf(err)
 	}
-	return result(out.Verdict), out, nil
+	return out, out.Verdict
 }
 
 type idIn struct {
 	Deliberation string `json:"deliberation"`
 }
 
-func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, map[string]any, error) {
+func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (map[string]any, Verdict) {
 	c, err := t.client("mcp")
 	if err != nil {
 		return readOut(nil, 0, err)
@@ -250,7 +302,7 @@ func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mc
 
 // readOut is the result of a read: the answer's members and the verdict's
 // (ok at the position read), or the error's verdict.
-func readOut(answer any, position uint64, err error) (*mcp.CallToolResult, map[string]any, error) {
+func readOut(answer any, position uint64, err error) (map[string]any, Verdict) {
 	v := Verdict{Outcome: OutcomeOK, Position: position}
 	m := map[string]any{}
 	if err == nil {
@@ -263,7 +315,7 @@ func readOut(answer any, position uint64, err error) (*mcp.CallToolResult, map[s
 	for k, x := range vm {
 		m[k] = x
 	}
-	return result(v), m, nil
+	return m, v
 }
 
 type closureIn struct {
@@ -272,7 +324,7 @@ type closureIn struct {
 	At           uint64 `json:"at,omitempty" jsonschema:"stream position to verify at (0: the decision's own)"`
 }
 
-func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureIn) (*mcp.CallToolResult, map[string]any, error) {
+func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureIn) (map[string]any, Verdict) {
 	c, err := t.client("mcp")
 	if err != nil {
 		return readOut(nil, 0, err)
@@ -296,12 +348,12 @@ type bindingOut struct {
 	Verdict
 }
 
-func (t *tools) requestBinding(ctx context.Context, _ *mcp.CallToolRequest, in bindingIn) (*mcp.CallToolResult, bindingOut, error) {
+func (t *tools) requestBinding(ctx context.Context, _ *mcp.CallToolRequest, in bindingIn) (bindingOut, Verdict) {
 	out, err := t.emitBinding(ctx, in)
 	if err != nil {
 		out.Verdict = verdictOf(err)
 	}
-	return result(out.Verdict), out, nil
+	return out, out.Verdict
 }
 
 func (t *tools) emitBinding(ctx context.Context, in bindingIn) (bindingOut, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/mcpserver"
 	"github.com/parley-engine/parley/service"
 )
@@ -92,8 +93,29 @@ func TestMCP(t *testing.T) {
 	emits := map[string]bool{}
 	for _, tl := range tools.Tools {
 		emits[tl.Name] = tl.Meta[mcpserver.EmitsBindingMoment] == true
+		if tl.OutputSchema == nil {
+			t.Errorf("%s has no output schema", tl.Name)
+		}
 	}
-	if len(emits) != 5 || !emits["request_binding"] || emits["get_state"] {
+	// One tool per artifact type, whose input schema is the type's draft
+	// schema, rendered from the validator's payload rules.
+	for _, typ := range events.Types {
+		var found *mcp.Tool
+		for _, tl := range tools.Tools {
+			if tl.Name == mcpserver.PublishToolName(typ) {
+				found = tl
+			}
+		}
+		if found == nil {
+			t.Fatalf("no tool for %s", typ)
+		}
+		got, _ := json.Marshal(found.InputSchema)
+		want, _ := json.Marshal(mcpserver.DraftInputSchema(typ))
+		if string(got) != string(want) {
+			t.Errorf("%s: input schema %s, want %s", typ, got, want)
+		}
+	}
+	if len(emits) != 12 || !emits["request_binding"] || emits["get_state"] {
 		t.Fatalf("tools %v", emits)
 	}
 
@@ -133,6 +155,14 @@ func TestMCP(t *testing.T) {
 		"artifact": map[string]any{"artifact_type": "OBJECTION", "payload": map[string]any{"statement": "No."},
 			"references": []any{map[string]any{"artifact_id": claim, "relation": "objects-to"}}}}); r["outcome"] != "refused" ||
 		r["code"] != "semantic.missing_blocking" || r["error_class"] != "invalid_artifact" || r["published"] != false {
+		t.Fatalf("%v", r)
+	}
+	if r := refused(t, cs, "publish_objection", map[string]any{"deliberation": id, "participant": "architect",
+		"payload": map[string]any{"statement": "No.", "blocking": "yes"}, "references": []any{map[string]any{"artifact_id": claim, "relation": "objects-to"}}}); r["outcome"] != "refused" ||
+		r["code"] != "semantic.invalid_blocking" {
+		t.Fatalf("%v", r)
+	}
+	if r := refused(t, cs, "publish_claim", map[string]any{"deliberation": id, "payload": 7}); r["outcome"] != "refused" || r["code"] != "mcp.invalid_argument" {
 		t.Fatalf("%v", r)
 	}
 	ghost := "sha256:" + strings.Repeat("0", 64)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 )
@@ -107,14 +105,4 @@ func verdictOf(err error) Verdict {
 // outcomeVerdict is the verdict of an outcome report.
 func outcomeVerdict(o api.OutcomeReport) Verdict {
 	return Verdict{Outcome: string(o.Outcome), ErrorClass: o.ErrorClass, Code: o.Code, Message: o.Message, Position: o.Position, Ordinal: o.Ordinal}
-}
-
-// result is the CallToolResult of a verdict: an error result (isError)
-// when the call did not take effect, with the structured content all the
-// same.
-func result(v Verdict) *mcp.CallToolResult {
-	if !v.failed() {
-		return nil
-	}
-	return &mcp.CallToolResult{IsError: true}
 }
