@@ -34,10 +34,33 @@ import (
 // carried in the tool's _meta.
 const EmitsBindingMoment = "emits_binding_moment"
 
+// Options configure the server.
+type Options struct {
+	// Version is the server's version, as it introduces itself.
+	Version string
+	// MaxWait is the longest wait_artifacts waits (DefaultMaxWait when 0).
+	MaxWait time.Duration
+}
+
 // New returns the MCP server over a connection to the engine's NATS.
 func New(nc *nats.Conn, version string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: version}, nil)
-	t := &tools{nc: nc}
+	return NewWithOptions(nc, Options{Version: version})
+}
+
+// NewWithOptions returns the MCP server over a connection to the engine's
+// NATS, configured by o.
+func NewWithOptions(nc *nats.Conn, o Options) *mcp.Server {
+	t := &tools{nc: nc, maxWait: o.MaxWait}
+	if t.maxWait <= 0 {
+		t.maxWait = DefaultMaxWait
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: o.Version}, &mcp.ServerOptions{
+		SubscribeHandler: t.subscribe, UnsubscribeHandler: t.unsubscribe,
+		Instructions: "parley runs auditable deliberations. Publish with the publish_<type> tools (their schemas give each artifact type's payload), " +
+			"follow a deliberation with wait_artifacts (it waits for the next artifacts after an ordinal: no need to poll), " +
+			"and read every result's outcome and code: a refusal says why.",
+	})
+	t.srv = s
 	addTool(s, &mcp.Tool{Name: "open_deliberation",
 		Description: "Open a deliberation with a charter (title, optional participant tokens, optional principal). Returns its id and the engine's verdict on the open."}, t.open)
 	addTool(s, &mcp.Tool{Name: "publish_artifact",
@@ -45,6 +68,10 @@ func New(nc *nats.Conn, version string) *mcp.Server {
 	for _, r := range events.PayloadRules() {
 		addTypedPublish(s, t, r)
 	}
+	addTool(s, &mcp.Tool{Name: "wait_artifacts",
+		Description: fmt.Sprintf("Wait for the next artifacts of a deliberation after an ordinal (up to timeout_seconds, at most %d s), instead of polling: returns them in order with their content, as soon as there is one, and next_after to pass next time; timed_out when none came, and at once when the deliberation has ended.", int(t.maxWait/time.Second))}, t.wait)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "deliberation", URITemplate: deliberationPrefix + "{id}", MIMEType: "application/json",
+		Description: "A deliberation's state (as get_state gives it). Subscribe to be told each time the engine has projected new messages of it."}, t.readResource)
 	addTool(s, &mcp.Tool{Name: "get_state",
 		Description: "Read a deliberation's state: status, counts, open blocking objections, decisions, terminations, state_digest."}, t.state)
 	addTool(s, &mcp.Tool{Name: "verify_closure",
@@ -104,7 +131,10 @@ func orEmpty(b json.RawMessage) json.RawMessage {
 }
 
 type tools struct {
-	nc *nats.Conn
+	nc      *nats.Conn
+	srv     *mcp.Server
+	maxWait time.Duration
+	watch   watchers
 	// seen is the highest stream position the server's publishes were
 	// acknowledged at: every read carries it (read-your-writes across tool
 	// calls, whichever engine answers).
@@ -121,6 +151,9 @@ func (t *tools) client(participant string) (*client.Client, error) {
 	c.Saw(t.seen.Load())
 	return c, nil
 }
+
+// reader is the participant token the server reads as.
+func (t *tools) reader() string { return "mcp" }
 
 // saw records the position of an acknowledged publish.
 func (t *tools) saw(seq uint64) {
