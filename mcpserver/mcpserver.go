@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
@@ -40,25 +41,50 @@ type Options struct {
 	Version string
 	// MaxWait is the longest wait_artifacts waits (DefaultMaxWait when 0).
 	MaxWait time.Duration
+	// Participant is the token the server speaks as: every artifact and
+	// open it publishes is this participant's, and a call naming another
+	// is refused (CodeParticipantMismatch). DefaultParticipant when "".
+	Participant string
+	// SigningKey, when set, signs every artifact the server publishes
+	// (an nkeys user key with its seed: client.Options.SigningKey).
+	SigningKey nkeys.KeyPair
 }
 
+// DefaultParticipant is the token a server started without one speaks as.
+const DefaultParticipant = "mcp"
+
 // New returns the MCP server over a connection to the engine's NATS.
+// It speaks as DefaultParticipant.
 func New(nc *nats.Conn, version string) *mcp.Server {
-	return NewWithOptions(nc, Options{Version: version})
+	s, err := NewWithOptions(nc, Options{Version: version})
+	if err != nil {
+		panic(err) // DefaultParticipant is a token, and there is no key
+	}
+	return s
 }
 
 // NewWithOptions returns the MCP server over a connection to the engine's
 // NATS, configured by o.
-func NewWithOptions(nc *nats.Conn, o Options) *mcp.Server {
-	t := &tools{nc: nc, maxWait: o.MaxWait}
+func NewWithOptions(nc *nats.Conn, o Options) (*mcp.Server, error) {
+	if o.Participant == "" {
+		o.Participant = DefaultParticipant
+	}
+	if _, err := client.NewWithOptions(nc, o.Participant, client.Options{SigningKey: o.SigningKey}); err != nil {
+		return nil, fmt.Errorf("mcpserver: %w", err)
+	}
+	t := &tools{nc: nc, maxWait: o.MaxWait, participant: o.Participant, key: o.SigningKey}
 	if t.maxWait <= 0 {
 		t.maxWait = DefaultMaxWait
+	}
+	whoami := fmt.Sprintf(" This server speaks as participant %q", o.Participant)
+	if o.SigningKey != nil {
+		whoami += " and signs every artifact"
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "parley", Version: o.Version}, &mcp.ServerOptions{
 		SubscribeHandler: t.subscribe, UnsubscribeHandler: t.unsubscribe,
 		Instructions: "parley runs auditable deliberations. Publish with the publish_<type> tools (their schemas give each artifact type's payload), " +
 			"follow a deliberation with wait_artifacts (it waits for the next artifacts after an ordinal: no need to poll), " +
-			"and read every result's outcome and code: a refusal says why.",
+			"and read every result's outcome and code: a refusal says why." + whoami + ".",
 	})
 	t.srv = s
 	addTool(s, &mcp.Tool{Name: "open_deliberation",
@@ -79,7 +105,7 @@ func NewWithOptions(nc *nats.Conn, o Options) *mcp.Server {
 	addTool(s, &mcp.Tool{Name: "request_binding",
 		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest and the principal the deliberation's charter names, who alone resolves it, at the engine's /bind page or API.",
 		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
-	return s
+	return s, nil
 }
 
 // addTool adds a tool whose input is In and whose structured result is
@@ -131,20 +157,23 @@ func orEmpty(b json.RawMessage) json.RawMessage {
 }
 
 type tools struct {
-	nc      *nats.Conn
-	srv     *mcp.Server
-	maxWait time.Duration
-	watch   watchers
+	nc          *nats.Conn
+	participant string
+	key         nkeys.KeyPair
+	srv         *mcp.Server
+	maxWait     time.Duration
+	watch       watchers
 	// seen is the highest stream position the server's publishes were
 	// acknowledged at: every read carries it (read-your-writes across tool
 	// calls, whichever engine answers).
 	seen atomic.Uint64
 }
 
-// client returns a client for participant with the client's deadlines and
-// retries, whose reads carry the server's last acknowledged position.
-func (t *tools) client(participant string) (*client.Client, error) {
-	c, err := client.New(t.nc, participant)
+// client returns a client for the server's participant with the
+// client's deadlines and retries, whose reads carry the server's last
+// acknowledged position.
+func (t *tools) client() (*client.Client, error) {
+	c, err := client.NewWithOptions(t.nc, t.participant, client.Options{SigningKey: t.key})
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +181,13 @@ func (t *tools) client(participant string) (*client.Client, error) {
 	return c, nil
 }
 
-// reader is the participant token the server reads as.
-func (t *tools) reader() string { return "mcp" }
+// as checks a participant a call names: none, or the server's own.
+func (t *tools) as(named string) error {
+	if named != "" && named != t.participant {
+		return refuse(CodeParticipantMismatch, "this server speaks as %q, not %q: start another server (engine mcp --participant %s) to speak as another participant", t.participant, named, named)
+	}
+	return nil
+}
 
 // saw records the position of an acknowledged publish.
 func (t *tools) saw(seq uint64) {
@@ -171,10 +205,14 @@ func toMap(v any) (map[string]any, error) {
 }
 
 type openIn struct {
-	Title        string   `json:"title" jsonschema:"the deliberation's title"`
-	Participants []string `json:"participants,omitempty" jsonschema:"participant tokens the charter admits (empty: anyone)"`
-	Opener       string   `json:"opener,omitempty" jsonschema:"the participant token that opens it (default mcp)"`
-	Principal    string   `json:"principal,omitempty" jsonschema:"the participant token of the principal, whose resolutions of binding moments alone count (default principal; added to participants when they are listed)"`
+	Title             string            `json:"title" jsonschema:"the deliberation's title"`
+	Participants      []string          `json:"participants,omitempty" jsonschema:"participant tokens the charter admits (empty: anyone)"`
+	Opener            string            `json:"opener,omitempty" jsonschema:"optional: the participant this server speaks as (any other is refused)"`
+	Principal         string            `json:"principal,omitempty" jsonschema:"the participant token of the principal, whose resolutions of binding moments alone count (default principal; added to participants when they are listed)"`
+	Terminators       []string          `json:"terminators,omitempty" jsonschema:"participant tokens who may, beside the supervisor, end it with a TERMINATION the record justifies"`
+	Limits            map[string]any    `json:"limits,omitempty" jsonschema:"the charter's limits (docs/WIRE.md), e.g. max_artifacts, idle_timeout"`
+	Keys              map[string]string `json:"keys,omitempty" jsonschema:"participant token to the nkeys user public key (U…) its artifacts are signed with"`
+	RequireSignatures bool              `json:"require_signatures,omitempty" jsonschema:"admit a participant's artifact only signed by the key keys binds to its token"`
 }
 type openOut struct {
 	Deliberation string `json:"deliberation,omitempty"`
@@ -197,12 +235,12 @@ func (t *tools) open(ctx context.Context, _ *mcp.CallToolRequest, in openIn) (op
 // openDeliberation publishes the open and returns the engine's verdict on
 // it.
 func (t *tools) openDeliberation(ctx context.Context, in openIn) (string, Verdict, error) {
-	if in.Opener == "" {
-		in.Opener = "mcp"
+	if err := t.as(in.Opener); err != nil {
+		return "", Verdict{}, err
 	}
-	c, err := t.client(in.Opener)
+	c, err := t.client()
 	if err != nil {
-		return "", Verdict{}, refuse(CodeInvalidArgument, "%v", err)
+		return "", Verdict{}, err
 	}
 	u, err := uuid.NewV7()
 	if err != nil {
@@ -212,7 +250,8 @@ func (t *tools) openDeliberation(ctx context.Context, in openIn) (string, Verdic
 	if in.Principal != "" && len(in.Participants) > 0 && !slices.Contains(in.Participants, in.Principal) {
 		in.Participants = append(in.Participants, in.Principal)
 	}
-	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants, Principal: in.Principal}})
+	ack, err := c.Control(ctx, id, client.Control{Op: "open", Charter: &client.Charter{Title: in.Title, Participants: in.Participants, Principal: in.Principal,
+		Terminators: in.Terminators, Limits: in.Limits, Keys: in.Keys, RequireSignatures: in.RequireSignatures}})
 	if err != nil {
 		return "", Verdict{}, err
 	}
@@ -230,7 +269,7 @@ func (t *tools) openDeliberation(ctx context.Context, in openIn) (string, Verdic
 
 type publishIn struct {
 	Deliberation string         `json:"deliberation"`
-	Participant  string         `json:"participant" jsonschema:"the publishing participant's token"`
+	Participant  string         `json:"participant,omitempty" jsonschema:"optional: the participant this server speaks as (any other is refused)"`
 	Artifact     map[string]any `json:"artifact" jsonschema:"a draft {artifact_type, payload, references, extensions} or a sealed artifact"`
 }
 type publishOut struct {
@@ -279,9 +318,15 @@ func sealDraft(m map[string]any) (*events.Artifact, error) {
 // verdict on it.
 func (t *tools) publishArtifact(ctx context.Context, delib, participant string, a *events.Artifact) (publishOut, error) {
 	out := publishOut{ArtifactID: a.ID.String()}
-	c, err := t.client(participant)
+	if err := t.as(participant); err != nil {
+		return out, err
+	}
+	if !wire.ValidDeliberation(delib) {
+		return out, refuse(CodeInvalidArgument, "deliberation %q is not a deliberation id (a UUID in lowercase)", delib)
+	}
+	c, err := t.client()
 	if err != nil {
-		return out, refuse(CodeInvalidArgument, "%v", err)
+		return out, err
 	}
 	ack, err := c.PublishArtifact(ctx, delib, a)
 	if err != nil {
@@ -325,7 +370,7 @@ type idIn struct {
 }
 
 func (t *tools) state(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (map[string]any, Verdict) {
-	c, err := t.client("mcp")
+	c, err := t.client()
 	if err != nil {
 		return readOut(nil, 0, err)
 	}
@@ -358,7 +403,7 @@ type closureIn struct {
 }
 
 func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureIn) (map[string]any, Verdict) {
-	c, err := t.client("mcp")
+	c, err := t.client()
 	if err != nil {
 		return readOut(nil, 0, err)
 	}
@@ -368,7 +413,7 @@ func (t *tools) closure(ctx context.Context, _ *mcp.CallToolRequest, in closureI
 
 type bindingIn struct {
 	Deliberation string         `json:"deliberation"`
-	Participant  string         `json:"participant" jsonschema:"the decider's participant token"`
+	Participant  string         `json:"participant,omitempty" jsonschema:"optional: the participant this server speaks as (any other is refused)"`
 	Outcome      string         `json:"outcome" jsonschema:"the provisional decision's outcome, in a sentence"`
 	Decides      []string       `json:"decides" jsonschema:"ids of the CLAIMs, REVISIONs or DECISIONs it decides"`
 	Envelope     map[string]any `json:"envelope" jsonschema:"the briefing-and-binding envelope (seed 002 §4)"`
@@ -431,7 +476,7 @@ func (t *tools) emitBinding(ctx context.Context, in bindingIn) (bindingOut, erro
 		return out, nil
 	}
 	out.Principal = wire.PrincipalToken
-	c, err := t.client(in.Participant)
+	c, err := t.client()
 	if err != nil {
 		return out, err
 	}

@@ -18,6 +18,17 @@ import (
 	"github.com/parley-engine/parley/service"
 )
 
+// server returns an MCP server over nc with options o.
+func server(t *testing.T, nc *nats.Conn, o mcpserver.Options) *mcp.Server {
+	t.Helper()
+	o.Version = "test"
+	srv, err := mcpserver.NewWithOptions(nc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) map[string]any {
 	t.Helper()
 	m, isErr := callResult(t, cs, name, args)
@@ -78,7 +89,7 @@ func TestMCP(t *testing.T) {
 	env := envs.Vectors[0].Input
 
 	st, ct := mcp.NewInMemoryTransports()
-	srv := mcpserver.New(nc, "test")
+	srv := server(t, nc, mcpserver.Options{Participant: "architect"})
 	go srv.Run(ctx, st)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
@@ -129,7 +140,8 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("%v", pub)
 	}
 	claim := pub["artifact_id"].(string)
-	bm := call(t, cs, "request_binding", map[string]any{"deliberation": id, "participant": "judge", "outcome": "Ask the principal what to share.",
+	jc := connect(t, server(t, nc, mcpserver.Options{Participant: "judge"}), nil)
+	bm := call(t, jc, "request_binding", map[string]any{"deliberation": id, "participant": "judge", "outcome": "Ask the principal what to share.",
 		"decides": []any{claim}, "envelope": env})
 	got, _ := json.Marshal(bm["binding_moment"])
 	want, _ := json.Marshal(env)
@@ -145,7 +157,7 @@ func TestMCP(t *testing.T) {
 	}
 	// A malformed envelope is withheld (the agent-side veto).
 	delete(env, "synopsis")
-	if r := refused(t, cs, "request_binding", map[string]any{"deliberation": id, "participant": "judge",
+	if r := refused(t, jc, "request_binding", map[string]any{"deliberation": id, "participant": "judge",
 		"outcome": "x", "decides": []any{claim}, "envelope": env}); r["outcome"] != "refused" || r["code"] != "envelope.missing_member" {
 		t.Fatalf("a malformed envelope: %v", r)
 	}
@@ -163,6 +175,11 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("%v", r)
 	}
 	if r := refused(t, cs, "publish_claim", map[string]any{"deliberation": id, "payload": 7}); r["outcome"] != "refused" || r["code"] != "mcp.invalid_argument" {
+		t.Fatalf("%v", r)
+	}
+	// The server speaks as architect: a call naming anyone else is refused.
+	if r := refused(t, cs, "publish_claim", map[string]any{"deliberation": id, "participant": "judge", "payload": map[string]any{"statement": "I am the judge."}}); r["outcome"] != "refused" ||
+		r["code"] != "mcp.participant_mismatch" || r["published"] != false {
 		t.Fatalf("%v", r)
 	}
 	ghost := "sha256:" + strings.Repeat("0", 64)

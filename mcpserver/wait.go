@@ -78,7 +78,7 @@ func (t *tools) waitArtifacts(ctx context.Context, in waitIn) (waitOut, error) {
 	if !wire.ValidDeliberation(in.Deliberation) {
 		return out, refuse(CodeInvalidArgument, "deliberation %q is not a deliberation id (a UUID in lowercase)", in.Deliberation)
 	}
-	c, err := t.client(t.reader())
+	c, err := t.client()
 	if err != nil {
 		return out, err
 	}
@@ -192,7 +192,7 @@ func (t *tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 	if !ok || !wire.ValidDeliberation(id) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	c, err := t.client(t.reader())
+	c, err := t.client()
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (t *tools) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 // engine has projected new messages of deliberation id, until ctx ends.
 func (t *tools) notify(ctx context.Context, rd *ledger.Reader, id, uri string) {
 	defer rd.Stop()
-	c, err := t.client(t.reader())
+	c, err := t.client()
 	if err != nil {
 		return
 	}

@@ -53,7 +53,7 @@ func connect(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions) *mcp.Client
 func TestMCP_WaitArtifacts(t *testing.T) {
 	ctx := context.Background()
 	_, nc := startEngine(t)
-	srv := mcpserver.NewWithOptions(nc, mcpserver.Options{Version: "test", MaxWait: 20 * time.Second})
+	srv := server(t, nc, mcpserver.Options{MaxWait: 20 * time.Second})
 	updated := make(chan string, 16)
 	cs := connect(t, srv, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		updated <- req.Params.URI
