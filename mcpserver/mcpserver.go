@@ -103,8 +103,10 @@ func NewWithOptions(nc *nats.Conn, o Options) (*mcp.Server, error) {
 	addTool(s, &mcp.Tool{Name: "verify_closure",
 		Description: "Verify that a decision's closure hides no blocking objection, over the live state."}, t.closure)
 	addTool(s, &mcp.Tool{Name: "request_binding",
-		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest and the principal the deliberation's charter names, who alone resolves it, at the engine's /bind page or API.",
+		Description: "Ask the principal: publish a provisional DECISION carrying a briefing-and-binding envelope (seed 002). Returns the envelope in binding_moment, with its digest and the principal the deliberation's charter names, who alone resolves it (resolve_binding on a server speaking as the principal, the engine's /bind page, or engine bind).",
 		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
+	addToolAsking(s, &mcp.Tool{Name: "resolve_binding",
+		Description: "Show or resolve a binding moment (a provisional DECISION carrying an envelope). Without a resolution, on a server that speaks as the deliberation's principal and a client that can ask its user (elicitation), the user is asked and their choice is published; otherwise the moment is shown (question, options, hatches) for the agent to relay. With resolution option (option_idx), answer (answer) or question, it is published as the principal's resolution: only a server speaking as the principal may (binding.not_principal otherwise)."}, t.resolve)
 	return s, nil
 }
 
@@ -117,6 +119,17 @@ func NewWithOptions(nc *nats.Conn, o Options) (*mcp.Server, error) {
 // schema is Out's, with outcome its only required member, so that a
 // verdict alone fits it.
 func addTool[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (Out, Verdict)) {
+	addToolAsking(s, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (Out, Verdict, mcp.InputRequestMap) {
+		out, v := h(ctx, req, in)
+		return out, v, nil
+	})
+}
+
+// addToolAsking is addTool for a tool that may ask the client for input
+// first (elicitation): when h returns input requests, the result carries
+// them, and the client calls again with the responses
+// (req.Params.InputResponses).
+func addToolAsking[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (Out, Verdict, mcp.InputRequestMap)) {
 	if tool.InputSchema == nil {
 		in, err := jsonschema.For[In](nil)
 		if err != nil {
@@ -138,7 +151,11 @@ func addTool[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Context,
 			v = verdictOf(refuse(CodeInvalidArgument, "the arguments do not fit the tool's input schema: %v", err))
 			structured = v
 		} else {
-			structured, v = h(ctx, req, in)
+			var ask mcp.InputRequestMap
+			structured, v, ask = h(ctx, req, in)
+			if ask != nil {
+				return &mcp.CallToolResult{InputRequests: ask}, nil
+			}
 		}
 		b, err := json.Marshal(structured)
 		if err != nil {

@@ -126,7 +126,7 @@ func TestMCP(t *testing.T) {
 			t.Errorf("%s: input schema %s, want %s", typ, got, want)
 		}
 	}
-	if len(emits) != 13 || !emits["request_binding"] || emits["get_state"] {
+	if len(emits) != 14 || !emits["request_binding"] || emits["get_state"] {
 		t.Fatalf("tools %v", emits)
 	}
 
