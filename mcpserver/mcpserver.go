@@ -141,6 +141,14 @@ func addToolAsking[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Co
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: %s output schema: %v", tool.Name, err))
 	}
+	if out.Properties == nil {
+		// A map: the answer's members, and the verdict's.
+		v, err := jsonschema.For[Verdict](nil)
+		if err != nil {
+			panic(fmt.Sprintf("mcpserver: %s output schema: %v", tool.Name, err))
+		}
+		out.Properties = v.Properties
+	}
 	out.Required = []string{"outcome"}
 	tool.OutputSchema = out
 	s.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
