@@ -1,11 +1,32 @@
 // Package mcpserver is parley's Model Context Protocol server (engine mcp):
 // the tools an agent needs to take part in a deliberation, on the official
 // Go SDK, over stdio or streamable HTTP. It speaks to a running engine over
-// NATS, as any participant does.
+// NATS, as any participant does, and as one participant only
+// (Options.Participant), signing every artifact when it has a key.
+//
+// Invariants:
+//   - every tool result carries a Verdict in its structured content: the
+//     engine's outcome for what the call published, or ok, refused,
+//     error, with the code and message of whatever did not take effect;
+//     a call that did not take effect is an error result;
+//   - the input schema of publish_<type> is events.DraftSchema, rendered
+//     from the validator's payload rules (events.PayloadRules), and the
+//     validator, not the schema, decides: a draft the schema lets through
+//     and the validator refuses comes back refused with the validator's
+//     code;
+//   - nothing is published under another participant's token: a call
+//     naming one is refused (CodeParticipantMismatch), and a binding
+//     moment is resolved only by the principal's server.
+//
+// wait_artifacts waits for the next artifacts after an ordinal on an
+// ordered push consumer of the deliberation's subjects (ledger.Reader),
+// and each deliberation is the resource parley://deliberations/<id>, whose
+// subscribers are notified as the engine projects its messages.
 //
 // The tool request_binding emits a binding moment (seed 002 §8): it
 // advertises emits_binding_moment in its _meta, and its result carries the
-// envelope in a binding_moment member.
+// envelope in a binding_moment member. resolve_binding resolves one,
+// asking the user through elicitation where the client can.
 package mcpserver
 
 import (
@@ -66,11 +87,16 @@ func New(nc *nats.Conn, version string) *mcp.Server {
 // NewWithOptions returns the MCP server over a connection to the engine's
 // NATS, configured by o.
 func NewWithOptions(nc *nats.Conn, o Options) (*mcp.Server, error) {
+	s, _, err := newServer(nc, o)
+	return s, err
+}
+
+func newServer(nc *nats.Conn, o Options) (*mcp.Server, *tools, error) {
 	if o.Participant == "" {
 		o.Participant = DefaultParticipant
 	}
 	if _, err := client.NewWithOptions(nc, o.Participant, client.Options{SigningKey: o.SigningKey}); err != nil {
-		return nil, fmt.Errorf("mcpserver: %w", err)
+		return nil, nil, fmt.Errorf("mcpserver: %w", err)
 	}
 	t := &tools{nc: nc, maxWait: o.MaxWait, participant: o.Participant, key: o.SigningKey}
 	if t.maxWait <= 0 {
@@ -107,7 +133,7 @@ func NewWithOptions(nc *nats.Conn, o Options) (*mcp.Server, error) {
 		Meta:        mcp.Meta{EmitsBindingMoment: true}}, t.requestBinding)
 	addToolAsking(s, &mcp.Tool{Name: "resolve_binding",
 		Description: "Show or resolve a binding moment (a provisional DECISION carrying an envelope). Without a resolution, on a server that speaks as the deliberation's principal and a client that can ask its user (elicitation), the user is asked and their choice is published; otherwise the moment is shown (question, options, hatches) for the agent to relay. With resolution option (option_idx), answer (answer) or question, it is published as the principal's resolution: only a server speaking as the principal may (binding.not_principal otherwise)."}, t.resolve)
-	return s, nil
+	return s, t, nil
 }
 
 // addTool adds a tool whose input is In and whose structured result is

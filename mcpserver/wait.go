@@ -217,9 +217,12 @@ type watchers struct {
 	m  map[string]*watcher // by URI
 }
 
+// A watcher holds the sessions subscribed to one deliberation's resource.
+// A session that ends without unsubscribing is dropped at the next
+// message: the watcher stops when it has none left.
 type watcher struct {
-	subscribers int
-	stop        context.CancelFunc
+	sessions map[*mcp.ServerSession]bool
+	stop     context.CancelFunc
 }
 
 func (t *tools) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
@@ -231,7 +234,7 @@ func (t *tools) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	t.watch.mu.Lock()
 	defer t.watch.mu.Unlock()
 	if w := t.watch.m[uri]; w != nil {
-		w.subscribers++
+		w.sessions[req.Session] = true
 		return nil
 	}
 	if len(t.watch.m) >= maxWatched {
@@ -246,7 +249,7 @@ func (t *tools) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	if t.watch.m == nil {
 		t.watch.m = map[string]*watcher{}
 	}
-	t.watch.m[uri] = &watcher{subscribers: 1, stop: cancel}
+	t.watch.m[uri] = &watcher{sessions: map[*mcp.ServerSession]bool{req.Session: true}, stop: cancel}
 	go t.notify(ctx, rd, id, uri)
 	return nil
 }
@@ -271,8 +274,37 @@ func (t *tools) notify(ctx context.Context, rd *ledger.Reader, id, uri string) {
 		if _, err := c.WaitPosition(ctx, id, meta.Sequence.Stream); err != nil && ctx.Err() != nil {
 			return
 		}
+		if !t.stillWatched(uri) {
+			return
+		}
 		t.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 	}
+}
+
+// stillWatched drops the sessions of uri's watcher that have ended, and
+// stops the watcher when none is left.
+func (t *tools) stillWatched(uri string) bool {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range t.srv.Sessions() {
+		live[ss] = true
+	}
+	t.watch.mu.Lock()
+	defer t.watch.mu.Unlock()
+	w := t.watch.m[uri]
+	if w == nil {
+		return false
+	}
+	for ss := range w.sessions {
+		if !live[ss] {
+			delete(w.sessions, ss)
+		}
+	}
+	if len(w.sessions) == 0 {
+		w.stop()
+		delete(t.watch.m, uri)
+		return false
+	}
+	return true
 }
 
 func (t *tools) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
@@ -282,7 +314,8 @@ func (t *tools) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) erro
 	if w == nil {
 		return nil
 	}
-	if w.subscribers--; w.subscribers == 0 {
+	delete(w.sessions, req.Session)
+	if len(w.sessions) == 0 {
 		w.stop()
 		delete(t.watch.m, req.Params.URI)
 	}
