@@ -16,7 +16,7 @@ import (
 )
 
 // startEngine starts a real engine (embedded NATS) and connects to it.
-func startEngine(t *testing.T) (*service.Service, *nats.Conn) {
+func startEngine(t testing.TB) (*service.Service, *nats.Conn) {
 	t.Helper()
 	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
