@@ -161,6 +161,11 @@ func TestMCP(t *testing.T) {
 		"outcome": "x", "decides": []any{claim}, "envelope": env}); r["outcome"] != "refused" || r["code"] != "envelope.missing_member" {
 		t.Fatalf("a malformed envelope: %v", r)
 	}
+	// A charter the engine refuses: its code, and no deliberation.
+	if r := refused(t, cs, "open_deliberation", map[string]any{"title": "Misspelt", "limits": map[string]any{"max_artifact": 3}}); r["outcome"] != "rejected" ||
+		r["code"] != "control.invalid" || r["deliberation"] != nil || r["ordinal"] != nil {
+		t.Fatalf("%v", r)
+	}
 	// Every refusal says why: the validator's code, with nothing published;
 	// the engine's rejection, with its position and ordinal.
 	if r := refused(t, cs, "publish_artifact", map[string]any{"deliberation": id, "participant": "architect",
