@@ -25,5 +25,14 @@
 // need a '.' inside; only "0.1" is accepted unless WithCompatibleVersion
 // registers another minor.
 //
+// PayloadRules states each type's payload rules as data (members, kinds,
+// enumerations, the codes the validator reports, the references a type
+// needs), and DraftSchema renders them as JSON Schema for tools that
+// describe artifacts to agents (engine mcp's publish tools). The validator
+// decides; TestPayloadRules holds the rules to it code by code, and the
+// schemas to the semantic vectors. What no schema can say (an objection
+// disposed of twice, a listed unresolved objection not also referenced)
+// only the validator checks.
+//
 // The package is pure: values in, values out, no IO, no clock.
 package events

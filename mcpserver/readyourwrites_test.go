@@ -55,7 +55,7 @@ func TestMCP_ReadYourWrites(t *testing.T) {
 	}
 
 	st, ct := mcp.NewInMemoryTransports()
-	go mcpserver.New(nc, "test").Run(ctx, st)
+	go server(t, nc, mcpserver.Options{Participant: "architect"}).Run(ctx, st)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)

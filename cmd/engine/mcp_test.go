@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/service"
 )
@@ -185,5 +186,70 @@ func TestRun_MCPHTTPNeedsToken(t *testing.T) {
 	}
 	if _, err := os.Stat(tokenFile); !os.IsNotExist(err) {
 		t.Errorf("the token file outlives the server: %v", err)
+	}
+}
+
+// engine mcp --participant alice --key FILE speaks as alice and signs
+// every artifact: a charter that requires alice's signature admits its
+// claim, and wait_artifacts shows it as alice's. A call naming another
+// participant is refused; a --participant that is not a token, or a
+// --key that is not a seed, stops it at start.
+func TestRun_MCPParticipantAndKey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kp, _ := nkeys.CreateUser()
+	seed, _ := kp.Seed()
+	pub, _ := kp.PublicKey()
+	keyFile := filepath.Join(t.TempDir(), "alice.nk")
+	os.WriteFile(keyFile, seed, 0o600)
+	for _, bad := range [][]string{{"--participant", "_supervisor"}, {"--key", filepath.Join(t.TempDir(), "none")}, {"--max-wait", "0s"}} {
+		var errb bytes.Buffer
+		if code := Run(ctx, append([]string{"mcp", "--nats", s.NATSURL()}, bad...), strings.NewReader(""), io.Discard, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d (%s)", bad, code, errb.String())
+		}
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		var errb bytes.Buffer
+		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--participant", "alice", "--key", keyFile}, inR, outW, &errb)
+		outW.Close()
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(name string, args map[string]any) (map[string]any, bool) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StructuredContent.(map[string]any), res.IsError
+	}
+	open, isErr := tool("open_deliberation", map[string]any{"title": "signed", "participants": []any{"alice"}, "keys": map[string]any{"alice": pub}, "require_signatures": true})
+	if isErr {
+		t.Fatalf("%v", open)
+	}
+	id := open["deliberation"].(string)
+	if r, isErr := tool("publish_claim", map[string]any{"deliberation": id, "payload": map[string]any{"statement": "Signed by alice."}}); isErr || r["outcome"] != "accepted" {
+		t.Fatalf("%v", r)
+	}
+	if r, isErr := tool("publish_claim", map[string]any{"deliberation": id, "participant": "bob", "payload": map[string]any{"statement": "As bob."}}); !isErr || r["code"] != "mcp.participant_mismatch" {
+		t.Fatalf("%v", r)
+	}
+	w, _ := tool("wait_artifacts", map[string]any{"deliberation": id})
+	if arts := w["artifacts"].([]any); len(arts) != 1 || arts[0].(map[string]any)["participant"] != "alice" {
+		t.Fatalf("%v", w)
+	}
+	cs.Close()
+	inW.Close()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }
