@@ -1,0 +1,194 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/parley-engine/parley/internal/eventually"
+	"github.com/parley-engine/parley/relay"
+)
+
+// waitJS waits until expression is truthy in the page.
+func waitJS(t *testing.T, ctx context.Context, what, expression string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expression)); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// newestInView reports the newest artifact drawn in the graph (its
+// ordinal), whether its box lies inside the graph's pane, and whether the
+// page follows the newest.
+const newestInView = `(() => {
+	const pane = document.querySelector('#dag').getBoundingClientRect();
+	const nodes = [...document.querySelectorAll('#dag .node')];
+	if (!nodes.length) return {Ordinal: 0, In: false, Follow: document.querySelector('#follow').getAttribute('aria-pressed') === 'true'};
+	const newest = nodes.reduce((a, b) => (+a.dataset.ordinal > +b.dataset.ordinal ? a : b));
+	const r = newest.getBoundingClientRect();
+	return {Ordinal: +newest.dataset.ordinal, Nodes: nodes.length,
+		In: r.width > 0 && r.left >= pane.left - 1 && r.right <= pane.right + 1 && r.top >= pane.top - 1 && r.bottom <= pane.bottom + 1,
+		Follow: document.querySelector('#follow').getAttribute('aria-pressed') === 'true'};
+})()`
+
+type inView struct {
+	Ordinal, Nodes int
+	In, Follow     bool
+}
+
+// artifactsOf is the number of artifacts the engine holds for id.
+func artifactsOf(base, id string) (int, error) {
+	resp, err := http.Get(base + "/api/v1/deliberations/" + id)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s", id, resp.Status)
+	}
+	var v struct{ Artifacts int }
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	return v.Artifacts, err
+}
+
+// progress is a relay's progress writer: the first line names the
+// deliberation; every line after it is a turn, which waits until onTurn
+// returns.
+type progress struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	id     chan string
+	sent   bool
+	onTurn func(line string)
+}
+
+var deliberationLine = regexp.MustCompile(`deliberation ([0-9A-Za-z_-]+):`)
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf.Write(b)
+	for {
+		line, err := p.buf.ReadString('\n')
+		if err != nil {
+			p.buf.WriteString(line)
+			return len(b), nil
+		}
+		if m := deliberationLine.FindStringSubmatch(line); m != nil && !p.sent {
+			p.sent = true
+			p.id <- m[1]
+			continue
+		}
+		if p.sent && p.onTurn != nil {
+			p.onTurn(line)
+		}
+	}
+}
+
+// During a live relay, the newest artifact is in the graph's pane after
+// every turn while the page follows; panning by hand stops following, and
+// the toggle brings the newest back.
+func TestExplorerFollowsLiveRelay(t *testing.T) {
+	bctx, problems := browser(t)
+	s := start(t, "127.0.0.1:0")
+	base := "http://" + s.HTTPAddr()
+	cfg, err := relay.Load("../examples/relay/fleet.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Rounds = 7
+	var checks []inView
+	var checkErr error
+	turns := 0
+	var id string
+	opened := make(chan struct{})
+	p := &progress{id: make(chan string, 1)}
+	p.onTurn = func(string) {
+		<-opened
+		turns++
+		if checkErr != nil {
+			return
+		}
+		// Each turn: once the page shows every artifact the engine holds,
+		// the newest is in view.
+		n, err := artifactsOf(base, id)
+		if err != nil {
+			checkErr = err
+			return
+		}
+		if _, err := chromedp.Run(bctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll('#dag .node').length >= %d`, n))); err != nil {
+			checkErr = fmt.Errorf("turn %d: the page never showed %d artifacts: %v", turns, n, err)
+			return
+		}
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[inView](newestInView))
+		if err != nil {
+			checkErr = err
+			return
+		}
+		checks = append(checks, v)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := relay.Run(context.Background(), cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Progress: p})
+		done <- err
+	}()
+	id = <-p.id
+	eventually.True(t, 10*time.Second, "the relay's deliberation is projected", func() bool { _, err := artifactsOf(base, id); return err == nil })
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id), chromedp.WaitVisible(`#follow`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, bctx, "the page to render", `document.body.dataset.rendered`)
+	close(opened)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if checkErr != nil {
+		t.Fatal(checkErr)
+	}
+	if len(checks) < 20 {
+		t.Fatalf("%d turns checked", len(checks))
+	}
+	grew := false
+	for i, c := range checks {
+		if !c.In || !c.Follow {
+			t.Errorf("turn %d: the newest artifact #%d (of %d drawn) in view %v, following %v", i+1, c.Ordinal, c.Nodes, c.In, c.Follow)
+		}
+		if i > 0 && c.Ordinal > checks[0].Ordinal {
+			grew = true
+		}
+	}
+	if !grew {
+		t.Errorf("the graph did not grow during the relay: %+v", checks)
+	}
+	// The graph is taller than the pane at a readable zoom: following
+	// moved the view (else the test proves nothing).
+	tall := eval[bool](t, bctx, `(() => { const g = document.querySelector('#viewport').getBBox(); return g.height * 0.6 > document.querySelector('#dag').getBoundingClientRect().height; })()`)
+	if !tall {
+		t.Errorf("the relay's graph fits the pane: following was not put to the test")
+	}
+	// Zooming by hand stops following.
+	eval[bool](t, bctx, `document.querySelector('#dag').dispatchEvent(new WheelEvent('wheel', {deltaY: 100, clientX: 300, clientY: 300, bubbles: true, cancelable: true}))`)
+	if v := eval[inView](t, bctx, newestInView); v.Follow {
+		t.Errorf("zooming by hand left following on")
+	}
+	// Far from the newest, then the toggle: the newest is in view again.
+	eval[bool](t, bctx, `(() => { for (let i = 0; i < 30; i++) document.querySelector('#dag').dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: 10, clientY: 10, bubbles: true, cancelable: true})); return true; })()`)
+	if err := chromedp.Do(bctx, chromedp.Click(`#follow`)); err != nil {
+		t.Fatal(err)
+	}
+	if v := eval[inView](t, bctx, newestInView); !v.In || !v.Follow {
+		t.Errorf("after the toggle: %+v", v)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
+	}
+}
