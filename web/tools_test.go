@@ -13,9 +13,14 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/relay"
+	"github.com/parley-engine/parley/service"
 )
 
 // waitJS waits until expression is truthy in the page.
@@ -187,6 +192,141 @@ func TestExplorerFollowsLiveRelay(t *testing.T) {
 	}
 	if v := eval[inView](t, bctx, newestInView); !v.In || !v.Follow {
 		t.Errorf("after the toggle: %+v", v)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// synthetic publishes a deliberation of n artifacts: a claim, then rounds
+// of a revision, an objection against it and evidence supporting it.
+func synthetic(t *testing.T, s *service.Service, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	arch, _ := client.New(nc, "architect")
+	critic, _ := client.New(nc, "critic")
+	id, err := arch.Open(ctx, client.Charter{Title: fmt.Sprintf("%d artifacts", n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var futures []jetstream.PubAckFuture
+	pub := func(c *client.Client, d events.Draft) events.Artifact {
+		a := events.MustSeal(d)
+		f, err := c.PublishArtifactAsync(id, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+		return *a
+	}
+	prev := pub(arch, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "A cache halves p99."}})
+	for i := 1; i < n; {
+		rev := pub(arch, events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: fmt.Sprintf("Revision %d.", i)},
+			References: []events.Reference{{Target: prev.ID, Relation: events.Revises}}})
+		prev = rev
+		if i++; i == n {
+			break
+		}
+		obj := pub(critic, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: fmt.Sprintf("Objection %d.", i)},
+			References: []events.Reference{{Target: rev.ID, Relation: events.ObjectsTo}}})
+		if i++; i == n {
+			break
+		}
+		pub(critic, events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: fmt.Sprintf("Measured %d.", i), ProvenanceClass: events.TraceVerifiedObservation},
+			References: []events.Reference{{Target: rev.ID, Relation: events.Supports}, {Target: obj.ID, Relation: events.Considers}}})
+		i++
+	}
+	var last uint64
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			last = max(last, ack.Sequence)
+		case err := <-f.Err():
+			t.Fatal(err)
+		}
+	}
+	if _, err := arch.WaitPosition(ctx, id, last); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A 1,000-artifact DAG: Fit puts all of it in the pane, the overview
+// shows it, and zooming in brings the text back.
+func TestExplorerFitsLargeGraph(t *testing.T) {
+	bctx, problems := browser(t)
+	s := start(t, "127.0.0.1:0")
+	base := "http://" + s.HTTPAddr()
+	const n = 1000
+	id := synthetic(t, s, n)
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, bctx, "the whole graph drawn", fmt.Sprintf(`document.querySelector('#dag').dataset.nodes === '%d'`, n))
+	if err := chromedp.Do(bctx, chromedp.Click(`#fit`)); err != nil {
+		t.Fatal(err)
+	}
+	type fitFacts struct {
+		Nodes, Outside, Texts        int
+		Far, Overview, Follow        bool
+		Layout, View                 string
+		PaneW, PaneH, DrawnW, DrawnH float64
+	}
+	facts := `(() => {
+		const pane = document.querySelector('#dag').getBoundingClientRect();
+		const nodes = [...document.querySelectorAll('#dag .node')];
+		let outside = 0;
+		for (const g of nodes) { const r = g.getBoundingClientRect(); if (r.left < pane.left - 1 || r.right > pane.right + 1 || r.top < pane.top - 1 || r.bottom > pane.bottom + 1) outside++; }
+		const vp = document.querySelector('#viewport').getBoundingClientRect();
+		const mini = document.querySelector('#overview');
+		return {Nodes: nodes.length, Outside: outside, Far: document.querySelector('#dag').classList.contains('far'),
+			Texts: [...document.querySelectorAll('#dag .node text.hd')].filter(t => getComputedStyle(t).display !== 'none').length,
+			Overview: !mini.hidden && mini.getBoundingClientRect().width > 100, View: mini.dataset.view || '',
+			Follow: document.querySelector('#follow').getAttribute('aria-pressed') === 'true', Layout: document.querySelector('#dag').dataset.layout,
+			PaneW: pane.width, PaneH: pane.height, DrawnW: vp.width, DrawnH: vp.height};
+	})()`
+	f := eval[fitFacts](t, bctx, facts)
+	if f.Nodes != n || f.Outside != 0 || !f.Overview || f.View == "" || f.Follow || f.Layout != "layers" {
+		t.Fatalf("fit: %+v", f)
+	}
+	// Fit fills the pane along one side at least.
+	if f.DrawnW < f.PaneW*0.8 && f.DrawnH < f.PaneH*0.8 {
+		t.Errorf("fit leaves the pane mostly empty: %+v", f)
+	}
+	if !f.Far || f.Texts != 0 {
+		t.Errorf("a 1,000-node graph fitted is drawn as blocks: %+v", f)
+	}
+	// Zooming in: the text is back.
+	eval[bool](t, bctx, `(() => { const r = document.querySelector('#dag').getBoundingClientRect();
+		for (let i = 0; i < 40; i++) document.querySelector('#dag').dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true, cancelable: true}));
+		return true; })()`)
+	z := eval[fitFacts](t, bctx, facts)
+	if z.Far || z.Texts == 0 || z.Outside == 0 {
+		t.Errorf("zoomed in: %+v", z)
+	}
+	// The overview moves the view: a click where the first artifact is
+	// drawn in it brings that artifact into the pane.
+	type clickFacts struct{ Before, After bool }
+	first := eval[clickFacts](t, bctx, `(() => {
+		const pane = document.querySelector('#dag').getBoundingClientRect();
+		const node = document.querySelector('#dag .node[data-ordinal="2"]');
+		const seen = () => { const g = node.getBoundingClientRect(); return g.bottom > pane.top && g.top < pane.bottom && g.right > pane.left && g.left < pane.right; };
+		const before = seen();
+		const m = document.querySelector('#overview'), r = m.getBoundingClientRect();
+		const [sc, ox, oy] = m.dataset.map.split(' ').map(Number);
+		const tr = node.transform.baseVal.consolidate().matrix, b = node.getBBox();
+		const x = r.left + ox + (tr.e + b.width / 2) * sc, y = r.top + oy + (tr.f + b.height / 2) * sc;
+		m.dispatchEvent(new PointerEvent('pointerdown', {clientX: x, clientY: y, bubbles: true, pointerId: 1}));
+		m.dispatchEvent(new PointerEvent('pointerup', {clientX: x, clientY: y, bubbles: true, pointerId: 1}));
+		return {Before: before, After: seen()};
+	})()`)
+	if first.Before || !first.After {
+		t.Errorf("a click on the first artifact in the overview: in view before %v, after %v", first.Before, first.After)
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))

@@ -877,7 +877,7 @@ function makeGraph(el, M, select) {
     const p = miniPoint(ev), r = svg.getBoundingClientRect();
     view.x = r.width / 2 - p.x * view.k; view.y = r.height / 2 - p.y * view.k; apply();
   };
-  mini.addEventListener("pointerdown", ev => { miniDrag = true; mini.setPointerCapture(ev.pointerId); centerOn(ev); });
+  mini.addEventListener("pointerdown", ev => { miniDrag = true; try { mini.setPointerCapture(ev.pointerId); } catch { /* no such pointer */ } centerOn(ev); });
   mini.addEventListener("pointermove", ev => { if (miniDrag) centerOn(ev); });
   mini.addEventListener("pointerup", () => { miniDrag = false; });
   mini.addEventListener("pointercancel", () => { miniDrag = false; });
@@ -888,6 +888,7 @@ function makeGraph(el, M, select) {
     mini.width = Math.round(cw * dpr); mini.height = Math.round(ch * dpr);
     const sc = Math.min((cw - 8) / laid.w, (ch - 8) / laid.h);
     miniMap = { sc, ox: (cw - laid.w * sc) / 2, oy: (ch - laid.h * sc) / 2, cw, ch };
+    mini.dataset.map = [sc, miniMap.ox, miniMap.oy].join(" "); // graph to overview: scale, then offset
     miniBase = document.createElement("canvas");
     miniBase.width = mini.width; miniBase.height = mini.height;
     const c = miniBase.getContext("2d");
