@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,11 +19,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/termination"
 )
 
 // waitJS waits until expression is truthy in the page.
@@ -328,6 +336,118 @@ func TestExplorerFitsLargeGraph(t *testing.T) {
 	if first.Before || !first.After {
 		t.Errorf("a click on the first artifact in the overview: in view before %v, after %v", first.Before, first.After)
 	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// streamMessages returns deliberation id's messages, as engine export
+// records them.
+func streamMessages(t *testing.T, s *service.Service, id string) []recording.Message {
+	t.Helper()
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var buf bytes.Buffer
+	if _, err := archive.Export(context.Background(), js, id, recording.Stream, &buf); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := recording.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []recording.Message
+	for {
+		m, err := rd.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+}
+
+// foldTo folds the first k messages, as the engine does.
+func foldTo(id string, msgs []recording.Message, k int) *projector.Deliberation {
+	p := projector.New(projector.Options{Rules: termination.Rules{}})
+	for _, m := range msgs[:k] {
+		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature}
+		p.Prepare(&msg, nil)
+		p.Apply(msg)
+	}
+	return p.Deliberation(id)
+}
+
+// The timeline: scrubbed to each ordinal, the page shows the DAG, the
+// open blocking objections, the decisions and the status of the fold of
+// the deliberation's messages up to that ordinal.
+func TestExplorerTimeline(t *testing.T) {
+	bctx, problems := browser(t)
+	s := start(t, "127.0.0.1:0")
+	r := publish(t, s)
+	base := "http://" + s.HTTPAddr()
+	msgs := streamMessages(t, s, r.id)
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+r.id), chromedp.WaitVisible(`#final-closure`), chromedp.WaitVisible(`#scrub`)); err != nil {
+		t.Fatal(err)
+	}
+	max := eval[int](t, bctx, `+document.querySelector('#scrub').max`)
+	if max < 8 || max > len(msgs) {
+		t.Fatalf("the timeline runs to #%d, the deliberation has %d messages", max, len(msgs))
+	}
+	type shown struct {
+		At, Status, Open, Count, DagAt string
+		Nodes, OpenRows                []string
+		Decisions                      int
+	}
+	t.Logf("%d messages, the timeline to #%d", len(msgs), max)
+	sawOpen, sawClosed := false, false
+	for k := 1; k <= len(msgs); k++ {
+		want := ""
+		if k < max {
+			want = strconv.Itoa(k)
+		}
+		// Scrubbing: the range moved, as a hand moves it.
+		eval[bool](t, bctx, fmt.Sprintf(`(() => { const s = document.querySelector('#scrub'); s.value = '%d'; s.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, k))
+		waitJS(t, bctx, "the page at #"+strconv.Itoa(k), fmt.Sprintf(`document.querySelector('#dag').dataset.at === %q && document.querySelector('#scrubber').dataset.at === %q`, want, want))
+		got := eval[shown](t, bctx, `(() => {
+			const q = s => document.querySelector(s);
+			return {At: q('#scrubber').dataset.at, Status: q('#status').textContent, Open: (q('#open-objections') || {dataset: {ids: ''}}).dataset.ids,
+				Count: q('#count').textContent, DagAt: q('#dag').dataset.at,
+				Nodes: [...document.querySelectorAll('#dag .node')].map(n => n.dataset.id).sort(),
+				OpenRows: [...document.querySelectorAll('#objections tr[data-state="open"]')].map(r => r.dataset.id).sort(),
+				Decisions: document.querySelectorAll('#decisions .card').length};
+		})()`)
+		d := foldTo(r.id, msgs, k)
+		var nodes, open []string
+		d.Nodes(func(id canon.Digest, _ projector.Node) { nodes = append(nodes, id.String()) })
+		for _, o := range d.OpenBlockingObjections() {
+			open = append(open, o.String())
+		}
+		slices.Sort(nodes)
+		slices.Sort(open)
+		if got.Status != string(d.Status) || got.Count != strconv.Itoa(d.Artifacts()) || !slices.Equal(got.Nodes, nodes) ||
+			got.Open != strings.Join(open, " ") || !slices.Equal(got.OpenRows, open) || got.Decisions != len(d.Decisions()) {
+			t.Errorf("at #%d the page shows %+v; the fold: status %s, %d artifacts %v, open %v, %d decisions", k, got, d.Status, d.Artifacts(), nodes, open, len(d.Decisions()))
+		}
+		if len(open) > 0 {
+			sawOpen = true
+		} else if sawOpen {
+			sawClosed = true
+		}
+	}
+	if !sawOpen || !sawClosed {
+		t.Errorf("the deliberation's objection was never open and then disposed of (open %v, then closed %v)", sawOpen, sawClosed)
+	}
+	// Now again.
+	if err := chromedp.Do(bctx, chromedp.Click(`#scrub-now`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, bctx, "the page now", `document.querySelector('#dag').dataset.at === '' && document.querySelector('#status').textContent === 'completed'`)
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
 	}

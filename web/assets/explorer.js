@@ -989,7 +989,7 @@ function makeGraph(el, M, select) {
     const inWin = new Set(win.map(a => a.artifact_id));
     earlier.hidden = start === 0; later.hidden = start + win.length >= n;
     if (!win.length) {
-      laid = null; svg.dataset.nodes = "0";
+      laid = null; svg.dataset.nodes = "0"; svg.dataset.at = M.at == null ? "" : String(M.at);
       const t = s("text", { x: 20, y: 40, class: "empty" }); t.textContent = M.at != null ? "No artifact yet at #" + M.at + "." : "No artifact yet.";
       vp.replaceChildren(t); note.textContent = ""; drawMini(); return;
     }
@@ -1063,6 +1063,7 @@ function makeGraph(el, M, select) {
       (outside ? ` · ${outside} references lead outside this window` : "") + ` · ${how} ${M.layoutMs} ms`;
     svg.dataset.nodes = String(win.length);
     svg.dataset.layout = how;
+    svg.dataset.at = M.at == null ? "" : String(M.at); // the ordinal drawn ("": now)
     restyle();
     drawMini();
     if (!fitted) {
