@@ -452,3 +452,132 @@ func TestExplorerTimeline(t *testing.T) {
 		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
 	}
 }
+
+// A fork links to its parent, the parent lists the fork, and the
+// comparison shows, from the fork point, the artifacts each has that the
+// other has not. The fork is made as relay fork makes one: the parent's
+// first artifacts published again, byte for byte, under a new
+// deliberation, then its own.
+func TestExplorerFork(t *testing.T) {
+	bctx, problems := browser(t)
+	s := start(t, "127.0.0.1:0")
+	base := "http://" + s.HTTPAddr()
+	ctx := context.Background()
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	arch, _ := client.New(nc, "architect")
+	critic, _ := client.New(nc, "critic")
+	must := func(a *events.Artifact, _ *jetstream.PubAck, err error) *events.Artifact {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	parent, _ := arch.Open(ctx, client.Charter{Title: "Cache or not?"})
+	claim := must(arch.Publish(ctx, parent, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "A read-through cache halves p99."}}))
+	obj := must(critic.Publish(ctx, parent, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Invalidation is unsolved.", Blocking: true},
+		References: []events.Reference{{Target: claim.ID, Relation: events.ObjectsTo}}}))
+	readThrough := must(arch.Publish(ctx, parent, events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: "Invalidate on every append."},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Revises}, {Target: obj.ID, Relation: events.Considers}}}))
+	other, _ := arch.Open(ctx, client.Charter{Title: "Unrelated"})
+	must(arch.Publish(ctx, other, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Something else."}}))
+
+	fork, _ := arch.Open(ctx, client.Charter{Title: "Cache or not? (write-through)"})
+	for _, c := range []struct {
+		cl *client.Client
+		a  *events.Artifact
+	}{{arch, claim}, {critic, obj}} {
+		if _, err := c.cl.PublishArtifact(ctx, fork, c.a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeThrough := must(arch.Publish(ctx, fork, events.Draft{Type: events.TypeRevision, Payload: events.RevisionPayload{Statement: "A write-through cache: no invalidation."},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Revises}, {Target: obj.ID, Relation: events.Considers}}}))
+	_, ack, err := critic.Publish(ctx, fork, events.Draft{Type: events.TypeEvidence, Payload: events.Evidence{Content: "Writes slow by 8%.", ProvenanceClass: events.TraceVerifiedObservation},
+		References: []events.Reference{{Target: writeThrough.ID, Relation: events.Supports}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch.WaitPosition(ctx, fork, ack.Sequence)
+
+	// The API: the fork's parent, after the parent's claim and objection.
+	var l struct {
+		Parent *struct {
+			ID           string
+			Shared       int
+			RawForkAfter int `json:"fork_after"`
+		}
+		Forks []struct{ ID string }
+	}
+	resp, err := http.Get(base + "/api/v1/explorer/deliberations/" + fork + "/lineage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&l)
+	resp.Body.Close()
+	// The parent's messages: the open (1), the claim (2), the objection (3).
+	if l.Parent == nil || l.Parent.ID != parent || l.Parent.Shared != 2 || l.Parent.RawForkAfter != 3 || len(l.Forks) != 0 {
+		t.Fatalf("the fork's lineage: %+v", l)
+	}
+	for _, c := range []struct{ url, code string }{
+		{"/api/v1/explorer/deliberations/" + parent + "/compare", "lineage.not_a_fork"},
+		{"/api/v1/explorer/deliberations/nope/lineage", "not_found"},
+		{"/api/v1/explorer/deliberations/nope/compare", "not_found"},
+	} {
+		resp, err := http.Get(base + c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Code string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || e.Code != c.code {
+			t.Errorf("%s: %d %q", c.url, resp.StatusCode, e.Code)
+		}
+	}
+
+	// The fork's page links to its parent; the comparison.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+fork), chromedp.WaitVisible(`#parent a`)); err != nil {
+		t.Fatal(err)
+	}
+	if href := eval[string](t, bctx, `document.querySelector('#parent a').getAttribute('href')`); href != "/deliberations/"+parent {
+		t.Errorf("the parent's link: %q", href)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(`#compare-open`), chromedp.WaitVisible(`#compare-fork li`)); err != nil {
+		t.Fatal(err)
+	}
+	type side struct{ Differs, Same []string }
+	read := func(which string) side {
+		return eval[side](t, bctx, `({Differs: [...document.querySelectorAll('#compare-`+which+` li[data-differs="true"]')].map(l => l.dataset.id),
+			Same: [...document.querySelectorAll('#compare-`+which+` li[data-differs="false"]')].map(l => l.dataset.id)})`)
+	}
+	ps, fs := read("parent"), read("fork")
+	if !slices.Equal(ps.Differs, []string{readThrough.ID.String()}) || len(ps.Same) != 0 {
+		t.Errorf("the parent's side: %+v, want only %s", ps, readThrough.ID)
+	}
+	if len(fs.Differs) != 2 || fs.Differs[0] != writeThrough.ID.String() || len(fs.Same) != 0 {
+		t.Errorf("the fork's side: %+v, want %s first", fs, writeThrough.ID)
+	}
+	text := eval[string](t, bctx, `document.querySelector('#compare').innerText`)
+	if !strings.Contains(text, "Invalidate on every append.") || !strings.Contains(text, "A write-through cache: no invalidation.") {
+		t.Errorf("the comparison: %q", text)
+	}
+
+	// The parent's page lists its fork, and is no fork itself.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+parent), chromedp.WaitVisible(`#forks a`)); err != nil {
+		t.Fatal(err)
+	}
+	if href := eval[string](t, bctx, `[...document.querySelectorAll('#forks a')].map(a => a.getAttribute('href')).join(' ')`); href != "/deliberations/"+fork {
+		t.Errorf("the parent's forks: %q", href)
+	}
+	if eval[bool](t, bctx, `!!document.querySelector('#parent')`) {
+		t.Errorf("the parent shows a parent")
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the pages had problems:\n%s", strings.Join(p, "\n"))
+	}
+}
