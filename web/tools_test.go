@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/audit"
+	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -579,5 +582,153 @@ func TestExplorerFork(t *testing.T) {
 	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the pages had problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// What the relay records with each artifact (round, role, model, tokens,
+// cost) is shown; search finds within the deliberation; the recording
+// downloads and audits OK, on the page as with engine audit; a binding
+// moment answered in the principal's own words shows them.
+func TestExplorerRecordedDetails(t *testing.T) {
+	bctx, problems := browser(t)
+	s := start(t, "127.0.0.1:0")
+	base := "http://" + s.HTTPAddr()
+	ctx := context.Background()
+	nc, err := nats.Connect(s.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	arch, _ := client.New(nc, "architect")
+	critic, _ := client.New(nc, "critic")
+	id, _ := arch.Open(ctx, client.Charter{Title: "Share with the booking service?"})
+	claim, _, err := arch.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."},
+		Extensions: map[string]any{"parley.round": 2, "parley.role": "INITIAL_ARCHITECT",
+			"parley.model": map[string]any{"provider": "openai-compatible", "model": "gpt-test", "response_model": "gpt-test-2025", "finish_reason": "stop", "latency_ms": 1234},
+			"parley.usage": map[string]any{"input_tokens": 1200, "output_tokens": 300, "cost_usd_micros": 4500}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := critic.Publish(ctx, id, events.Draft{Type: events.TypeObjection, Payload: events.Objection{Statement: "Passport numbers need invalidation rules."},
+		References: []events.Reference{{Target: claim.ID, Relation: events.ObjectsTo}},
+		Extensions: map[string]any{"parley.round": 2, "parley.role": "CRITICAL_REVIEWER", "parley.model": map[string]any{"provider": "anthropic", "model": "claude-test"},
+			"parley.usage": map[string]any{"input_tokens": 100, "output_tokens": 50, "cost_usd_micros": 500}}}); err != nil {
+		t.Fatal(err)
+	}
+	var envs struct {
+		Vectors []struct {
+			Name  string
+			Input json.RawMessage
+		}
+	}
+	b, err := os.ReadFile("../binding/testdata/envelopes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &envs)
+	var env json.RawMessage
+	for _, v := range envs.Vectors {
+		if v.Name == "seed002-6.4" {
+			env = v.Input
+		}
+	}
+	_, ack, err := arch.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+		Payload:    events.Decision{Outcome: "Ask the principal what to share.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+		Extensions: map[string]any{binding.ExtEnvelope: env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch.WaitPosition(ctx, id, ack.Sequence)
+
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/deliberations/"+id), chromedp.WaitVisible(`#usage`), chromedp.WaitVisible(`#bindings li[data-status="open"]`)); err != nil {
+		t.Fatal(err)
+	}
+	type details struct{ Usage, Row, Options string }
+	d := eval[details](t, bctx, `({Usage: document.querySelector('#usage').innerText,
+		Row: document.querySelector('#timeline li[data-id="`+claim.ID.String()+`"]').innerText,
+		Options: [...document.querySelectorAll('#bindings ol.options li')].map(l => l.dataset.option + ' ' + l.innerText).join(' | ')})`)
+	for _, want := range []string{"gpt-test · 1 artifact · 1,200 in / 300 out tokens · $0.0045", "claude-test · 1 artifact · 100 in / 50 out tokens · $0.0005", "total 1,650 tokens, $0.0050"} {
+		if !strings.Contains(d.Usage, want) {
+			t.Errorf("usage lacks %q: %q", want, d.Usage)
+		}
+	}
+	if !strings.Contains(d.Row, "round 2 · INITIAL_ARCHITECT · gpt-test · 1,500 tokens · $0.0045") {
+		t.Errorf("the claim's row: %q", d.Row)
+	}
+	if !strings.Contains(d.Options, "1 Share dates only (recommended)") || !strings.Contains(d.Options, "2 Share dates and passport number") {
+		t.Errorf("the options, numbered from 1: %q", d.Options)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(`#dag .node[data-id="`+claim.ID.String()+`"]`), chromedp.WaitVisible(`#insp-meta`)); err != nil {
+		t.Fatal(err)
+	}
+	if m := eval[string](t, bctx, `document.querySelector('#insp-meta').innerText`); !strings.Contains(m, "openai-compatible · gpt-test") ||
+		!strings.Contains(m, "answered as gpt-test-2025") || !strings.Contains(m, "1,200 in, 300 out") || !strings.Contains(m, "$0.0045") || !strings.Contains(m, "INITIAL_ARCHITECT") {
+		t.Errorf("the inspector: %q", m)
+	}
+
+	// Search: one artifact says "invalidation".
+	if err := chromedp.Do(bctx, chromedp.SendKeys(`#search`, "INVALIDATION rules"), chromedp.WaitVisible(`#timeline li`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, bctx, "the search", `document.querySelector('#search-note').textContent === '1 match'`)
+	type found struct {
+		Rows []string
+		Hits int
+	}
+	f := eval[found](t, bctx, `({Rows: [...document.querySelectorAll('#timeline li')].map(l => l.innerText), Hits: document.querySelectorAll('#dag .node.hit').length})`)
+	if len(f.Rows) != 1 || !strings.Contains(f.Rows[0], "Passport numbers need invalidation rules.") || f.Hits != 1 {
+		t.Errorf("search: %+v", f)
+	}
+
+	// Answered in the principal's own words.
+	moments, err := s.Queries.Bindings(ctx, id)
+	if err != nil || len(moments) != 1 {
+		t.Fatal(moments, err)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/v1/deliberations/"+id+"/bindings/"+moments[0].EnvelopeDigest,
+		strings.NewReader(`{"binding_moment_resolution":{"envelope_digest":"`+moments[0].EnvelopeDigest+`","resolution":"answer","answer":"The dates, and the passport number only at check-in."}}`))
+	req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("resolve: %d", resp.StatusCode)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#bindings li[data-status="resolved"] blockquote.words`)); err != nil {
+		t.Fatal(err)
+	}
+	if txt := eval[string](t, bctx, `document.querySelector('#bindings li[data-status="resolved"]').innerText`); !strings.Contains(txt, "answered in their own words") ||
+		!strings.Contains(txt, "The dates, and the passport number only at check-in.") {
+		t.Errorf("the resolved moment: %q", txt)
+	}
+
+	// The recording, as the page links it: a stream recording that audits OK.
+	href := eval[string](t, bctx, `document.querySelector('#dl-recording').getAttribute('href')`)
+	resp, err = http.Get(base + href)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	rd, err := recording.NewReader(bytes.NewReader(rec))
+	if err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), "attachment") || rd.Format() != recording.Stream {
+		t.Fatalf("the recording: %d %v %q", resp.StatusCode, err, rec[:min(len(rec), 200)])
+	}
+	rep, err := audit.Run(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(`#run-audit`), chromedp.WaitVisible(`#audit[data-ok="true"], #audit[data-ok="false"]`)); err != nil {
+		t.Fatal(err)
+	}
+	a := eval[string](t, bctx, `document.querySelector('#audit').dataset.ok + ' ' + document.querySelector('#audit').innerText`)
+	if !rep.OK || !strings.HasPrefix(a, "true ✓ audit OK ("+strconv.Itoa(rep.Messages)+" messages") {
+		t.Errorf("the audit on the page: %q; engine audit of the download: ok %v, %d messages, %v", a, rep.OK, rep.Messages, rep.Findings)
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
 	}
 }
