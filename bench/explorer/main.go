@@ -434,8 +434,7 @@ func screenshots(ctx context.Context, bctx context.Context, s *service.Service, 
 			void(chromedp.Poll[bool](`document.querySelector('#dag').dataset.nodes === '1000'`)), chromedp.Click(`#fit`)}},
 		{"explorer-timeline.png", page, 1400, 1000, false, []chromedp.Action[chromedp.Void]{
 			void(chromedp.Evaluate[bool](`window.parleyExplorer.at_(window.parleyExplorer.arts.get(` + string(b) + `).ordinal + 1), true`)),
-			void(chromedp.Poll[bool](`document.querySelector('#dag').dataset.at !== ''`)),
-			void(chromedp.Evaluate[bool](`window.parleyExplorer.fit(), true`))}},
+			void(chromedp.Poll[bool](`document.querySelector('#dag').dataset.at !== ''`))}},
 		{"explorer-fork.png", base + "/deliberations/" + forked.Deliberation, 1400, 1000, false, []chromedp.Action[chromedp.Void]{
 			chromedp.WaitVisible(`#compare-open`), chromedp.Click(`#compare-open`), chromedp.WaitVisible(`#compare-fork li`)}},
 	}

@@ -176,7 +176,7 @@ function deliberationPage(id) {
   let asOfCache = null;
   function cur() {
     if (M.at == null) return M.state || M.view || {};
-    if (asOfCache && asOfCache.at === M.at && asOfCache.n === M.order.length) return asOfCache.st;
+    if (asOfCache && asOfCache.at === M.at && asOfCache.n === M.order.length && asOfCache.r === M.rejections.length) return asOfCache.st;
     const V = M.visible(), open = new Set(), terms = [];
     let status = "open", decisions = 0;
     for (const a of V) {
@@ -187,7 +187,7 @@ function deliberationPage(id) {
     }
     const rej = M.rejections.filter(r => (r.ordinal || 0) <= M.at).length;
     const st = { status, artifacts: V.length, rejections: rej, open_blocking_objections: [...open].sort(), decisions, terminations: terms, at: M.at };
-    asOfCache = { at: M.at, n: M.order.length, st };
+    asOfCache = { at: M.at, n: M.order.length, r: M.rejections.length, st };
     return st;
   }
   M.cur = cur;
@@ -369,7 +369,7 @@ function deliberationPage(id) {
             : h("span", { class: "bad", id: "final-closure", "data-ok": "false" }, "✗ closure does not verify: " + c.findings.map(f => f.code).join(", "))));
     }
     const open = st.open_blocking_objections || [];
-    if (open.length) kids.push(h("div", { class: "bad", id: "open-objections", "data-ids": open.join(" ") }, open.length + " blocking objection" + (open.length === 1 ? "" : "s") + " open: ", open.slice(0, 8).map(o => [refLink(o), " "])));
+    if (open.length) kids.push(h("div", { class: "bad", id: "open-objections", "data-ids": open.join(" ") }, open.length + " blocking objection" + (open.length === 1 ? "" : "s") + " open: ", open.map(o => M.arts.get(o)).filter(Boolean).sort((x, y) => x.position - y.position).slice(0, 8).map(o => [refLink(o.artifact_id), " "])));
     if (fails.length) kids.push(h("div", { class: "bad", id: "failures" }, fails.length + " FAILURE" + (fails.length === 1 ? "" : "s") + ": ",
       fails.slice(-5).map(f => h("div", {}, refLink(f.artifact_id), " by ", f.participant)), fails.length > 5 ? h("div", { class: "muted" }, "… and " + (fails.length - 5) + " earlier") : null));
     el.banner.className = "banner " + cls;
@@ -579,13 +579,13 @@ function deliberationPage(id) {
   function metaLine(a) {
     const m = meta(a), bits = [];
     if (m.round != null) bits.push("round " + m.round);
-    if (m.role) bits.push(m.role);
-    if (m.model) bits.push(m.model.model || m.model.provider || "model");
-    if (m.usage) {
+    if (m.role) bits.push(rec(m.role));
+    if (m.model) bits.push(rec(m.model.model || m.model.provider || "model"));
+    if (m.usage && (m.usage.input_tokens || m.usage.output_tokens)) {
       bits.push(num((m.usage.input_tokens || 0) + (m.usage.output_tokens || 0)) + " tokens");
       if (m.usage.cost_usd_micros != null) bits.push(usd(m.usage.cost_usd_micros));
     }
-    return bits.length ? h("span", { class: "meta" }, bits.join(" · ")) : null;
+    return bits.length ? h("span", { class: "meta" }, bits.flatMap((b, i) => i ? [" · ", b] : [b])) : null;
   }
   function usageView(V) {
     const by = new Map();
@@ -595,6 +595,7 @@ function deliberationPage(id) {
       if (!m.usage && !m.model) continue;
       any = true;
       const k = m.model ? (m.model.model || m.model.provider || "model") : "(no model named)";
+      // (a scripted or exec participant is named by its adapter, with no tokens)
       const x = by.get(k) || { calls: 0, in: 0, out: 0, cost: 0, priced: false };
       x.calls++;
       if (m.usage) { x.in += m.usage.input_tokens || 0; x.out += m.usage.output_tokens || 0; if (m.usage.cost_usd_micros != null) { x.cost += m.usage.cost_usd_micros; x.priced = true; } }
@@ -604,8 +605,9 @@ function deliberationPage(id) {
     let tin = 0, tout = 0, tcost = 0;
     for (const x of by.values()) { tin += x.in; tout += x.out; tcost += x.cost; }
     return h("div", { class: "facts", id: "usage" }, "Models: ",
-      [...by.entries()].map(([k, x]) => h("span", { class: "pill" }, k + " · " + x.calls + " artifact" + (x.calls === 1 ? "" : "s") + " · " + num(x.in) + " in / " + num(x.out) + " out tokens" + (x.priced ? " · " + usd(x.cost) : ""))),
-      h("span", {}, "total " + num(tin + tout) + " tokens" + (tcost ? ", " + usd(tcost) : "")));
+      [...by.entries()].map(([k, x]) => h("span", { class: "pill" }, rec(k), " · " + x.calls + " artifact" + (x.calls === 1 ? "" : "s") +
+        (x.in + x.out ? " · " + num(x.in) + " in / " + num(x.out) + " out tokens" : "") + (x.priced ? " · " + usd(x.cost) : ""))),
+      tin + tout ? h("span", {}, "total " + num(tin + tout) + " tokens" + (tcost ? ", " + usd(tcost) : "")) : null);
   }
 
   // ---- the recording and its audit ----
@@ -934,10 +936,10 @@ function makeGraph(el, M, select) {
   // showNewest: the whole graph when it reads at that size; otherwise a
   // readable zoom with the newest artifact low in the middle, and as much
   // of the graph around it as fills the pane.
-  function showNewest() {
+  function showNewest(whole) {
     if (!laid || !laid.nodes.length) return;
     const r = svg.getBoundingClientRect();
-    if (fitK(r) >= READABLE) { fit(); return; }
+    if (fitK(r) >= (whole || READABLE)) { fit(); return; }
     const nd = laid.byId.get(laid.newest);
     view.k = READABLE;
     view.x = r.width / 2 - nd.x * view.k; view.y = r.height * 0.72 - nd.y * view.k;
@@ -960,26 +962,38 @@ function makeGraph(el, M, select) {
   // layers: the layout of a large window, linear in its size. An
   // artifact's layer is one below the deepest it references (artifacts
   // reference only older ones: stream order is a topological order);
-  // within a layer, stream order; references are straight arrows.
+  // within a layer, stream order; references are straight arrows. So that
+  // the whole reads at a fit, a layer wider than the pane's proportion
+  // wraps onto more lines, and a stack of layers taller than it folds into
+  // columns, side by side, each the next layers.
   function layers(nodes, refsIn) {
-    const rank = new Map(), rows = [];
+    const rank = new Map(), byRank = [];
     for (const nd of nodes) {
       let r = 0;
       for (const t of refsIn(nd.a)) r = Math.max(r, rank.get(t) + 1);
       rank.set(nd.a.artifact_id, r);
-      (rows[r] = rows[r] || []).push(nd);
+      (byRank[r] = byRank[r] || []).push(nd);
     }
-    const gap = 28, sep = 46, m = 16;
-    let wmax = 0, y = m;
-    for (const row of rows) wmax = Math.max(wmax, row.length * (W + gap) - gap);
-    for (const row of rows) {
-      if (!row) continue;
-      const hmax = Math.max(...row.map(nd => nd.height));
-      let x = m + (wmax - (row.length * (W + gap) - gap)) / 2;
-      for (const nd of row) { nd.x = x + W / 2; nd.y = y + hmax / 2; x += W + gap; }
-      y += hmax + sep;
+    const gap = 28, sep = 46, m = 16, colGap = 90;
+    const pane = svg.getBoundingClientRect(), aspect = Math.max(0.3, (pane.width || 900) / (pane.height || 600));
+    const avgH = nodes.reduce((x, nd) => x + nd.height, 0) / nodes.length;
+    const perLine = Math.max(4, Math.ceil(Math.sqrt(nodes.length * aspect * (avgH + sep) / (W + gap))));
+    const lines = [];
+    for (const row of byRank) if (row) for (let i = 0; i < row.length; i += perLine) lines.push(row.slice(i, i + perLine));
+    const lineH = lines.map(l => Math.max(...l.map(nd => nd.height)));
+    let wmax = 0, total = 0;
+    for (let i = 0; i < lines.length; i++) { wmax = Math.max(wmax, lines[i].length * (W + gap) - gap); total += lineH[i] + sep; }
+    const cols = Math.max(1, Math.min(lines.length, Math.round(Math.sqrt(total * aspect / (wmax + colGap)))));
+    const per = total / cols;
+    let x0 = m, y = m, colH = 0, bottom = m, col = 0;
+    for (let i = 0; i < lines.length; i++) {
+      if (colH >= per && col < cols - 1) { col++; x0 += wmax + colGap; y = m; colH = 0; }
+      const l = lines[i];
+      let x = x0 + (wmax - (l.length * (W + gap) - gap)) / 2;
+      for (const nd of l) { nd.x = x + W / 2; nd.y = y + lineH[i] / 2; x += W + gap; }
+      y += lineH[i] + sep; colH += lineH[i] + sep; bottom = Math.max(bottom, y);
     }
-    return { w: wmax + 2 * m, h: y - sep + m };
+    return { w: x0 + wmax + m, h: bottom - sep + m };
   }
   function render() {
     const all = M.visible();
@@ -1068,7 +1082,8 @@ function makeGraph(el, M, select) {
     drawMini();
     if (!fitted) {
       fitted = true;
-      if (M.follow && !M.isEnded()) showNewest(); else fit();
+      // opened: as following shows it; ended, whole if its text still reads
+      showNewest(M.isEnded() ? TEXT_MIN : READABLE);
     } else if (M.follow) showNewest();
     else apply();
   }
