@@ -54,8 +54,12 @@ type Lineage struct {
 	Forks  []Relative `json:"forks"`
 }
 
-// maxForks bounds the forks listed.
-const maxForks = 50
+// maxForks bounds the forks listed, maxCandidates the deliberations
+// looked at as forks (each costs a look at every deliberation).
+const (
+	maxForks      = 50
+	maxCandidates = 2 * maxForks
+)
 
 // participantArtifacts returns d's artifacts but the supervisor's, in
 // stream order, with their positions.
@@ -131,7 +135,7 @@ func (e *Explorer) lineage(id string) (Lineage, bool) {
 	// of its; a fork of it if it is their parent.
 	var candidates []string
 	e.r.EachDeliberation(func(x *projector.Deliberation) {
-		if x.ID == id || x.OpenedAt <= opened {
+		if x.ID == id || x.OpenedAt <= opened || len(candidates) == maxCandidates {
 			return
 		}
 		first := true
@@ -159,6 +163,21 @@ func (e *Explorer) lineage(id string) (Lineage, bool) {
 		})
 	}
 	return l, true
+}
+
+// admitScan admits a read of every message of a deliberation (the
+// list's budget: the engine's read budget for readers not signed in);
+// done ends it.
+func (e *Explorer) admitScan(w http.ResponseWriter, r *http.Request) (done func(), ok bool) {
+	if e.Admit == nil {
+		return func() {}, true
+	}
+	done, err := e.Admit(r)
+	if err != nil {
+		refuse(w, err)
+		return nil, false
+	}
+	return done, true
 }
 
 func (e *Explorer) serveLineage(w http.ResponseWriter, r *http.Request) {
@@ -309,16 +328,7 @@ func (e *Explorer) exportable(w http.ResponseWriter, r *http.Request) (done func
 		writeError(w, http.StatusNotFound, "not_found", "deliberation "+id+" not found")
 		return nil, false
 	}
-	done = func() {}
-	if e.Admit != nil {
-		d, err := e.Admit(r)
-		if err != nil {
-			refuse(w, err)
-			return nil, false
-		}
-		done = d
-	}
-	return done, true
+	return e.admitScan(w, r)
 }
 
 // serveRecording writes the deliberation's stream recording, as engine
