@@ -884,7 +884,8 @@ function makeGraph(el, M, select) {
   mini.addEventListener("pointerup", () => { miniDrag = false; });
   mini.addEventListener("pointercancel", () => { miniDrag = false; });
   function drawMini() {
-    if (!laid) { mini.hidden = true; miniBase = null; miniMap = null; return; }
+    // none while the whole graph reads in the pane
+    if (!laid || fitK(svg.getBoundingClientRect()) >= READABLE) { mini.hidden = true; miniBase = null; miniMap = null; return; }
     mini.hidden = false;
     const cw = mini.clientWidth || 220, ch = mini.clientHeight || 150, dpr = window.devicePixelRatio || 1;
     mini.width = Math.round(cw * dpr); mini.height = Math.round(ch * dpr);
