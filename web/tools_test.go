@@ -451,6 +451,22 @@ func TestExplorerTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, bctx, "the page now", `document.querySelector('#dag').dataset.at === '' && document.querySelector('#status').textContent === 'completed'`)
+	if loc, _ := chromedp.Run(bctx, chromedp.Location()); strings.Contains(loc, "at=") {
+		t.Errorf("now, the address: %s", loc)
+	}
+	// The address keeps the moment: #5, the objection open.
+	eval[bool](t, bctx, `(() => { const s = document.querySelector('#scrub'); s.value = '5'; s.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`)
+	loc, _ := chromedp.Run(bctx, chromedp.Location())
+	if !strings.HasSuffix(loc, "?at=5") {
+		t.Errorf("at #5, the address: %s", loc)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/"), chromedp.Navigate(loc)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, bctx, "the page opened at #5", `document.querySelector('#dag') && document.querySelector('#dag').dataset.at === '5'`)
+	if open := eval[string](t, bctx, `(document.querySelector('#open-objections') || {dataset: {}}).dataset.ids`); open != r.objection.ID.String() {
+		t.Errorf("opened at #5: open objections %q, want %s", open, r.objection.ID)
+	}
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page had problems:\n%s", strings.Join(p, "\n"))
 	}
@@ -530,6 +546,8 @@ func TestExplorerFork(t *testing.T) {
 		{"/api/v1/explorer/deliberations/" + parent + "/compare", "lineage.not_a_fork"},
 		{"/api/v1/explorer/deliberations/nope/lineage", "not_found"},
 		{"/api/v1/explorer/deliberations/nope/compare", "not_found"},
+		{"/api/v1/explorer/deliberations/nope/recording", "not_found"},
+		{"/api/v1/explorer/deliberations/nope/audit", "not_found"},
 	} {
 		resp, err := http.Get(base + c.url)
 		if err != nil {

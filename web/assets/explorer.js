@@ -529,6 +529,10 @@ function deliberationPage(id) {
     const max = maxOrdinal();
     M.at = n == null || n >= max ? null : Math.max(1, Math.round(n));
     M.graphStart = null;
+    // the address keeps it (?at=N), so that the moment can be shared
+    const u = new URL(location.href);
+    if (M.at == null) u.searchParams.delete("at"); else u.searchParams.set("at", String(M.at));
+    history.replaceState(null, "", u.pathname + u.search + u.hash);
     schedule(true);
   }
   M.at_ = at;
@@ -770,7 +774,13 @@ function deliberationPage(id) {
       schedule(false);
     });
     es.addEventListener("ready", () => {
-      M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide(); schedule(true);
+      M.ready = true; M.readyAt = Math.round(performance.now()); setLive("on", "live"); refreshSide();
+      if (!M.atRead) { // the address's ?at=N, once
+        M.atRead = true;
+        const n = parseInt(new URLSearchParams(location.search).get("at"), 10);
+        if (n > 0) at(n);
+      }
+      schedule(true);
       const want = decodeURIComponent(location.hash.slice(1));
       if (M.arts.has(want)) requestAnimationFrame(() => requestAnimationFrame(() => select(want)));
     });
