@@ -239,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	root.Handle("/", httpAPI.Handler())
 	explorer := web.New(s.Runner, s.Stream)
 	explorer.Halted = w.Halted
+	explorer.JetStream = ejs
 	explorer.SignedIn = httpapi.SignedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
 		t, err := httpAPI.Admit(r, readmodel.ReadList)

@@ -39,6 +39,10 @@ var assets embed.FS
 type Explorer struct {
 	r      *runner.Runner
 	stream jetstream.Stream
+	// JetStream, when set, is the engine's, from which a deliberation's
+	// recording is exported for download and audit (nil: those answer
+	// 503 unavailable).
+	JetStream jetstream.JetStream
 	// MaxFeeds bounds the live feeds open at once; MaxFeedsPerNetwork
 	// those of one client network that is not signed in (an IPv4 /24, an
 	// IPv6 /64: one client holds many addresses of its network, rarely
@@ -110,6 +114,10 @@ func (e *Explorer) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /assets/{name}", e.asset)
 	mux.HandleFunc("GET /api/v1/explorer/deliberations", e.serveList)
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/events", e.serveEvents)
+	mux.HandleFunc("GET /api/v1/explorer/deliberations/{id}/lineage", e.serveLineage)
+	mux.HandleFunc("GET /api/v1/explorer/deliberations/{id}/compare", e.serveCompare)
+	mux.HandleFunc("GET /api/v1/explorer/deliberations/{id}/recording", e.serveRecording)
+	mux.HandleFunc("GET /api/v1/explorer/deliberations/{id}/audit", e.serveAudit)
 }
 
 // IsPage reports whether path is one of the explorer's pages (a refusal

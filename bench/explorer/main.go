@@ -20,15 +20,19 @@
 //
 // With -shots DIR it runs examples/relay/twelve-round.json against the
 // engine (the relay's scripted and exec participants, no model), opens a
-// second deliberation left in progress, and writes PNG screenshots of the
-// list, the deliberation (light and dark), the inspector and the live page
-// to DIR:
+// second deliberation left in progress, forks the first after its message
+// 25 with examples/relay/fork.json, publishes a deliberation of 1,000
+// artifacts, and writes PNG screenshots of the list, the deliberation
+// (light and dark), the inspector, the live page, the large one fitted
+// with its overview, the first at an earlier ordinal on the timeline, and
+// the fork beside its parent to DIR:
 //
 //	go run ./bench/explorer -shots docs/img -sizes ""
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -50,10 +54,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/benchkit"
+	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 )
@@ -341,6 +347,38 @@ func screenshots(ctx context.Context, bctx context.Context, s *service.Service, 
 		return err
 	}
 	alice.WaitPosition(ctx, id2, ack.Sequence)
+	// A fork of the twelve-round deliberation after its message 25
+	// (examples/relay/fork.json: the architect turns to write-through).
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	var rec bytes.Buffer
+	if _, err := archive.Export(ctx, js, sum.Deliberation, recording.Stream, &rec); err != nil {
+		return err
+	}
+	rd, err := recording.NewReader(&rec)
+	if err != nil {
+		return err
+	}
+	forkCfg, err := relay.Load("examples/relay/fork.json")
+	if err != nil {
+		return err
+	}
+	forkDir, err := os.MkdirTemp("", "parley-explorer-fork")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(forkDir)
+	forked, err := relay.Run(ctx, forkCfg, relay.Options{NATS: s.NATSURL(), Dir: forkDir, Fork: rd, ForkAt: 25})
+	if err != nil {
+		return err
+	}
+	// A large deliberation, for the overview.
+	large, err := synth(ctx, nc, 1000)
+	if err != nil {
+		return err
+	}
 
 	shot := func(name, url string, w, h int64, dark bool, steps ...chromedp.Action[chromedp.Void]) error {
 		tctx, cancel := chromedp.NewContext(bctx)
@@ -392,6 +430,13 @@ func screenshots(ctx context.Context, bctx context.Context, s *service.Service, 
 		{"explorer-decision.png", page, 1400, 1000, false, []chromedp.Action[chromedp.Void]{void(chromedp.Evaluate[bool](`document.querySelector('#decisions').scrollIntoView(), true`))}},
 		{"explorer-inspector.png", page, 1400, 1000, false, []chromedp.Action[chromedp.Void]{void(chromedp.Evaluate[bool](`window.parleyExplorer.select(` + string(b) + `), true`))}},
 		{"explorer-live.png", base + "/deliberations/" + id2, 1400, 760, false, nil},
+		{"explorer-overview.png", base + "/deliberations/" + large, 1400, 1000, false, []chromedp.Action[chromedp.Void]{
+			void(chromedp.Poll[bool](`document.querySelector('#dag').dataset.nodes === '1000'`)), chromedp.Click(`#fit`)}},
+		{"explorer-timeline.png", page, 1400, 1000, false, []chromedp.Action[chromedp.Void]{
+			void(chromedp.Evaluate[bool](`window.parleyExplorer.at_(window.parleyExplorer.arts.get(` + string(b) + `).ordinal + 1), true`)),
+			void(chromedp.Poll[bool](`document.querySelector('#dag').dataset.at !== ''`))}},
+		{"explorer-fork.png", base + "/deliberations/" + forked.Deliberation, 1400, 1000, false, []chromedp.Action[chromedp.Void]{
+			chromedp.WaitVisible(`#compare-open`), chromedp.Click(`#compare-open`), chromedp.WaitVisible(`#compare-fork li`)}},
 	}
 	for _, st := range steps {
 		if err := shot(st.name, st.url, st.w, st.h, st.dark, st.extra...); err != nil {
