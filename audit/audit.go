@@ -57,7 +57,8 @@ const (
 
 // Codes lists the audit's finding codes (docs/ERRORS.md).
 var Codes = []string{CodeChainBroken, CodeNoTrailer, CodeCount, CodeDigest, CodeOrder, CodeForeign, CodeUnjustified, CodeMissing,
-	CodeInvalid, CodeNotOpened, CodeUnjustifiedEnd, CodeFalseCompletion, CodeUnjustifiedStatus}
+	CodeInvalid, CodeNotOpened, CodeUnjustifiedEnd, CodeFalseCompletion, CodeUnjustifiedStatus,
+	CodeUnsignedEmission, CodeBadCheckpoint, CodeUncovered, CodeReceipt, CodeSplitView}
 
 // Finding is one thing the audit found.
 type Finding struct {
@@ -94,7 +95,12 @@ type Report struct {
 	InadmissibleEvidence []string  `json:"inadmissible_evidence,omitempty"`
 	Findings             []Finding `json:"findings"`
 	NotChecked           []string  `json:"not_checked,omitempty"`
-	OK                   bool      `json:"ok"`
+	// Signers are the keys that signed messages of the recording and what
+	// rests on each; Log the deliberation's log (with trusted keys:
+	// RunTrusted).
+	Signers []Signer   `json:"signers,omitempty"`
+	Log     *LogReport `json:"log,omitempty"`
+	OK      bool       `json:"ok"`
 }
 
 // Run audits a recording.
@@ -104,20 +110,37 @@ func Run(r *recording.Reader) (*Report, error) { return RunWith(r, nil) }
 // verify (nil: none is re-verified) where a charter requires admissible
 // provenance.
 func RunWith(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
+	return RunTrusted(r, verify, nil)
+}
+
+// RunTrusted audits a recording as RunWith does and, with trust, checks
+// what rests on the engine's keys (docs/VERIFY.md): every supervisor
+// emission signed by a trusted key; every checkpoint in the record
+// verifying and signed by one; every judgment covered by such a
+// checkpoint; every receipt and checkpoint given beside the recording
+// reproduced by its log. It says which statements rest on which key.
+func RunTrusted(r *recording.Reader, verify provenance.Verifier, trust *Trust) (*Report, error) {
 	if r.Format() == recording.Log {
 		return auditLog(r)
 	}
-	return auditStream(r, verify)
+	return auditStream(r, verify, trust)
 }
 
 func (rep *Report) find(code string, pos uint64, id, format string, a ...any) {
 	rep.Findings = append(rep.Findings, Finding{Code: code, Position: pos, ArtifactID: id, Message: fmt.Sprintf(format, a...)})
 }
 
-func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, error) {
+func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) (*Report, error) {
 	id := r.Header().Deliberation
 	rep := &Report{Format: recording.Stream, Deliberation: id, Counts: map[events.Type]int{}, Rejections: map[string]int{}, Decisions: []Decision{}, Findings: []Finding{}}
 	p := projector.New(projector.Options{Rules: termination.Rules{}})
+	var tc *trustCheck
+	if trust != nil {
+		tc = newTrustCheck(trust)
+	} else {
+		rep.NotChecked = append(rep.NotChecked, "the engine's signatures and checkpoints, and receipts: give the engine's public key (--trusted-key) to check them")
+	}
+	ended := false
 	var last uint64
 	var lastTime time.Time
 	for {
@@ -147,6 +170,12 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature}
 		p.Prepare(&msg, verify)
 		out := p.Apply(msg)
+		if tc != nil {
+			tc.add(rep, id, m, msg, out)
+			if d := p.Deliberation(id); d != nil && d.Status.Terminal() && !ended && out.Logged {
+				ended, tc.judged = true, tc.log.Tree.Size()
+			}
+		}
 		if r := out.Rejection; r != nil {
 			switch r.Code {
 			case projector.CodeSupervisorUnjustified:
@@ -196,6 +225,9 @@ func auditStream(r *recording.Reader, verify provenance.Verifier) (*Report, erro
 		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: n.Seq, Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
 	}
 	checkStatus(rep, d)
+	if tc != nil {
+		tc.finish(rep, id, d)
+	}
 	// Nothing the rules call for may be missing at the end of the record.
 	for _, e := range termination.Decide(d, lastTime) {
 		rep.find(CodeMissing, 0, e.Artifact.ID.String(), "the rules call for a supervisor %s (%s) that the record lacks", e.Artifact.Type, e.Reason)
@@ -359,6 +391,7 @@ func (rep *Report) Text() string {
 	if rep.StateDigest != "" {
 		fmt.Fprintf(&b, "state_digest %s\n", rep.StateDigest)
 	}
+	rep.trustText(&b)
 	for _, f := range rep.Findings {
 		fmt.Fprintf(&b, "finding      %s", f.Code)
 		if f.Position > 0 {

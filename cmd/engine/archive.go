@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/audit"
 	"github.com/parley-engine/parley/recording"
+	"github.com/parley-engine/parley/signing"
 )
 
 // natsFlags are the connection flags of the commands that talk to a live
@@ -278,8 +281,8 @@ running engine writes in its data directory (--data DIR; by default
 
 func runAudit(_ context.Context, e *env, args []string) int {
 	var asJSON bool
-	var rootDirs roots
-	fs := newFlags(e, "audit", "[--json] [--root DIR]... FILE|-", `Audits a recording offline, with no server and no model call: every id and
+	var rootDirs, trusted, receiptFiles, checkpointFiles roots
+	fs := newFlags(e, "audit", "[--json] [--root DIR]... [--trusted-key KEY]... [--receipt FILE]... [--checkpoint FILE]... FILE|-", `Audits a recording offline, with no server and no model call: every id and
 artifact rule, the projector's fold and state_digest (equal to the live
 engine's for the same messages), the closure of every decision at its own
 position, that every supervisor emission was called for by the rules and
@@ -287,9 +290,22 @@ none is missing, the hash chain, and the rejections. A charter's provenance
 policy is judged by the discipline alone unless --root re-verifies
 annotations, as the engine's --provenance-root does (use the same roots, or
 the supervisor's provenance judgements may read as unjustified). Exit
-status: 0 no finding, 1 findings, 2 unusable input.`)
+status: 0 no finding, 1 findings, 2 unusable input.
+
+With --trusted-key (the engine's public key, "U…", or a file holding it:
+what engine serve prints and credentials.json's engine_key), it also
+checks what rests on that key, with public keys alone (docs/VERIFY.md):
+every supervisor emission signed by it, every checkpoint of the log in the
+recording verifying, every judgment covered by a trusted checkpoint, and
+each --receipt (a C2SP tlog-proof from engine receipt, the client or a
+relay run's receipts/) and --checkpoint (a signed checkpoint kept from
+elsewhere) reproduced by the recording's log; and it says which
+statements rest on which key.`)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.Var(&rootDirs, "root", "a directory to re-verify provenance annotations against (repeatable)")
+	fs.Var(&trusted, "trusted-key", "an engine's public key, or a file holding it, to trust (repeatable)")
+	fs.Var(&receiptFiles, "receipt", "a receipt file the recording must agree with (repeatable; needs --trusted-key)")
+	fs.Var(&checkpointFiles, "checkpoint", "a signed checkpoint file the recording must reproduce (repeatable; needs --trusted-key)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -315,7 +331,12 @@ status: 0 no finding, 1 findings, 2 unusable input.`)
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage
 	}
-	rep, err := audit.RunWith(r, verify)
+	trust, err := loadTrust(trusted, receiptFiles, checkpointFiles)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
+		return exitUsage
+	}
+	rep, err := audit.RunTrusted(r, verify, trust)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage
@@ -330,4 +351,44 @@ status: 0 no finding, 1 findings, 2 unusable input.`)
 		return exitOK
 	}
 	return exitRejected
+}
+
+// loadTrust reads the audit's trusted keys (each given as the key or a
+// file holding it), receipts and checkpoints; nil without keys.
+func loadTrust(keys, receipts, checkpoints []string) (*audit.Trust, error) {
+	if len(keys) == 0 {
+		if len(receipts)+len(checkpoints) > 0 {
+			return nil, errors.New("--receipt and --checkpoint need --trusted-key: a receipt proves something only under a key you trust")
+		}
+		return nil, nil
+	}
+	t := &audit.Trust{}
+	for _, k := range keys {
+		if !signing.ValidKey(k) {
+			b, err := os.ReadFile(k)
+			if err != nil {
+				return nil, fmt.Errorf("--trusted-key %s: neither an nkeys user public key (U…) nor a readable file: %v", k, err)
+			}
+			k = strings.TrimSpace(string(b))
+			if !signing.ValidKey(k) {
+				return nil, fmt.Errorf("--trusted-key: the file holds no nkeys user public key (U…)")
+			}
+		}
+		t.EngineKeys = append(t.EngineKeys, k)
+	}
+	for _, f := range receipts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--receipt: %v", err)
+		}
+		t.Receipts = append(t.Receipts, b)
+	}
+	for _, f := range checkpoints {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--checkpoint: %v", err)
+		}
+		t.Checkpoints = append(t.Checkpoints, b)
+	}
+	return t, nil
 }
