@@ -345,7 +345,7 @@ func FormatSummary(s *Summary) string {
 	if s.Dir != "" {
 		files := "report.md, dag.svg, summary.json, record.jsonl"
 		if s.Recording != "" {
-			files += ", keys.json, recording.jsonl"
+			files += ", keys.json, recording.jsonl, engine.pub, receipts/"
 		}
 		line("run directory", "%s (%s)", s.Dir, files)
 	}

@@ -126,6 +126,10 @@ type Summary struct {
 	// signature, for engine audit.
 	Keys      map[string]string `json:"keys,omitempty"`
 	Recording string            `json:"recording,omitempty"`
+	// EngineKey is the engine's public key (written to engine.pub) and
+	// Receipts the number of receipts a signed run kept (in receipts/).
+	EngineKey string `json:"engine_key,omitempty"`
+	Receipts  int    `json:"receipts,omitempty"`
 	// Notes say what the run could not write (the picture).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -255,6 +259,9 @@ func Run(ctx context.Context, cfg *Config, opts Options) (_ *Summary, runErr err
 			return nil, fmt.Errorf("relay: the recording of deliberation %s: %w", r.id, err)
 		}
 		r.sum.Recording = filepath.Join(r.opts.Dir, RecordingFile)
+		if r.sum.EngineKey, r.sum.Receipts, err = writeReceipts(ctx, r.orch, r.opts.Dir, r.id); err != nil {
+			return nil, fmt.Errorf("relay: the receipts of deliberation %s: %w", r.id, err)
+		}
 	}
 	return r.sum, writeReport(ctx, r.opts.Dir, r.sum, r.record, rec)
 }

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/substrate"
@@ -105,4 +108,59 @@ func writeRecording(ctx context.Context, js jetstream.JetStream, dir, id string,
 		err = cerr
 	}
 	return err
+}
+
+// ReceiptsDir and EngineKeyFile are what a signed run also writes: the
+// receipt of every message of the record that a checkpoint covers
+// (ReceiptsDir/<ordinal>.tlog-proof, C2SP tlog-proof documents), and the
+// engine's public key, which signs the supervisor's emissions and the
+// checkpoints. With them the recording verifies on a machine with no
+// engine:
+//
+//	engine audit --trusted-key engine.pub --receipt receipts/2.tlog-proof recording.jsonl
+const (
+	ReceiptsDir   = "receipts"
+	EngineKeyFile = "engine.pub"
+)
+
+// writeReceipts writes the engine's key and the receipts of every message
+// of deliberation id's record that a checkpoint covers; it returns the
+// key and the number of receipts written.
+func writeReceipts(ctx context.Context, c *client.Client, dir, id string) (string, int, error) {
+	key, err := c.EngineKey(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, EngineKeyFile), []byte(key+"\n"), 0o640); err != nil {
+		return "", 0, err
+	}
+	v, err := c.State(ctx, id)
+	if err != nil {
+		return key, 0, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ReceiptsDir), 0o750); err != nil {
+		return key, 0, err
+	}
+	n := 0
+	for from := uint64(1); from <= v.Log.Size; from += api.MaxReceipts {
+		var ords []uint64
+		for o := from; o <= v.Log.Size && o < from+api.MaxReceipts; o++ {
+			ords = append(ords, o)
+		}
+		list, err := c.Receipts(ctx, id, ords...)
+		if err != nil {
+			return key, n, err
+		}
+		for _, it := range list.Receipts {
+			if it.Receipt == "" {
+				continue // the last checkpoint itself: none covers it
+			}
+			name := filepath.Join(dir, ReceiptsDir, strconv.FormatUint(it.Ordinal, 10)+".tlog-proof")
+			if err := os.WriteFile(name, []byte(it.Receipt), 0o640); err != nil {
+				return key, n, err
+			}
+			n++
+		}
+	}
+	return key, n, nil
 }

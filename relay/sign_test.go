@@ -110,7 +110,7 @@ func TestRun_Signed(t *testing.T) {
 			break
 		}
 		_, kind, token := wire.Parse(m.Subject)
-		if kind != "art" || token == wire.SupervisorToken {
+		if kind != "art" || token == wire.SupervisorToken || token == wire.CheckpointToken {
 			continue
 		}
 		if m.Signature.Key != keys.Keys[token] || m.Signature.Signature == "" {
@@ -130,6 +130,28 @@ func TestRun_Signed(t *testing.T) {
 	}
 	if !rep.OK || rep.StateDigest != s.StateDigest || len(rep.Rejections) != 0 || rep.Status != "completed" {
 		t.Fatalf("audit %+v\n%s", rep, rep.Text())
+	}
+	// With the engine's key and the run's receipts, and nothing else (no
+	// engine): every signature, checkpoint and receipt verifies.
+	pub, err := os.ReadFile(filepath.Join(runDir, relay.EngineKeyFile))
+	if err != nil || strings.TrimSpace(string(pub)) != s.EngineKey {
+		t.Fatalf("engine.pub %q (%v), the summary's %q", pub, err, s.EngineKey)
+	}
+	receipts, _ := filepath.Glob(filepath.Join(runDir, relay.ReceiptsDir, "*.tlog-proof"))
+	if len(receipts) == 0 || len(receipts) != s.Receipts {
+		t.Fatalf("%d receipts, the summary says %d", len(receipts), s.Receipts)
+	}
+	trust := &audit.Trust{EngineKeys: []string{s.EngineKey}}
+	for _, f := range receipts {
+		b, _ := os.ReadFile(f)
+		trust.Receipts = append(trust.Receipts, b)
+	}
+	rep, err = audit.RunTrusted(mustReader(t, rec), nil, trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Log == nil || rep.Log.Receipts != len(receipts) {
+		t.Fatalf("audit with the engine's key and %d receipts:\n%s", len(receipts), rep.Text())
 	}
 
 	// The first artifact's signature stripped, the chain recomputed.

@@ -46,7 +46,8 @@ func TestImport_OperatorCredentials(t *testing.T) {
 		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	alice.Watch(wctx, id, func(v api.View) bool { return v.Status != api.StatusCompleted })
+	// The end, and the checkpoint that follows it.
+	alice.Watch(wctx, id, func(v api.View) bool { return v.Status != api.StatusCompleted || v.Log.CheckpointDue })
 	rec := filepath.Join(dir, "rec.jsonl")
 	// Reading is a participant's right: export needs no credentials.
 	t.Chdir(t.TempDir())
