@@ -110,7 +110,7 @@ func (tc *trustCheck) add(rep *Report, id string, m recording.Message, msg proje
 			rep.find(CodeBadCheckpoint, m.Position, "", "a checkpoint signed by %s, which is not a trusted key", m.Signature.Key)
 		default:
 			s.Checkpoints++
-			tc.covered = tc.log.Tree.Size() - 1
+			tc.covered = tc.log.Tree.Size()
 		}
 	}
 	for _, a := range out.Admitted {

@@ -158,6 +158,7 @@ type Deliberation struct {
 	ckptSize   uint64
 	ckptN      int
 	ckptBad    int
+	ckptAt     uint64 // the position of the last checkpoint message
 	ended      bool
 	superN     int // nodes published by the supervisor
 	// What the supervisor has answered: decisions its FAILUREs consider,
@@ -716,7 +717,7 @@ func (d *Deliberation) newOrdinal(seq uint64) uint64 {
 // lastSeq is the position of the last message of the deliberation the
 // fold has seen, part of its record or not.
 func (d *Deliberation) lastSeq() uint64 {
-	return max(d.foreignAt, d.seqs.lastPos())
+	return max(d.foreignAt, d.seqs.lastPos(), d.ckptAt)
 }
 
 // Foreign returns the kept messages that named the deliberation without

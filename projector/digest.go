@@ -92,7 +92,12 @@ func (d *Deliberation) computeDigest(legacy bool) canon.Digest {
 	} else {
 		w.line("parley-state-v2")
 	}
-	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(d.Position), strconv.Itoa(d.Round))
+	// The last message of the record (a checkpoint after it is none).
+	last := d.Position
+	if last == d.ckptAt && last != 0 {
+		last = d.seqs.lastPos()
+	}
+	w.line("deliberation", q(d.Title), string(d.Status), u(d.OpenedAt), u(last), strconv.Itoa(d.Round))
 	if d.Charter != nil {
 		w.line("participants", q(string(mustJSON(d.Charter.Participants))))
 		w.line("limits", q(string(d.Charter.Limits)), "policy", q(string(d.Charter.Policy)))

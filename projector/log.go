@@ -15,7 +15,9 @@ import (
 
 // The log of a deliberation (docs/VERIFY.md, "The log of a deliberation"):
 // every message of its record, in order — the messages its ordinals count,
-// from its open on — is a leaf of an RFC 6962 Merkle tree. The fold keeps
+// from its open on; the engine's checkpoints are statements about the
+// record, not messages of it — is a leaf of an RFC 6962 Merkle tree: the
+// message of ordinal k is leaf k-1. The fold keeps
 // the tree's frontier (O(log n) hashes), so that it knows the log's root
 // at every message, and checks every checkpoint the engine publishes into
 // the record (parley.<deliberation>.art._checkpoint) against it: a
@@ -111,7 +113,7 @@ func (d *Deliberation) CheckpointDue() bool { return d.judgedSize > d.ckptSize }
 // was the original deliberation's (under another id it cannot verify).
 func (d *Deliberation) checkpoint(m Msg) Outcome {
 	d.now = m.Time
-	d.Position = m.Seq
+	d.Position, d.ckptAt = m.Seq, m.Seq
 	if err := d.checkCheckpoint(m); err != nil {
 		d.ckptBad++
 		if m.Import != nil {
@@ -169,9 +171,9 @@ type LogBuilder struct {
 	Keep        func(index uint64) bool
 }
 
-// LoggedCheckpoint is a checkpoint admitted into a log: its leaf index
-// (the size it covers: every message before it), its signed note and the
-// key its message named.
+// LoggedCheckpoint is a checkpoint in a deliberation's record that
+// verified: the size of the log it covers (Index: every message before
+// it), its signed note and the key its message named.
 type LoggedCheckpoint struct {
 	Index uint64
 	Note  []byte
@@ -186,13 +188,13 @@ func NewLogBuilder(keep func(uint64) bool) *LogBuilder {
 // Add takes m, a message of the deliberation as given to Apply, and what
 // Apply did with it.
 func (b *LogBuilder) Add(m Msg, out Outcome) {
+	if out.Control == OpCheckpoint && out.CheckpointErr == nil {
+		b.Checkpoints = append(b.Checkpoints, LoggedCheckpoint{Index: b.Tree.Size(), Note: m.Data, Key: m.Signature.Key})
+	}
 	if !out.Logged {
 		return
 	}
 	i := b.Tree.Append(out.LeafHash)
-	if out.Control == OpCheckpoint {
-		b.Checkpoints = append(b.Checkpoints, LoggedCheckpoint{Index: i, Note: m.Data, Key: m.Signature.Key})
-	}
 	if b.Keep != nil && b.Keep(i) {
 		m.Time = out.Time
 		b.Leaves[i] = LeafOf(m)

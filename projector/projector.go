@@ -431,6 +431,13 @@ func (p *Projection) apply(m Msg, delib, kind, participant string) Outcome {
 // position (the ordinals, the position-independent digest) and its leaf
 // in the deliberation's log.
 func (p *Projection) count(delib string, m Msg, out *Outcome) {
+	if out.Control == OpCheckpoint {
+		// A checkpoint is a statement about the record, not a message of
+		// it: no ordinal, no leaf, nothing of the state digest, so that
+		// the record reads the same whenever the engine's checkpoints
+		// landed (a replay's, an import's, a second engine's).
+		return
+	}
 	if d := p.delibs[delib]; d != nil && d.Position == m.Seq {
 		d.seqs.add(m.Seq)
 		d.appendLeaf(m, out)

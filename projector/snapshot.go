@@ -98,6 +98,7 @@ type delibSnap struct {
 	CkptSize   uint64
 	CkptN      int
 	CkptBad    int
+	CkptAt     uint64
 	Ended      bool
 }
 
@@ -146,7 +147,7 @@ func (p *Projection) Freeze() *Frozen {
 			SuspendedAt: d.SuspendedAt, Seqs: d.seqs.snap(), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
 			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
 			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN,
-			LogSize: d.LogSize(), JudgedSize: d.judgedSize, CkptSize: d.ckptSize, CkptN: d.ckptN, CkptBad: d.ckptBad, Ended: d.ended}
+			LogSize: d.LogSize(), JudgedSize: d.judgedSize, CkptSize: d.ckptSize, CkptN: d.ckptN, CkptBad: d.ckptBad, CkptAt: d.ckptAt, Ended: d.ended}
 		if d.log != nil {
 			for _, h := range d.log.Hashes() {
 				ds.LogHashes = append(ds.LogHashes, h[:]...)
@@ -233,7 +234,7 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		d.lastTime, d.breaches, d.now = ds.LastTime, ds.Breaches, ds.Now
 		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
 		d.foreign.set(ds.Foreign)
-		d.judgedSize, d.ckptSize, d.ckptN, d.ckptBad, d.ended = ds.JudgedSize, ds.CkptSize, ds.CkptN, ds.CkptBad, ds.Ended
+		d.judgedSize, d.ckptSize, d.ckptN, d.ckptBad, d.ckptAt, d.ended = ds.JudgedSize, ds.CkptSize, ds.CkptN, ds.CkptBad, ds.CkptAt, ds.Ended
 		if ds.LogSize > 0 {
 			if len(ds.LogHashes)%32 != 0 {
 				return nil, fmt.Errorf("projector: snapshot of %s: log hashes of %d bytes", ds.ID, len(ds.LogHashes))
