@@ -13,11 +13,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -229,5 +232,105 @@ func TestNATSConf_EngineServe(t *testing.T) {
 	}
 	if _, err := nats.Connect(e.natsURL()); err == nil {
 		t.Error("deploy/nats.conf let in a client without credentials")
+	}
+}
+
+// Under deploy/nats.conf, in a deliberation whose charter binds keys and
+// requires signatures: someone with alice's NATS credentials but not her
+// key cannot publish as alice (unsigned: signature.missing; signed with
+// another key: signature.wrong_key); alice's signed artifact republished
+// by bob (with its headers) is refused, and so is it republished into
+// another deliberation of the same charter (signature.bad: the signature
+// names the deliberation). alice's own signed artifact is accepted, and
+// the engine's supervisor signs the end with the engine's key.
+func TestNATSConf_SignaturesBeyondCredentials(t *testing.T) {
+	dir := t.TempDir()
+	e := &engineProc{t: t, dataDir: filepath.Join(dir, "data"), natsPort: freePort(t), httpPort: freePort(t),
+		extraArgs: []string{"--nats-config", "../deploy/nats.conf", "--user", "engine", "--password", "change-me-engine"}}
+	e.start()
+	defer e.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	connect := func(user string) *nats.Conn {
+		nc, err := nats.Connect(e.natsURL(), nats.UserInfo(user, "change-me-"+user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	aliceKey, _ := nkeys.CreateUser()
+	alicePub, _ := aliceKey.PublicKey()
+	bobKey, _ := nkeys.CreateUser()
+	bobPub, _ := bobKey.PublicKey()
+	malloryKey, _ := nkeys.CreateUser()
+	alice, _ := client.NewWithOptions(connect("alice"), "alice", client.Options{SigningKey: aliceKey})
+	asAliceNoKey, _ := client.New(connect("alice"), "alice")
+	asAliceOtherKey, _ := client.NewWithOptions(connect("alice"), "alice", client.Options{SigningKey: malloryKey})
+	bobNC := connect("bob")
+	o, _ := client.New(connect("orchestrator"), "orchestrator")
+	charter := client.Charter{Title: "signed", Participants: []string{"alice", "bob"},
+		Keys: map[string]string{"alice": alicePub, "bob": bobPub}, RequireSignatures: true}
+	id, err := o.Open(ctx, charter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := o.Open(ctx, charter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdict := func(c *client.Client, id string, ack *jetstream.PubAck, a *events.Artifact) api.OutcomeReport {
+		t.Helper()
+		out, err := c.WaitOutcome(ctx, id, ack.Sequence, a.ID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	code := func(r api.OutcomeReport) string {
+		if r.Code == "" {
+			return string(r.Outcome)
+		}
+		return r.Code
+	}
+	claim := func(s string) events.Draft {
+		return events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: s}}
+	}
+	a, ack, err := asAliceNoKey.Publish(ctx, id, claim("no key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := code(verdict(alice, id, ack, a)); got != "signature.missing" {
+		t.Errorf("alice's credentials, no key: %s", got)
+	}
+	a, ack, _ = asAliceOtherKey.Publish(ctx, id, claim("another key"))
+	if got := code(verdict(alice, id, ack, a)); got != "signature.wrong_key" {
+		t.Errorf("alice's credentials, another key: %s", got)
+	}
+	signed, ack, _ := alice.Publish(ctx, id, claim("alice's own"))
+	if got := code(verdict(alice, id, ack, signed)); got != string(api.VerdictAccepted) {
+		t.Fatalf("alice's signed claim: %s", got)
+	}
+	// Her message as published, republished by bob and into the other deliberation.
+	h, err := signing.Sign(aliceKey, id, "alice", signed.ID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := func(nc *nats.Conn, subject string) *jetstream.PubAck {
+		t.Helper()
+		js, _ := jetstream.New(nc)
+		m := &nats.Msg{Subject: subject, Data: signed.Canonical, Header: nats.Header{}}
+		h.Set(m.Header)
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(signed.ID.String()+subject))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	if got := code(verdict(alice, id, replay(bobNC, wire.ArtifactSubject(id, "bob")), signed)); got != "signature.wrong_key" {
+		t.Errorf("alice's signed artifact republished by bob: %s", got)
+	}
+	if got := code(verdict(alice, other, replay(connect("alice"), wire.ArtifactSubject(other, "alice")), signed)); got != "signature.bad" {
+		t.Errorf("alice's signed artifact in another deliberation: %s", got)
 	}
 }
