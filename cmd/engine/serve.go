@@ -48,6 +48,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.TLSCA, "tls-ca", "", "CA certificate file for NATS TLS")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "client certificate file for NATS TLS")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS TLS")
+	fs.StringVar(&cfg.EngineKey, "engine-key", "", "the engine's key, an nkeys user seed file (engine keygen --out FILE); default DATA/engine.nk, created at the first start. It signs the supervisor's emissions and the checkpoints (docs/VERIFY.md)")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server (for example deploy/nats.conf)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
@@ -136,8 +137,8 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	default:
 		bind = c.HTTPURL + "/bind (sign in at the sign_in_url of " + credsPath + "; the token is not printed where standard output is not a terminal)"
 	}
-	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the operator's secrets and the HTTP token, mode 0600)\n",
-		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath)
+	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the operator's secrets and the HTTP token, mode 0600)\n  key   %s (the engine's public key: engine audit --trusted-key)\n",
+		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath, c.EngineKey)
 	cfg.Logger.Info("engine started", "nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir)
 	code := exitOK
 	select {
