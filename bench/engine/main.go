@@ -36,6 +36,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
@@ -54,6 +55,7 @@ func main() {
 	k := flag.Int("k", 8, "participants for the ingest benchmark")
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
+	flag.BoolVar(&signedIngest, "signed", true, "ingest a signed deliberation too (a key bound to every participant, signatures required), beside the unsigned one")
 	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine) and of the replay (bare consumer, rebuild), alternating their order")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -106,6 +108,9 @@ func claims(n int, tag string) []*events.Artifact {
 	}
 	return out
 }
+
+// signedIngest: -signed.
+var signedIngest bool
 
 func ingest(ctx context.Context, n, k, rounds int) {
 	arts := claims(n, "ingest")
@@ -171,14 +176,30 @@ func ingest(ctx context.Context, n, k, rounds int) {
 
 	// The engine: the client's async publish, until the projection has
 	// accepted every artifact.
-	engine := func() time.Duration {
+	// With signed, the charter binds a key to every participant and
+	// requires signatures, and each participant signs every artifact
+	// (docs/VERIFY.md): the engine verifies each signature ahead of the
+	// fold.
+	var keys []nkeys.KeyPair
+	bound := map[string]string{}
+	for p := 0; p < k; p++ {
+		kp, _ := nkeys.CreateUser()
+		pub, _ := kp.PublicKey()
+		keys = append(keys, kp)
+		bound[fmt.Sprintf("p%d", p)] = pub
+	}
+	engine := func(signed bool) time.Duration {
 		dir := tempDir()
 		defer os.RemoveAll(dir)
 		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
 		defer s.Close()
 		nc, _ := nats.Connect(s.NATSURL())
 		orch, _ := client.New(nc, "orchestrator")
-		if err := orch.OpenID(ctx, id, client.Charter{Title: "ingest"}); err != nil {
+		ch := client.Charter{Title: "ingest"}
+		if signed {
+			ch.Keys, ch.RequireSignatures = bound, true
+		}
+		if err := orch.OpenID(ctx, id, ch); err != nil {
 			log.Fatal(err)
 		}
 		nc.Close()
@@ -190,7 +211,11 @@ func ingest(ctx context.Context, n, k, rounds int) {
 				defer wg.Done()
 				nc, _ := nats.Connect(s.NATSURL())
 				defer nc.Close()
-				c, _ := client.New(nc, fmt.Sprintf("p%d", p))
+				var opts client.Options
+				if signed {
+					opts.SigningKey = keys[p]
+				}
+				c, _ := client.NewWithOptions(nc, fmt.Sprintf("p%d", p), opts)
 				for i := p; i < n; i += k {
 					if _, err := c.PublishArtifactAsync(id, arts[i]); err != nil {
 						log.Fatal(err)
@@ -210,14 +235,20 @@ func ingest(ctx context.Context, n, k, rounds int) {
 	}
 
 	fmt.Printf("ingest  %d artifacts, %d participants (~%d B each), %d rounds\n", n, k, len(arts[0].Canonical), rounds)
-	var toRaw, toBare, bareToRaw []float64
+	var toRaw, toBare, bareToRaw, signedToUnsigned []float64
 	for r := range rounds {
-		var rawT, bareT, engT time.Duration
-		// Alternate the order, so that none of the three always goes first.
+		var rawT, bareT, engT, sigT time.Duration
+		// Alternate the order, so that none of them always goes first.
 		if r%2 == 0 {
-			rawT, bareT, engT = raw(false), raw(true), engine()
+			rawT, bareT, engT = raw(false), raw(true), engine(false)
+			if signedIngest {
+				sigT = engine(true)
+			}
 		} else {
-			engT, bareT, rawT = engine(), raw(true), raw(false)
+			if signedIngest {
+				sigT = engine(true)
+			}
+			engT, bareT, rawT = engine(false), raw(true), raw(false)
 		}
 		rawRate, bareRate, engRate := float64(n)/rawT.Seconds(), float64(n)/bareT.Seconds(), float64(n)/engT.Seconds()
 		fmt.Printf("  round %d\n", r+1)
@@ -226,9 +257,18 @@ func ingest(ctx context.Context, n, k, rounds int) {
 		fmt.Printf("  engine: accepted into projection %9.0f msgs/s  (%s)\n", engRate, engT.Round(time.Millisecond))
 		fmt.Printf("  ratio engine/raw                 %9.2f  (goal >= 0.75)\n", engRate/rawRate)
 		fmt.Printf("  ratio engine/bare consumer       %9.2f\n", engRate/bareRate)
+		if signedIngest {
+			sigRate := float64(n) / sigT.Seconds()
+			fmt.Printf("  engine, every artifact signed    %9.0f msgs/s  (%s) = %.2f of unsigned\n", sigRate, sigT.Round(time.Millisecond), sigRate/engRate)
+			signedToUnsigned = append(signedToUnsigned, sigRate/engRate)
+		}
 		toRaw, toBare, bareToRaw = append(toRaw, engRate/rawRate), append(toBare, engRate/bareRate), append(bareToRaw, bareRate/rawRate)
 	}
-	fmt.Printf("  median (range) of %d rounds: engine/raw %s, bare consumer/raw %s, engine/bare consumer %s\n\n", rounds, median(toRaw), median(bareToRaw), median(toBare))
+	fmt.Printf("  median (range) of %d rounds: engine/raw %s, bare consumer/raw %s, engine/bare consumer %s\n", rounds, median(toRaw), median(bareToRaw), median(toBare))
+	if signedIngest {
+		fmt.Printf("  signed/unsigned ingest %s\n", median(signedToUnsigned))
+	}
+	fmt.Println()
 }
 
 // median formats the median and the range of v.
