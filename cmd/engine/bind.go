@@ -141,9 +141,14 @@ credentials file of the engine's data directory (--data; by default
 		Type        string `json:"artifact_type"`
 		Participant string `json:"participant"`
 		Position    uint64 `json:"position"`
+		Ordinal     uint64 `json:"ordinal"`
 	}
 	json.Unmarshal(out, &r)
-	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s at position %d (as %s)\n", r.Type, r.ArtifactID, r.Position, r.Participant)
+	where := fmt.Sprintf("at position %d", r.Position)
+	if r.Ordinal > 0 {
+		where = fmt.Sprintf("as message #%d", r.Ordinal)
+	}
+	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s %s (as %s)\n", r.Type, r.ArtifactID, where, r.Participant)
 	return exitOK
 }
 
