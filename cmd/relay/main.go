@@ -19,8 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -33,6 +35,7 @@ import (
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
+	"github.com/parley-engine/parley/service"
 )
 
 func main() {
@@ -220,16 +223,48 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // engineFlags are the flags that reach a running engine.
 type engineFlags struct {
-	nats, http string
-	auth       natsAuth
+	nats, http, data string
+	auth             natsAuth
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet, withHTTP bool) {
 	fs.StringVar(&e.nats, "nats", "", "NATS URL of a running engine (default: an embedded engine in DIR/engine)")
 	e.auth.register(fs)
 	if withHTTP {
-		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints")
+		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints (default: its credentials file's)")
+		fs.StringVar(&e.data, "data", "", "the data directory of the engine at --nats: its credentials.json gives the address that opens /bind signed in (default ./parley-data, when it is that engine's)")
 	}
+}
+
+// credentials returns the credentials file of the engine at --nats, and
+// its path: --data's, or ./parley-data's when it names the same NATS
+// server (nil when there is none, or it is another engine's).
+func (e *engineFlags) credentials(stderr io.Writer) (*service.Credentials, string) {
+	if e.nats == "" {
+		return nil, ""
+	}
+	dir, explicit := e.data, e.data != ""
+	if !explicit {
+		dir = "./parley-data"
+	}
+	c, err := service.ReadCredentials(dir)
+	if err != nil {
+		if explicit {
+			fmt.Fprintf(stderr, "relay: --data %s: %v (the /bind address is printed without a sign-in)\n", dir, err)
+		}
+		return nil, ""
+	}
+	if !explicit && !sameEndpoint(c.NATSURL, strings.Split(e.nats, ",")[0]) {
+		return nil, ""
+	}
+	return c, filepath.Join(dir, service.CredentialsFile)
+}
+
+// sameEndpoint reports whether two URLs name the same host and port.
+func sameEndpoint(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Host, ub.Host)
 }
 
 func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, []string) int {
@@ -258,6 +293,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 		}
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Record: *record, Replay: *replay,
 			Notices: stderr}
+		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		if !*quiet && (*progress || isTerminal(stderr)) {
 			opts.Progress = stderr
 		}
@@ -397,6 +433,7 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		}
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
 			Notices: stderr}
+		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		if isTerminal(stderr) {
 			opts.Progress = stderr
 		}
