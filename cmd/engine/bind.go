@@ -48,16 +48,25 @@ credentials file of the engine's data directory (--data; by default
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage
 	}
-	if hf.token == "" {
-		fmt.Fprintln(e.stderr, "engine bind: no HTTP token: give --http-token, PARLEY_HTTP_TOKEN, or --data (the engine's data directory)")
-		return exitUsage
-	}
 	id, base := fs.Arg(0), hf.base
 	if !wire.ValidDeliberation(id) {
 		fmt.Fprintf(e.stderr, "engine bind: %q is not a deliberation id (a UUID in canonical lowercase form)\n", id)
 		return exitUsage
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
+	if hf.token == "" {
+		// Why there is none: no engine there at all, or no credentials
+		// file of the engine that is.
+		probe := &http.Client{Timeout: 5 * time.Second}
+		resp, err := probe.Get(base + "/healthz")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine bind: no engine answers at %s: is engine serve running? --http names the address it prints on its \"http\" line\n", base)
+			return exitUsage
+		}
+		resp.Body.Close()
+		fmt.Fprintf(e.stderr, "engine bind: no HTTP token for the engine at %s: %s; give --data DIR (that engine's data directory), --http-token, or PARLEY_HTTP_TOKEN\n", base, hf.why)
+		return exitUsage
+	}
 	get, _ := http.NewRequest(http.MethodGet, base+"/api/v1/deliberations/"+id+"/bindings", nil)
 	get.Header.Set("Authorization", "Bearer "+hf.token)
 	resp, err := hc.Do(get)

@@ -40,6 +40,33 @@ type liveFlags struct {
 	// key signs the artifact engine publish publishes (--key); nil:
 	// unsigned.
 	key nkeys.KeyPair
+	// force publishes to a deliberation the engine does not know
+	// (--force; publish and control).
+	force bool
+}
+
+// registerForce adds --force, for the commands that publish into an
+// existing deliberation.
+func (l *liveFlags) registerForce(fs *flag.FlagSet) {
+	fs.BoolVar(&l.force, "force", false, "publish even when the engine knows no deliberation of that id (the message is recorded as a rejection)")
+}
+
+// unknownDeliberation reports, before anything is published, that the
+// engine answers that it knows no deliberation id: a mistyped id would
+// otherwise be recorded for good, as a rejection. Nothing is said when
+// the engine cannot be asked in a few seconds (the publish then says
+// what it says).
+func unknownDeliberation(ctx context.Context, e *env, cl *client.Client, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := cl.State(ctx, id)
+	var se *client.ServiceError
+	if !errors.As(err, &se) || se.Status != "404" {
+		return false
+	}
+	printLine(e.stderr, verdictLine{Deliberation: id, ErrorClass: "usage", Code: "deliberation.unknown",
+		Message: "the engine knows no deliberation " + id + ", and nothing was published: check the id (engine open prints it; the explorer lists them), or give --force to publish anyway"})
+	return true
 }
 
 func (l *liveFlags) register(fs *flag.FlagSet, quiet string) {
@@ -162,6 +189,9 @@ func publishOne(ctx context.Context, e *env, l *liveFlags, name, token, id, arti
 		return exitUsage
 	}
 	defer closeConn()
+	if name != "open" && !l.force && unknownDeliberation(ctx, e, cl, id) {
+		return exitUsage
+	}
 	pctx, stop := l.nats.watch(ctx)
 	ack, err := publish(pctx, cl)
 	stop()
@@ -342,6 +372,7 @@ binds the seed's public key to TOKEN admits it. Without it, unsigned.
 	fs.StringVar(&as, "as", "", "the participant token to publish as")
 	fs.StringVar(&keyPath, "key", "", "a file holding the nkeys user seed to sign the artifact with")
 	l.register(fs, "print only the artifact's id")
+	l.registerForce(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -435,6 +466,7 @@ increase, a control message after the deliberation ended…).
 	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
 	fs.StringVar(&reason, "reason", "", "the reason of a cancel")
 	l.register(fs, "print nothing when the engine applies it")
+	l.registerForce(fs)
 	rest, code, ok := parseInterspersed(fs, args)
 	if !ok {
 		return code

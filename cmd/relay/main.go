@@ -32,6 +32,7 @@ import (
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/buildinfo"
+	"github.com/parley-engine/parley/internal/suggest"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
@@ -60,7 +61,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
+		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
 			"run a relay experiment: participants take turns, the engine's supervisor ends it",
 			`Runs the relay experiment CONFIG.json (docs/RELAY.md): its participants take
 turns publishing artifacts into a new deliberation, the decider decides, and
@@ -87,7 +88,7 @@ the operator user of the engine's credentials.json with --nats.
 
 Exit status: 0 replayed; 2 bad arguments, an unreadable recording, or a
 publish the engine refused.`, replayFlags},
-		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] CONFIG.json",
+		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] CONFIG.json",
 			"continue a recorded deliberation after message N with other participants",
 			`A counterfactual run: the participants' artifacts of the stream recording
 FILE up to message N (--at: its ordinal within the recorded deliberation, 1
@@ -131,18 +132,29 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				c.usage(fs, stdout)
 				return 0
 			}
+			fs.SetOutput(io.Discard)
+			fs.Usage = func() {}
 			pos, err := parse(fs, args[1:])
 			if err != nil {
 				if errors.Is(err, flag.ErrHelp) {
+					c.usage(fs, stdout)
 					return 0
 				}
+				fmt.Fprintf(stderr, "relay %s: %s (relay %s -h lists its flags)\n", c.name, suggest.FlagError(fs, err), c.name)
 				return 2
 			}
 			return run(ctx, pos)
 		}
 	}
-	fmt.Fprintf(stderr, "relay: unknown command %q\n\n", args[0])
-	usage(stderr)
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	msg := fmt.Sprintf("relay: unknown command %q", args[0])
+	if c := suggest.Closest(args[0], names); c != "" {
+		msg += fmt.Sprintf(": did you mean %q?", c)
+	}
+	fmt.Fprintf(stderr, "%s (relay help lists the commands)\n", msg)
 	return 2
 }
 
@@ -302,7 +314,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 		}
 		sum, err := relay.Run(ctx, cfg, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "relay: %v\n", err)
+			fmt.Fprintln(stderr, failure("relay", err))
 			return 2
 		}
 		return printSummary(stdout, sum, *asJSON, "")
@@ -313,7 +325,7 @@ func runFleet(ctx context.Context, cfg *relay.Config, k int, opts relay.Options,
 	start := time.Now()
 	sums, err := relay.RunFleet(ctx, cfg, k, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
+		fmt.Fprintln(stderr, failure("relay", err))
 		return 2
 	}
 	completed := 0
@@ -383,18 +395,18 @@ func replayFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Contex
 		o.NATSOptions = auth.options()
 		f, err := os.Open(pos[0])
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		defer f.Close()
 		r, err := recording.NewReader(f)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		res, err := relay.Replay(ctx, r, o)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		b, _ := json.Marshal(res)
@@ -417,13 +429,13 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		}
 		f, err := os.Open(pos[0])
 		if err != nil {
-			fmt.Fprintln(stderr, "relay fork:", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		defer f.Close()
 		rec, err := recording.NewReader(f)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay fork:", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		cfg, err := relay.Load(pos[1])
@@ -439,7 +451,7 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		}
 		sum, err := relay.Run(ctx, cfg, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "relay fork: %v\n", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		forked := fmt.Sprintf("message %d of %s's deliberation %s", *at, pos[0], rec.Header().Deliberation)
@@ -469,6 +481,17 @@ func versionFlags(fs *flag.FlagSet, stdout, _ io.Writer) func(context.Context, [
 		fmt.Fprintf(stdout, "relay     %s\ngo        %s\nprotocol  %s\n", bi.String(), runtime.Version(), events.ProtocolVersion)
 		return 0
 	}
+}
+
+// failure is the line that reports err for command: one prefix, the
+// command's, whatever prefix the error carries of the package that made
+// it ("relay: ", "recording: ").
+func failure(command string, err error) string {
+	msg := err.Error()
+	for _, p := range []string{"relay: ", "recording: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return command + ": " + msg
 }
 
 // isTerminal reports whether w is a terminal: progress shows there and
