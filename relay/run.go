@@ -63,7 +63,8 @@ type Options struct {
 	// Credentials, when set, are those of the engine at NATS, read from
 	// its data directory's credentials file (at CredentialsPath): its
 	// HTTP address, for the explorer and /bind links, and its token, for
-	// an address that opens the /bind page signed in.
+	// an address that opens the /bind page signed in (the file is read
+	// again at each binding moment: a restarted engine has a new token).
 	Credentials     *service.Credentials
 	CredentialsPath string
 	// Record, when set, is a cassette directory every participant call is
@@ -568,6 +569,10 @@ func (r *runner) bindAddress() string {
 		path = filepath.Join(r.opts.Dir, "engine", service.CredentialsFile)
 	} else if creds = r.opts.Credentials; creds != nil {
 		path = r.opts.CredentialsPath
+		// The engine draws its token at each start: the file's, now.
+		if c, err := service.ReadCredentials(filepath.Dir(path)); err == nil {
+			creds = c
+		}
 	}
 	page := r.httpBase() + "/bind/" + r.id
 	if creds != nil && creds.HTTPURL != "" {
