@@ -25,6 +25,8 @@ func TestRun_ErrorsNameTheNextStep(t *testing.T) {
 	unknown := write("unknown.json", "{\n  \"title\": \"x\",\n  \"roundz\": 3\n}\n")
 	syntax := write("syntax.json", "{\n  \"title\": \"x\",\n  \"rounds\": 3,,\n}\n")
 	empty := write("empty.json", "")
+	write("script.json", "[\n {\"artifact_type\": \"CLAIM\",,}\n]\n")
+	badScript := write("scripted.json", `{"title":"t","rounds":1,"participants":[{"id":"a","adapter":"script","script":"script.json"}]}`)
 	good, _ := filepath.Abs("../../examples/relay/twelve-round.json")
 	for _, c := range []struct {
 		args []string
@@ -36,6 +38,7 @@ func TestRun_ErrorsNameTheNextStep(t *testing.T) {
 		{[]string{"run", unknown}, []string{"relay: " + unknown + `: line 3, column 3: json: unknown field "roundz"`}},
 		{[]string{"run", syntax}, []string{"relay: " + syntax + ": line 3, column 15: invalid character ','"}},
 		{[]string{"run", empty}, []string{"relay: " + empty + ": the file is empty"}},
+		{[]string{"run", "--quiet", "--dir", t.TempDir(), badScript}, []string{"script.json (a JSON array of drafts): line 2, column 28: invalid character ','"}},
 		{[]string{"run", "--nats", "nats://127.0.0.1:1", "--quiet", "--dir", t.TempDir(), good},
 			[]string{"relay: connect to the engine at nats://127.0.0.1:1", "is engine serve running?"}},
 	} {
