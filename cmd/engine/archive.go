@@ -197,6 +197,13 @@ as the engine did.`)
 			err = cerr
 		}
 	}
+	if errors.Is(err, archive.ErrNoDeliberation) {
+		if f != nil {
+			os.Remove(out) // nothing was written: no empty recording left behind
+		}
+		fmt.Fprintf(e.stderr, "engine export: the stream at %s holds no deliberation %s: check the id (engine open and the relay print it, the explorer lists them)\n", nf.url, id)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
 		return 1

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,6 +37,7 @@ func TestRun_ErrorsNameTheNextStep(t *testing.T) {
 		{[]string{"bind", "--http", "http://127.0.0.1:1", id}, []string{"no engine answers at http://127.0.0.1:1: is engine serve running?"}},
 		{[]string{"serve", "--data", t.TempDir(), "--listen", busy, "--http", "127.0.0.1:0"}, []string{busy + " (the embedded NATS server) is in use", "--listen"}},
 		{[]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--http", busy}, []string{busy + " (the HTTP API) is in use", "--http"}},
+		{[]string{"serve", "--log-level", "loud"}, []string{`--log-level "loud": give debug, info, warn or error`}},
 	} {
 		code, out, errs := run(t, "", c.args...)
 		if code == 0 || out != "" || strings.Count(errs, "\n") != 1 || strings.Contains(errs, "Usage:") {
@@ -85,6 +88,14 @@ func TestPublish_UnknownDeliberation(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(errs, `"code":"deliberation.unknown"`) || !strings.Contains(errs, "--force") {
 			t.Errorf("%v: exit %d %q %q", args, code, out, errs)
 		}
+	}
+	out := filepath.Join(t.TempDir(), "rec.jsonl")
+	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", typo, "--out", out); code != 1 ||
+		!strings.Contains(errs, "holds no deliberation "+typo+": check the id") {
+		t.Errorf("export: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("export of no deliberation left %s behind: %v", out, err)
 	}
 	if n := unrouted(); n != 0 {
 		t.Fatalf("%d messages for no deliberation recorded after the refusals", n)

@@ -101,7 +101,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	cfg.HTTPTokens = tokens
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(e.stderr, "engine serve: --log-level: %v\n", err)
+		fmt.Fprintf(e.stderr, "engine serve: --log-level %q: give debug, info, warn or error\n", logLevel)
 		return exitUsage
 	}
 	hopts := &slog.HandlerOptions{Level: level}
