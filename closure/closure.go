@@ -126,8 +126,10 @@ type Result struct {
 	Decision string `json:"decision"`
 	Status   string `json:"status,omitempty"`
 	Position uint64 `json:"position"`
-	// Ordinal is the decision's message's rank within the deliberation
-	// (1 for its open), when the graph knows it (an OrdinalGraph).
+	// Ordinal is the rank within the deliberation (1 for its open) of the
+	// message at Position, the decision's own by default, when the graph
+	// knows it (an OrdinalGraph; 0 for a position that holds no message
+	// of the deliberation).
 	Ordinal     uint64    `json:"ordinal,omitempty"`
 	ClosureSize int       `json:"closure_size"`
 	Findings    []Finding `json:"findings"`
@@ -154,13 +156,13 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 		return r.fail(CodeNotADecision, decision, "the artifact is a "+string(info.Type))
 	}
 	r.Status = string(info.Decision.Status)
-	r.Ordinal = ordinal(g, info.Position)
 	if at == 0 {
 		r.Position = info.Position
 	} else if at < info.Position {
 		return r.fail(CodePositionTooEarly, decision, "position "+strconv.FormatUint(at, 10)+" is before the decision's own, "+strconv.FormatUint(info.Position, 10))
 	}
 
+	r.Ordinal = ordinal(g, r.Position)
 	w := newWalker(g, lim)
 	// A(D) at the decision's own position.
 	w.audit(decision, info.Position)

@@ -54,6 +54,12 @@ func TestVerify_FindingsNameOrdinals(t *testing.T) {
 		}
 	}
 
+	// Verified at a later message: the result's ordinal is that message's.
+	og.ordinals[95] = 6
+	if r := closure.Verify(og, d, 95, closure.Limits{}); r.Position != 95 || r.Ordinal != 6 {
+		t.Errorf("at 95: position %d, #%d; want 95, #6", r.Position, r.Ordinal)
+	}
+
 	r = closure.Verify(build(), d, 0, closure.Limits{})
 	wantFailure(t, r, closure.CodeHidden)
 	if f := r.Findings[0]; !strings.Contains(f.Message, "blocking objection at position 57 ") || f.Ordinal != 0 || r.Ordinal != 0 {

@@ -81,8 +81,9 @@ status: 0 it took effect, and {"ok":true,"deliberation":…,"position":N,
 refused: {"ok":false,…,"outcome":"rejected|late","code":…,"message":…} on
 standard error (the message stays in the stream, recorded as a rejection),
 or it failed its checks here and nothing was published (the error as engine
-id prints it); 2 bad arguments, unreadable input, or no connection (nothing
-published); 3 the message was published at "position" but the verdict did
+id prints it); 2 bad arguments, unreadable input, no connection, or (publish
+and control, without --force) a deliberation the engine does not know,
+"code":"deliberation.unknown" (nothing published); 3 the message was published at "position" but the verdict did
 not come in time, or the engine no longer keeps it.`
 
 // verdictLine is the JSON line a publishing command prints.
