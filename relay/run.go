@@ -1096,6 +1096,9 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	for {
 		msg, err := rd.Next(wctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("relay: stopped while waiting for %s's resolution: %w", r.cfg.Principal, ctx.Err())
+			}
 			if wctx.Err() != nil {
 				return "", fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
 			}

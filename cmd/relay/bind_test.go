@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,4 +139,39 @@ func TestRun_BindAddress(t *testing.T) {
 	if !strings.Contains(errb.String(), want) || strings.Contains(errb.String()+out.String(), s.Credentials().HTTPToken) {
 		t.Fatalf("piped, want %q and no token:\n%s", want, errb.String())
 	}
+
+	// Stopped (Ctrl-C) while it waits: it says so, not that the
+	// principal_timeout passed.
+	var notices lockedBuffer
+	stopped, stop := context.WithCancel(ctx)
+	go func() {
+		done <- Run(stopped, []string{"run", "--nats", s.NATSURL(), "--dir", t.TempDir(), "--quiet", config}, io.Discard, &notices)
+	}()
+	next()
+	if !eventually.Within(30*time.Second, func() bool { return strings.Contains(notices.String(), "answer at ") }) {
+		t.Fatalf("no /bind address:\n%s", notices.String())
+	}
+	stop()
+	if code := <-done; code != 2 || !strings.Contains(notices.String(), "relay: stopped while waiting for principal's resolution") ||
+		strings.Contains(notices.String(), "principal_timeout") {
+		t.Fatalf("stopped: exit %d\n%s", code, notices.String())
+	}
+}
+
+// lockedBuffer is a buffer written by one goroutine and read by another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
