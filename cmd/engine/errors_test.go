@@ -32,6 +32,7 @@ func TestRun_ErrorsNameTheNextStep(t *testing.T) {
 		{[]string{"serv"}, []string{`did you mean "serve"?`}},
 		{[]string{"publish", "--deliberaton", id, "--as", "a", "-"}, []string{"engine publish: unknown flag --deliberaton: did you mean --deliberation?", "engine publish -h"}},
 		{[]string{"watch", "--jsn", id}, []string{"unknown flag --jsn: did you mean --json?"}},
+		{[]string{"control", "--deliberation", id, "cancle"}, []string{`"cancle": did you mean cancel?`}},
 		{[]string{"watch", "--nats", "nats://127.0.0.1:1", id}, []string{"engine watch: connect to nats://127.0.0.1:1", "is engine serve running?"}},
 		{[]string{"control", "--nats", "nats://127.0.0.1:1", "--deliberation", id, "round", "1"}, []string{"is engine serve running?"}},
 		{[]string{"bind", "--http", "http://127.0.0.1:1", id}, []string{"no engine answers at http://127.0.0.1:1: is engine serve running?"}},

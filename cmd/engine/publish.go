@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/suggest"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
@@ -488,7 +489,13 @@ increase, a control message after the deliberation ended…).
 		}
 		ctl.Op, ctl.Round = "round", n
 	default:
-		fmt.Fprintln(e.stderr, "engine control: need one of suspend, resume, cancel, round N")
+		msg := "engine control: need one of suspend, resume, cancel, round N"
+		if len(rest) > 0 {
+			if c := suggest.Closest(rest[0], []string{"suspend", "resume", "cancel", "round"}); c != "" && c != rest[0] {
+				msg += fmt.Sprintf(" (%q: did you mean %s?)", rest[0], c)
+			}
+		}
+		fmt.Fprintln(e.stderr, msg)
 		return exitUsage
 	}
 	if reason != "" {
