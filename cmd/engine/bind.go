@@ -26,7 +26,8 @@ func runBind(ctx context.Context, e *env, args []string) int {
 	var as string
 	fs := newFlags(e, "bind", "[--http URL] [--http-token T | --data DIR] [--as TOKEN] DELIBERATION", `Shows the deliberation's first open binding moment in the terminal and sends
 the principal's resolution to the engine: up and down (or k and j) move
-between the options, Enter chooses one; a answers in your own words (when
+between the options, Enter chooses one, and so does its number (from 1);
+a answers in your own words (when
 the envelope opens that hatch), q rejects the question (when it opens that
 one), d declines; Ctrl-C leaves without resolving. A malformed envelope is
 shown as plain text with its findings, never as a decision.
@@ -202,6 +203,9 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 		}
 		w("")
 		keys := "Up/Down move   Enter choose"
+		if len(q.Options) <= 9 {
+			keys = fmt.Sprintf("Up/Down move   Enter (or 1-%d) choose", len(q.Options))
+		}
 		if q.Hatches.FreeText {
 			keys += "   a answer in my own words"
 		}
@@ -235,6 +239,9 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 			}
 		case k[0] == '\r' || k[0] == '\n':
 			return map[string]any{"resolution": "option", "option_idx": cur}, false
+		case len(k) == 1 && k[0] >= '1' && k[0] <= '9' && int(k[0]-'1') < len(q.Options) && len(q.Options) <= 9:
+			// The options are numbered from 1, as drawn.
+			return map[string]any{"resolution": "option", "option_idx": int(k[0] - '1')}, false
 		case k[0] == 'd':
 			return map[string]any{"resolution": "declined"}, false
 		case k[0] == 'q' && q.Hatches.Dialogue:
