@@ -92,6 +92,9 @@ type verdictLine struct {
 	OK           bool   `json:"ok"`
 	Deliberation string `json:"deliberation"`
 	Position     uint64 `json:"position"`
+	// Ordinal is the message's rank within the deliberation (1 for its
+	// open), when the engine's verdict carries it.
+	Ordinal      uint64 `json:"ordinal,omitempty"`
 	ArtifactID   string `json:"artifact_id,omitempty"`
 	ArtifactType string `json:"artifact_type,omitempty"`
 	Op           string `json:"op,omitempty"`
@@ -133,7 +136,7 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		printLine(e.stderr, line)
 		return exitNoVerdict
 	}
-	line.Outcome, line.ArtifactType = string(o.Outcome), o.ArtifactType
+	line.Outcome, line.ArtifactType, line.Ordinal = string(o.Outcome), o.ArtifactType, o.Ordinal
 	if line.Op == "" {
 		line.Op = o.Op
 	}
