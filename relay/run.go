@@ -585,7 +585,7 @@ func (r *runner) bindAddress() string {
 	case creds != nil && creds.HTTPToken != "":
 		return "answer at " + page + " (sign in first: open the sign_in_url of " + path + ", or paste its http_token on the page; the token is not printed where this is not a terminal; or engine bind " + r.id + ")"
 	}
-	return "answer at " + page + " (sign in first: open the sign_in_url of the engine's credentials.json, in its data directory, which engine serve prints on its terminal (relay --data DIR reads it); or engine bind " + r.id + ")"
+	return "answer at " + page + " (sign in first with the sign_in_url engine serve prints on its terminal and writes to credentials.json in its data directory; relay --data DIR prints an address that signs in; or engine bind " + r.id + ")"
 }
 
 // notice writes a line a person must see (Options.Notices, else the
