@@ -15,6 +15,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,16 +63,23 @@ var Codes = []string{CodeChainBroken, CodeNoTrailer, CodeCount, CodeDigest, Code
 
 // Finding is one thing the audit found.
 type Finding struct {
-	Code       string `json:"code"`
-	Position   uint64 `json:"position,omitempty"`
+	Code     string `json:"code"`
+	Position uint64 `json:"position,omitempty"`
+	// Ordinal is the message's rank within the deliberation (1 for its
+	// open), the "#N" a person reads; stream recordings only (a log's
+	// Position is its line).
+	Ordinal    uint64 `json:"ordinal,omitempty"`
 	ArtifactID string `json:"artifact_id,omitempty"`
 	Message    string `json:"message"`
 }
 
 // Decision is the closure verification of one decision.
 type Decision struct {
-	ID          string            `json:"id"`
-	Position    uint64            `json:"position"`
+	ID       string `json:"id"`
+	Position uint64 `json:"position"`
+	// Ordinal is the decision's message's rank within the deliberation
+	// (stream recordings only).
+	Ordinal     uint64            `json:"ordinal,omitempty"`
 	Status      string            `json:"status"`
 	OK          bool              `json:"ok"`
 	ClosureSize int               `json:"closure_size"`
@@ -169,6 +177,7 @@ func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) 
 		// Re-verification, as live, comes before the fold.
 		msg := projector.Msg{Seq: m.Position, Subject: m.Subject, Data: m.Data, Time: m.Time, Signature: m.Signature}
 		p.Prepare(&msg, verify)
+		before := len(rep.Findings)
 		out := p.Apply(msg)
 		if tc != nil {
 			tc.add(rep, id, m, msg, out)
@@ -182,6 +191,11 @@ func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) 
 				rep.find(CodeUnjustified, m.Position, r.ArtifactID, "a supervisor emission the rules did not call for at this point (refused: %s)", r.Message)
 			case projector.CodeTerminationUnauthorized, projector.CodeTerminationUnjustified:
 				rep.find(CodeUnjustifiedEnd, m.Position, r.ArtifactID, "%s's TERMINATION claims an end the record does not justify (refused, %s: %s)", r.Participant, r.Code, r.Message)
+			}
+		}
+		if d := p.Deliberation(id); d != nil {
+			for i := before; i < len(rep.Findings); i++ {
+				rep.Findings[i].Ordinal = d.Ordinal(m.Position)
 			}
 		}
 	}
@@ -222,7 +236,7 @@ func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) 
 	for _, dec := range d.Decisions() {
 		n, _ := d.Node(dec)
 		res := d.Verify(dec, 0, d.ClosureLimits())
-		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: n.Seq, Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
+		rep.Decisions = append(rep.Decisions, Decision{ID: dec.String(), Position: n.Seq, Ordinal: d.Ordinal(n.Seq), Status: res.Status, OK: res.OK, ClosureSize: res.ClosureSize, Findings: res.Findings})
 	}
 	checkStatus(rep, d)
 	if tc != nil {
@@ -349,7 +363,20 @@ func auditLog(r *recording.Reader) (*Report, error) {
 	return rep, nil
 }
 
-// Text renders a report for people.
+// where names a message for people: "#N", its ordinal within the
+// deliberation, in a stream recording; "line N" in an artifact log.
+func (rep *Report) where(position, ordinal uint64) string {
+	switch {
+	case ordinal > 0:
+		return "#" + strconv.FormatUint(ordinal, 10)
+	case rep.Format == recording.Log:
+		return "line " + strconv.FormatUint(position, 10)
+	}
+	return "at position " + strconv.FormatUint(position, 10)
+}
+
+// Text renders a report for people: messages are named by their ordinal
+// within the deliberation ("#7"), the JSON report carries both.
 func (rep *Report) Text() string {
 	var b strings.Builder
 	verdict := "OK"
@@ -377,9 +404,9 @@ func (rep *Report) Text() string {
 		if !d.OK {
 			v = "does not verify"
 		}
-		fmt.Fprintf(&b, "decision     %s at %d (%s): %s, closure %d\n", d.ID, d.Position, d.Status, v, d.ClosureSize)
+		fmt.Fprintf(&b, "decision     %s %s (%s): %s, closure %d\n", rep.where(d.Position, d.Ordinal), d.ID, d.Status, v, d.ClosureSize)
 		for _, f := range d.Findings {
-			fmt.Fprintf(&b, "  %s %s\n", f.Code, f.ArtifactID)
+			fmt.Fprintf(&b, "  %s %s: %s\n", f.Code, f.ArtifactID, f.Message)
 		}
 	}
 	if rep.Format == recording.Stream {
@@ -395,7 +422,7 @@ func (rep *Report) Text() string {
 	for _, f := range rep.Findings {
 		fmt.Fprintf(&b, "finding      %s", f.Code)
 		if f.Position > 0 {
-			fmt.Fprintf(&b, " at %d", f.Position)
+			fmt.Fprintf(&b, " %s", rep.where(f.Position, f.Ordinal))
 		}
 		fmt.Fprintf(&b, ": %s\n", f.Message)
 	}

@@ -34,6 +34,9 @@ type Resolved struct {
 	Type        events.Type  `json:"artifact_type"`
 	Participant string       `json:"participant"`
 	Position    uint64       `json:"position"`
+	// Ordinal is the message's rank within the deliberation (1 for its
+	// open): the "#N" a person reads.
+	Ordinal uint64 `json:"ordinal,omitempty"`
 }
 
 // Announcement is a binding moment the engine announces on

@@ -165,11 +165,13 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := wr.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
-		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
+		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at position " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
 	}
 	var accepted bool
 	var rej string
+	var ord uint64
 	wr.r.ReadDeliberation(id, func(d *projector.Deliberation) {
+		ord = d.Ordinal(ack.Sequence)
 		accepted = d.PositionOf(a.ID) != 0
 		if !accepted {
 			kept, _, _ := d.Rejections()
@@ -181,9 +183,9 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 		}
 	})
 	if !accepted {
-		return nil, &api.Error{Kind: api.KindUnprocessable, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded at %d and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ack.Sequence, rej, principal)}
+		return nil, &api.Error{Kind: api.KindUnprocessable, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded as message #%d (position %d) and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ord, ack.Sequence, rej, principal)}
 	}
-	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence}, nil
+	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence, Ordinal: ord}, nil
 }
 
 // msgIDs makes the Nats-Msg-Ids of the API's writes (binding resolutions

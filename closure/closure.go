@@ -113,14 +113,24 @@ type Finding struct {
 	ArtifactID string `json:"artifact_id,omitempty"`
 	Message    string `json:"message"`
 	Severity   string `json:"severity"`
+	// Position and Ordinal locate the artifact the finding names: its
+	// stream position, and its message's rank within the deliberation
+	// (1 for its open; the "#N" of the message), when the graph knows it.
+	Position uint64 `json:"position,omitempty"`
+	Ordinal  uint64 `json:"ordinal,omitempty"`
 }
 
 // Result of a verification (the shape of engine closure and the closure API, README).
 type Result struct {
-	OK          bool      `json:"ok"`
-	Decision    string    `json:"decision"`
-	Status      string    `json:"status,omitempty"`
-	Position    uint64    `json:"position"`
+	OK       bool   `json:"ok"`
+	Decision string `json:"decision"`
+	Status   string `json:"status,omitempty"`
+	Position uint64 `json:"position"`
+	// Ordinal is the rank within the deliberation (1 for its open) of the
+	// message at Position, the decision's own by default, when the graph
+	// knows it (an OrdinalGraph; 0 for a position that holds no message
+	// of the deliberation).
+	Ordinal     uint64    `json:"ordinal,omitempty"`
 	ClosureSize int       `json:"closure_size"`
 	Findings    []Finding `json:"findings"`
 }
@@ -152,6 +162,7 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 		return r.fail(CodePositionTooEarly, decision, "position "+strconv.FormatUint(at, 10)+" is before the decision's own, "+strconv.FormatUint(info.Position, 10))
 	}
 
+	r.Ordinal = ordinal(g, r.Position)
 	w := newWalker(g, lim)
 	// A(D) at the decision's own position.
 	w.audit(decision, info.Position)
@@ -186,11 +197,11 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 		k, has := disp[id]
 		switch {
 		case !has && !listed[id]:
-			r.Findings = append(r.Findings, Finding{CodeHidden, id.String(), "blocking objection at position " + pos(n.Position) + " is in the audited set, and the decision does not dispose of it", sev})
+			r.Findings = append(r.Findings, located(g, n, Finding{Code: CodeHidden, ArtifactID: id.String(), Message: "blocking objection " + name(g, n.Position) + " is in the audited set, and the decision does not dispose of it", Severity: sev}))
 		case !has:
-			r.Findings = append(r.Findings, Finding{CodeUnresolved, id.String(), "blocking objection at position " + pos(n.Position) + " is listed as unresolved", sev})
+			r.Findings = append(r.Findings, located(g, n, Finding{Code: CodeUnresolved, ArtifactID: id.String(), Message: "blocking objection " + name(g, n.Position) + " is listed as unresolved", Severity: sev}))
 		case !k.Public():
-			r.Findings = append(r.Findings, Finding{CodeUnresolved, id.String(), "blocking objection at position " + pos(n.Position) + " is " + string(k) + ", which is not a public disposition", sev})
+			r.Findings = append(r.Findings, located(g, n, Finding{Code: CodeUnresolved, ArtifactID: id.String(), Message: "blocking objection " + name(g, n.Position) + " is " + string(k) + ", which is not a public disposition", Severity: sev}))
 		}
 	}
 	if eg, ok := g.(EvidenceGraph); ok {
@@ -203,14 +214,14 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 				}
 				seen[e] = true
 				t, _ := g.Lookup(id)
-				r.Findings = append(r.Findings, Finding{CodeInadmissible, e.String(), "EVIDENCE at position " + pos(n.Position) + " supports the " +
-					string(t.Type) + " at position " + pos(t.Position) + " on which the decision rests, and is inadmissible under the charter's provenance policy: " + problem, sev})
+				r.Findings = append(r.Findings, located(g, n, Finding{Code: CodeInadmissible, ArtifactID: e.String(), Message: "EVIDENCE " + name(g, n.Position) + " supports the " +
+					string(t.Type) + " " + name(g, t.Position) + " on which the decision rests, and is inadmissible under the charter's provenance policy: " + problem, Severity: sev}))
 			})
 		}
 	}
 	for _, d := range info.Decision.ObjectionDispositions {
 		if !inA[d.Objection] {
-			r.Findings = append(r.Findings, Finding{CodeForeign, d.Objection.String(), "the decision disposes of an artifact outside its audited set", sev})
+			r.Findings = append(r.Findings, Finding{Code: CodeForeign, ArtifactID: d.Objection.String(), Message: "the decision disposes of an artifact outside its audited set", Severity: sev})
 		}
 	}
 	// Challenges: blocking objections raised after D, up to the position
@@ -228,7 +239,7 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 			}
 			n, _ := g.Lookup(id)
 			if n.Type == events.TypeObjection && n.Blocking && n.Position > info.Position {
-				r.Findings = append(r.Findings, Finding{CodeChallenged, id.String(), "blocking objection raised at position " + pos(n.Position) + ", after the decision, against its audited set", Warning})
+				r.Findings = append(r.Findings, located(g, n, Finding{Code: CodeChallenged, ArtifactID: id.String(), Message: "blocking objection " + name(g, n.Position) + " raised after the decision, against its audited set", Severity: Warning}))
 			}
 		}
 	}
@@ -241,11 +252,43 @@ func Verify(g Graph, decision canon.Digest, at uint64, lim Limits) Result {
 	return r
 }
 
+// OrdinalGraph is a Graph that knows the rank of each message within the
+// deliberation (1 for its open), the number a person reads ("#7"); the
+// findings then name artifacts by it, and carry it beside the position.
+type OrdinalGraph interface {
+	Graph
+	Ordinal(position uint64) uint64
+}
+
+// ordinal returns the ordinal of the message at position, 0 when g does
+// not know it.
+func ordinal(g Graph, position uint64) uint64 {
+	if og, ok := g.(OrdinalGraph); ok {
+		return og.Ordinal(position)
+	}
+	return 0
+}
+
+// name is how a finding's message names the artifact at position: "#N",
+// its ordinal, or "at position P" when g knows no ordinal.
+func name(g Graph, position uint64) string {
+	if o := ordinal(g, position); o > 0 {
+		return "#" + strconv.FormatUint(o, 10)
+	}
+	return "at position " + strconv.FormatUint(position, 10)
+}
+
+// located sets where f's artifact, n, is.
 func pos(p uint64) string { return strconv.FormatUint(p, 10) }
+
+func located(g Graph, n Info, f Finding) Finding {
+	f.Position, f.Ordinal = n.Position, ordinal(g, n.Position)
+	return f
+}
 
 func (r Result) fail(code string, id canon.Digest, msg string) Result {
 	r.OK = false
-	r.Findings = append(r.Findings, Finding{code, id.String(), msg, Error})
+	r.Findings = append(r.Findings, Finding{Code: code, ArtifactID: id.String(), Message: msg, Severity: Error})
 	return r
 }
 
@@ -328,15 +371,15 @@ func (w *walker) closure(root canon.Digest) {
 			return false
 		}
 		if n.Refs > w.lim.MaxFanout {
-			w.fail = &Finding{CodeLimitFanout, id.String(), pos(uint64(n.Refs)) + " references, limit " + pos(uint64(w.lim.MaxFanout)), Error}
+			w.fail = &Finding{Code: CodeLimitFanout, ArtifactID: id.String(), Message: pos(uint64(n.Refs)) + " references, limit " + pos(uint64(w.lim.MaxFanout)), Severity: Error}
 			return false
 		}
 		if len(stack)+1 > w.lim.MaxDepth {
-			w.fail = &Finding{CodeLimitDepth, id.String(), "more than " + pos(uint64(w.lim.MaxDepth)) + " references in a row from the decision", Error}
+			w.fail = &Finding{Code: CodeLimitDepth, ArtifactID: id.String(), Message: "more than " + pos(uint64(w.lim.MaxDepth)) + " references in a row from the decision", Severity: Error}
 			return false
 		}
 		if len(w.order)+1 > w.lim.MaxSize {
-			w.fail = &Finding{CodeLimitSize, id.String(), "the audited set exceeds " + pos(uint64(w.lim.MaxSize)) + " artifacts", Error}
+			w.fail = &Finding{Code: CodeLimitSize, ArtifactID: id.String(), Message: "the audited set exceeds " + pos(uint64(w.lim.MaxSize)) + " artifacts", Severity: Error}
 			return false
 		}
 		f := frame{id: id, start: len(w.buf)}
@@ -360,7 +403,7 @@ func (w *walker) closure(root canon.Digest) {
 		top.next++
 		switch w.set[t] {
 		case 1:
-			w.fail = &Finding{CodeCycle, t.String(), "a reference cycle passes through this artifact", Error}
+			w.fail = &Finding{Code: CodeCycle, ArtifactID: t.String(), Message: "a reference cycle passes through this artifact", Severity: Error}
 		case 0:
 			push(t)
 		}
@@ -377,10 +420,10 @@ func (w *walker) failure() []Finding {
 		ids := slices.Clone(w.missing)
 		slices.SortFunc(ids, func(a, b canon.Digest) int { return compare(a, b) })
 		for _, id := range ids {
-			out = append(out, Finding{CodeUnavailable, id.String(), "referenced, and not available", Error})
+			out = append(out, Finding{Code: CodeUnavailable, ArtifactID: id.String(), Message: "referenced, and not available", Severity: Error})
 		}
 		if w.nMiss > len(ids) {
-			out = append(out, Finding{CodeUnavailable, "", pos(uint64(w.nMiss)) + " unavailable references in all; the first " + pos(uint64(len(ids))) + " are listed", Error})
+			out = append(out, Finding{Code: CodeUnavailable, ArtifactID: "", Message: pos(uint64(w.nMiss)) + " unavailable references in all; the first " + pos(uint64(len(ids))) + " are listed", Severity: Error})
 		}
 		return out
 	}

@@ -149,7 +149,7 @@ func TestProvenancePolicy(t *testing.T) {
 	f.art(d2)
 	r := d.Verify(d2.ID, 0, closure.Limits{})
 	if r.OK || !slices.Equal(codesOf(r), []string{closure.CodeInadmissible}) || r.Findings[0].ArtifactID != e2.ID.String() ||
-		!strings.Contains(r.Findings[0].Message, "CLAIM at position") {
+		!strings.Contains(r.Findings[0].Message, "CLAIM #") || r.Findings[0].Ordinal == 0 || r.Findings[0].Position == 0 {
 		t.Fatalf("%+v", r)
 	}
 	// A provisional decision gets the finding as a warning.

@@ -458,3 +458,7 @@ func (g *yieldingGraph) InadmissibleSupport(id canon.Digest, fn func(canon.Diges
 	g.tick()
 	g.d.InadmissibleSupport(id, fn)
 }
+
+var _ closure.OrdinalGraph = (*yieldingGraph)(nil)
+
+func (g *yieldingGraph) Ordinal(position uint64) uint64 { return g.d.Ordinal(position) }

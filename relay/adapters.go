@@ -60,7 +60,7 @@ func loadScript(path string) (*scriptParticipant, error) {
 	}
 	var drafts []json.RawMessage
 	if err := json.Unmarshal(b, &drafts); err != nil {
-		return nil, fmt.Errorf("relay: script %s: a JSON array of drafts: %w", path, err)
+		return nil, fmt.Errorf("relay: script %s (a JSON array of drafts): %w", path, at(b, err))
 	}
 	return &scriptParticipant{drafts: drafts}, nil
 }

@@ -3,9 +3,12 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/parley-engine/parley/wire"
@@ -125,13 +128,56 @@ func Load(path string) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("relay: %s: %w", path, err)
+		return nil, fmt.Errorf("relay: %s: %w", path, at(b, err))
 	}
 	c.dir = filepath.Dir(path)
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("relay: %s: %w", path, err)
 	}
 	return &c, nil
+}
+
+// JSONError is a configuration file's JSON error with where it is: the
+// line and column (from 1, in bytes) of the offending byte or member.
+type JSONError struct {
+	Line, Column int
+	Err          error
+}
+
+func (e *JSONError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Column, e.Err)
+}
+
+func (e *JSONError) Unwrap() error { return e.Err }
+
+// at locates a JSON decoding error of b: a syntax or type error at its
+// offset, an unknown member at its name's first occurrence; other errors
+// (an empty file) as they are.
+func at(b []byte, err error) error {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset - 1
+	case errors.As(err, &te):
+		off = te.Offset - 1
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		off = int64(bytes.Index(b, []byte(name)))
+	}
+	if errors.Is(err, io.EOF) {
+		return errors.New("the file is empty: a relay configuration is a JSON object")
+	}
+	if off < 0 || off > int64(len(b)) {
+		return err
+	}
+	if off == int64(len(b)) && off > 0 {
+		off--
+	}
+	line := 1 + bytes.Count(b[:off], []byte{'\n'})
+	col := int(off) - bytes.LastIndexByte(b[:off], '\n')
+	return &JSONError{Line: line, Column: col, Err: err}
 }
 
 func (c *Config) check() error {

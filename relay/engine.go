@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -78,7 +79,11 @@ func (e *engine) Credentials() *service.Credentials {
 func (e *engine) connect(what string, opts []nats.Option, extra ...nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(e.URL, append(slices.Clone(extra), opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("relay: %sconnect to the engine at %s: %w", what, e.URL, err)
+		hint := ""
+		if errors.Is(err, nats.ErrNoServers) {
+			hint = " (is engine serve running? --nats names the address it prints on its \"nats\" line; without --nats the relay runs its own engine)"
+		}
+		return nil, fmt.Errorf("relay: %sconnect to the engine at %s: %w%s", what, e.URL, err, hint)
 	}
 	return nc, nil
 }

@@ -138,9 +138,9 @@ func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, 
 		var want string
 		switch {
 		case strings.Contains(answers[i], `"option_idx":0`):
-			want = "option 0: "
-		case strings.Contains(answers[i], `"option_idx":1`):
 			want = "option 1: "
+		case strings.Contains(answers[i], `"option_idx":1`):
+			want = "option 2: "
 		case strings.Contains(answers[i], `"answer":`):
 			want = strings.TrimSuffix(strings.SplitN(answers[i], `"answer":"`, 2)[1], `"`)
 		}

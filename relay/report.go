@@ -327,7 +327,7 @@ func chosen(a *events.Artifact, rr binding.ResolutionRecord, env *binding.Envelo
 	switch rr.Resolution {
 	case binding.KindOption:
 		if env != nil && rr.OptionIdx != nil && *rr.OptionIdx >= 0 && *rr.OptionIdx < len(env.Question.Options) {
-			return fmt.Sprintf("option %d: %s", *rr.OptionIdx, env.Question.Options[*rr.OptionIdx].Label)
+			return fmt.Sprintf("option %d: %s", *rr.OptionIdx+1, env.Question.Options[*rr.OptionIdx].Label)
 		}
 		return a.Text()
 	case binding.KindAnswer:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,13 @@ type Options struct {
 	// http://127.0.0.1:8080, engine serve's), for the /bind address a
 	// binding moment prints; the embedded engine's own is known.
 	HTTP string
+	// Credentials, when set, are those of the engine at NATS, read from
+	// its data directory's credentials file (at CredentialsPath): its
+	// HTTP address, for the explorer and /bind links, and its token, for
+	// an address that opens the /bind page signed in (the file is read
+	// again at each binding moment: a restarted engine has a new token).
+	Credentials     *service.Credentials
+	CredentialsPath string
 	// Record, when set, is a cassette directory every participant call is
 	// recorded in; Replay, when set, is one to answer from, with no network
 	// and no model call (a miss is an error).
@@ -380,10 +388,7 @@ func (r *runner) open(ctx context.Context, ch client.Charter) error {
 	}
 	r.sum.Deliberation = r.id
 	if r.opts.NATS != "" {
-		base := r.opts.HTTP
-		if base == "" {
-			base = DefaultHTTP
-		}
+		base := r.httpBase()
 		r.sum.Explorer = strings.TrimRight(base, "/") + "/deliberations/" + r.id
 	}
 	r.progress("deliberation %s: %q, %d rounds, context %s", r.id, r.cfg.Title, r.cfg.Rounds, r.cfg.Context)
@@ -546,6 +551,49 @@ func open(ctx context.Context, orch *client.Client, ch client.Charter) (string, 
 // DefaultHTTP is engine serve's HTTP address, where the /bind page of an
 // engine at --nats is looked for unless Options.HTTP says otherwise.
 const DefaultHTTP = "http://127.0.0.1:8080"
+
+// httpBase is the HTTP address of the engine at Options.NATS: its
+// credentials file's, else Options.HTTP, else DefaultHTTP.
+func (r *runner) httpBase() string {
+	base := r.opts.HTTP
+	if c := r.opts.Credentials; c != nil && c.HTTPURL != "" && (base == "" || base == DefaultHTTP) {
+		base = c.HTTPURL
+	}
+	if base == "" {
+		base = DefaultHTTP
+	}
+	return strings.TrimRight(base, "/")
+}
+
+// bindAddress says where the principal answers a binding moment: the
+// deliberation's /bind page, as an address that signs the browser in
+// (it carries the engine's HTTP token) when the relay knows the token and
+// prints to a terminal; else the page and where its sign-in address is.
+// A token is never written where it could reach a log.
+func (r *runner) bindAddress() string {
+	creds, path := r.eng.Credentials(), ""
+	if creds != nil {
+		path = filepath.Join(r.opts.Dir, "engine", service.CredentialsFile)
+	} else if creds = r.opts.Credentials; creds != nil {
+		path = r.opts.CredentialsPath
+		// The engine draws its token at each start: the file's, now.
+		if c, err := service.ReadCredentials(filepath.Dir(path)); err == nil {
+			creds = c
+		}
+	}
+	page := r.httpBase() + "/bind/" + r.id
+	if creds != nil && creds.HTTPURL != "" {
+		page = strings.TrimRight(creds.HTTPURL, "/") + "/bind/" + r.id
+	}
+	w := r.noticeWriter()
+	switch {
+	case creds != nil && creds.HTTPToken != "" && w != nil && isTerminal(w):
+		return "answer at " + page + "?token=" + url.QueryEscape(creds.HTTPToken) + " (open it: it signs the browser in; or engine bind " + r.id + ")"
+	case creds != nil && creds.HTTPToken != "":
+		return "answer at " + page + " (sign in first: open the sign_in_url of " + path + ", or paste its http_token on the page; the token is not printed where this is not a terminal; or engine bind " + r.id + ")"
+	}
+	return "answer at " + page + " (sign in first with the sign_in_url engine serve prints on its terminal and writes to credentials.json in its data directory; relay --data DIR prints an address that signs in; or engine bind " + r.id + ")"
+}
 
 // notice writes a line a person must see (Options.Notices, else the
 // progress writer).
@@ -1040,22 +1088,7 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	}
 	r.sum.BindingMoments++
 	r.notice("binding moment %s asks %s: %q", env.Digest.String()[:19], r.cfg.Principal, env.Question.Stem)
-	if creds := r.eng.Credentials(); creds != nil {
-		// The relay's own engine: its address and token are this
-		// process's. The address that signs the principal in carries the
-		// token: printed on a terminal only, never to a log.
-		signIn := "the sign_in_url of " + filepath.Join(r.opts.Dir, "engine", service.CredentialsFile)
-		if w := r.noticeWriter(); w != nil && isTerminal(w) {
-			signIn = creds.BindURL()
-		}
-		r.notice("  answer at %s/bind/%s (sign in first: %s)", creds.HTTPURL, r.id, signIn)
-	} else {
-		base := r.opts.HTTP
-		if base == "" {
-			base = DefaultHTTP
-		}
-		r.notice("  answer at %s/bind/%s (engine serve's page, with the engine's HTTP token; or engine bind %s)", strings.TrimRight(base, "/"), r.id, r.id)
-	}
+	r.notice("  %s", r.bindAddress())
 	wait, _ := time.ParseDuration(r.cfg.PrincipalTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -1070,6 +1103,9 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	for {
 		msg, err := rd.Next(wctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("relay: stopped while waiting for %s's resolution: %w", r.cfg.Principal, ctx.Err())
+			}
 			if wctx.Err() != nil {
 				return "", fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
 			}

@@ -35,6 +35,7 @@ import (
 var (
 	bindPage = template.Must(template.New("bind.html").Funcs(template.FuncMap{
 		"deref": func(p *int) int { return *p },
+		"inc":   func(i int) int { return i + 1 },
 		"rec":   recHTML,
 	}).ParseFS(assets, "assets/bind.html"))
 	bindIndexPage = template.Must(template.New("bind-index.html").Funcs(template.FuncMap{"rec": recHTML}).ParseFS(assets, "assets/bind-index.html"))
@@ -71,7 +72,7 @@ func NewBinder(r *runner.Runner, stream jetstream.Stream, api BindingAPI, princi
 // Register adds the binding pages' routes to mux.
 func (b *Binder) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /bind", b.index)
-	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { b.page(w, r, nil, "", http.StatusOK) })
+	mux.HandleFunc("GET /bind/{id}", func(w http.ResponseWriter, r *http.Request) { b.page(w, r, nil, "", http.StatusOK, typed{}) })
 	mux.HandleFunc("POST /bind/{id}/{envelope_digest}", b.resolve)
 }
 
@@ -152,6 +153,9 @@ type bindMoment struct {
 	Env     *binding.Envelope
 	Action  string
 	Outcome string
+	// Typed is the answer the principal wrote in a form the engine
+	// refused: the page shows it again rather than lose it.
+	Typed string
 }
 
 type bindView struct {
@@ -159,7 +163,16 @@ type bindView struct {
 	Moments                     []bindMoment
 	Result                      *binding.Resolved
 	Error                       string
+	// Lost is an answer a refused form carried for a moment no longer
+	// open: shown, so that the principal can copy it.
+	Lost string
+	// SignIn: the browser is not signed in. The page shows the binding
+	// moments, and instead of their forms, how to sign in.
+	SignIn bool
 }
+
+// typed is what a refused form carried, shown again on the page.
+type typed struct{ digest, answer string }
 
 // page renders the binding moments of a deliberation for its principal
 // (seed 002 §9.1: all four briefing slots, the recommended option visibly
@@ -167,9 +180,13 @@ type bindView struct {
 // opens, and a decline of its own; a malformed envelope falls back to the
 // provisional decision's outcome with a diagnostic). It works without
 // JavaScript: each affordance is a form.
-func (b *Binder) page(w http.ResponseWriter, r *http.Request, res *binding.Resolved, failure string, status int) {
+func (b *Binder) page(w http.ResponseWriter, r *http.Request, res *binding.Resolved, failure string, status int, kept typed) {
 	id := r.PathValue("id")
 	view := bindView{Deliberation: id, Result: res, Error: failure}
+	if _, err := b.principal(r); err != nil && statusOf(err) == http.StatusUnauthorized {
+		// Signing in first: a form the engine would refuse is not shown.
+		view.SignIn = true
+	}
 	found := b.r.ReadDeliberation(id, func(d *projector.Deliberation) {
 		view.Title, view.Status = d.Title, string(d.Status)
 	})
@@ -184,6 +201,9 @@ func (b *Binder) page(w http.ResponseWriter, r *http.Request, res *binding.Resol
 	}
 	for _, m := range moments {
 		bm := bindMoment{Moment: m, Action: "/bind/" + id + "/" + m.EnvelopeDigest}
+		if kept.digest == m.EnvelopeDigest && m.Status == "open" {
+			bm.Typed, kept.answer = kept.answer, ""
+		}
 		switch m.Status {
 		case "malformed":
 			bm.Outcome = b.outcome(r.Context(), id, m.Decision)
@@ -196,6 +216,7 @@ func (b *Binder) page(w http.ResponseWriter, r *http.Request, res *binding.Resol
 		}
 		view.Moments = append(view.Moments, bm)
 	}
+	view.Lost = kept.answer
 	var buf bytes.Buffer
 	if err := bindPage.Execute(&buf, view); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -232,21 +253,22 @@ func (b *Binder) outcome(ctx context.Context, id string, decision canon.Digest) 
 func (b *Binder) resolve(w http.ResponseWriter, r *http.Request) {
 	as, err := b.principal(r)
 	if err != nil {
-		b.page(w, r, nil, err.Error(), statusOf(err))
+		b.page(w, r, nil, err.Error(), statusOf(err), typed{})
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
-		b.page(w, r, nil, "the form could not be read: "+err.Error(), http.StatusBadRequest)
+		b.page(w, r, nil, "the form could not be read: "+err.Error(), http.StatusBadRequest, typed{})
 		return
 	}
 	digest := r.PathValue("envelope_digest")
+	kept := typed{digest, r.PostForm.Get("answer")}
 	res := map[string]any{"envelope_digest": digest, "resolution": r.PostForm.Get("resolution")}
 	switch r.PostForm.Get("resolution") {
 	case "option":
 		n, err := strconv.Atoi(r.PostForm.Get("option_idx"))
 		if err != nil {
-			b.page(w, r, nil, "option_idx must be a number", http.StatusBadRequest)
+			b.page(w, r, nil, "option_idx must be a number", http.StatusBadRequest, kept)
 			return
 		}
 		res["option_idx"] = n
@@ -256,10 +278,13 @@ func (b *Binder) resolve(w http.ResponseWriter, r *http.Request) {
 	body, _ := json.Marshal(map[string]any{"binding_moment_resolution": res})
 	out, err := b.api.Resolve(r.Context(), r.PathValue("id"), digest, body, as)
 	if err != nil {
-		b.page(w, r, nil, err.Error(), statusOf(err))
+		b.page(w, r, nil, err.Error(), statusOf(err), kept)
 		return
 	}
-	b.page(w, r, out, "", http.StatusOK)
+	if out.Ordinal == 0 {
+		b.r.ReadDeliberation(r.PathValue("id"), func(d *projector.Deliberation) { out.Ordinal = d.Ordinal(out.Position) })
+	}
+	b.page(w, r, out, "", http.StatusOK, typed{})
 }
 
 // recHTML is text of the record for a page: HTML-escaped, every character

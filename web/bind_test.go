@@ -89,14 +89,61 @@ func TestBindPage(t *testing.T) {
 		}
 	}
 
-	// Without the token the page shows, but resolving is refused.
+	// Without the token the page shows the briefing, its options numbered
+	// from 1, and asks to sign in before any form; a resolution posted
+	// without the token is refused all the same.
 	id := ask(byName["seed002-6.4"])
-	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`#decline`), chromedp.Click(`#decline`), chromedp.WaitVisible(`#refused`)); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(page(id)), chromedp.WaitVisible(`#sign-in`)); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := chromedp.Run(bctx, chromedp.AttributeValue(`#refused`, "data-code")); code.Value != "unauthorized" {
-		t.Fatalf("without the token: %+v", code)
+	forms, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('section form').length`))
+	nums, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.option .num')].map(e => e.textContent).join(' ')`))
+	if forms != 0 || nums != "1. 2." {
+		t.Fatalf("not signed in: %d forms, options numbered %q", forms, nums)
 	}
+	moments, _ := s.Queries.Bindings(ctx, id)
+	if resp, err := http.PostForm(page(id)+"/"+moments[0].EnvelopeDigest, map[string][]string{"resolution": {"declined"}}); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a resolution without the token: %s", resp.Status)
+	}
+	// Signing in on the page: the token typed into its form; the browser
+	// lands on the same page, the token gone from the address, the forms
+	// there.
+	if err := chromedp.Do(bctx, chromedp.SendKeys(`input[name=token]`, s.Credentials().HTTPToken), chromedp.Click(`#sign-in-submit`),
+		chromedp.WaitVisible(`#decline`)); err != nil {
+		t.Fatal(err)
+	}
+	if loc, _ := chromedp.Run(bctx, chromedp.Location()); loc != page(id) {
+		t.Fatalf("after signing in on the page: %s", loc)
+	}
+	if n, _ := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#sign-in').length`)); n != 0 {
+		t.Fatal("signed in, the page still asks to sign in")
+	}
+	// An answer the engine refuses is not lost: the moment was resolved
+	// meanwhile (declined through the API), and the page shows the answer
+	// typed with the refusal.
+	if err := chromedp.Do(bctx, chromedp.SendKeys(`textarea[name=answer]`, "Dates now, the passport later.")); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/deliberations/"+id+"/bindings/"+moments[0].EnvelopeDigest,
+		strings.NewReader(`{"binding_moment_resolution":{"envelope_digest":"`+moments[0].EnvelopeDigest+`","resolution":"declined"}}`))
+	req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("decline through the API: %s", resp.Status)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(`#answer`), chromedp.WaitVisible(`#lost`)); err != nil {
+		t.Fatal(err)
+	}
+	lost, _ := chromedp.Run(bctx, chromedp.Text(`#lost`))
+	refusal, _ := chromedp.Run(bctx, chromedp.Text(`#error`))
+	if !strings.Contains(lost, "Dates now, the passport later.") || !strings.Contains(refusal, "resolved") {
+		t.Fatalf("the refused answer: %q, refusal %q", lost, refusal)
+	}
+	waitStatus(t, judge, id, "cancelled")
+	id = ask(byName["seed002-6.4"])
 	// Signing in: the address engine serve prints; the browser lands on
 	// the index, the token gone from the address.
 	if err := chromedp.Do(bctx, chromedp.Navigate(s.Credentials().BindURL()), chromedp.WaitVisible(`#waiting`)); err != nil {
@@ -156,6 +203,11 @@ func TestBindPage(t *testing.T) {
 	}
 	if typ := result(t, bctx, chromedp.Click(`#decline`)); typ != "CLAIM" {
 		t.Fatalf("decline recorded a %s", typ)
+	}
+	// The record's message is named by its ordinal, as the explorer and
+	// engine watch name it: the open, the claim, the decision, this.
+	if text, _ := chromedp.Run(bctx, chromedp.Text(`#result`)); !strings.Contains(text, "as message #4.") {
+		t.Fatalf("the result: %q", text)
 	}
 	waitStatus(t, judge, id, "cancelled")
 

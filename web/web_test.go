@@ -258,7 +258,7 @@ func TestExplorer(t *testing.T) {
 		t.Errorf("objection: %q (node %q)", f.Objection, f.ObjState)
 	}
 	if !strings.Contains(f.Decision, "FINAL DECISION") || !strings.Contains(f.Decision, "Adopt the cache as revised.") ||
-		!strings.Contains(f.Decision, "Closure verifies") || !strings.Contains(f.Decision, "addressed") {
+		!strings.Contains(f.Decision, "Closure verifies at #") || !strings.Contains(f.Decision, "addressed") {
 		t.Errorf("decision: %q", f.Decision)
 	}
 	if !strings.Contains(f.Rejection, "critic") || !strings.HasPrefix(f.Rejection, "#6") || !strings.Contains(f.Rejection, "json.syntax") || !strings.Contains(f.Rejection, "malformed_input") {

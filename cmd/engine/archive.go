@@ -121,9 +121,9 @@ func (n *natsFlags) connect(extra ...nats.Option) (*nats.Conn, jetstream.JetStre
 	nc, err := nats.Connect(n.url, append(opts, extra...)...)
 	if err != nil {
 		if n.from != "" {
-			return nil, nil, fmt.Errorf("connect to %s with the credentials of %s: %w", n.url, n.from, err)
+			return nil, nil, fmt.Errorf("connect to %s with the credentials of %s: %w%s", n.url, n.from, err, connectHint(err))
 		}
-		return nil, nil, fmt.Errorf("connect to %s: %w", n.url, err)
+		return nil, nil, fmt.Errorf("connect to %s: %w%s", n.url, err, connectHint(err))
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -198,6 +198,13 @@ as the engine did.`)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+	}
+	if errors.Is(err, archive.ErrNoDeliberation) {
+		if f != nil {
+			os.Remove(out) // nothing was written: no empty recording left behind
+		}
+		fmt.Fprintf(e.stderr, "engine export: the stream at %s holds no deliberation %s: check the id (engine open and the relay print it, the explorer lists them)\n", nf.url, id)
+		return 1
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine export: %v\n", err)
@@ -277,6 +284,18 @@ running engine writes in its data directory (--data DIR; by default
 		"skipped": res.Skipped, "published": res.Published, "atomic": res.Atomic, "complete": res.Complete, "seconds": time.Since(start).Seconds()})
 	fmt.Fprintf(e.stdout, "%s\n", b)
 	return exitOK
+}
+
+// connectHint is the next step after a failed connection to an engine's
+// NATS server.
+func connectHint(err error) string {
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		return " (is engine serve running? --nats names the address it prints on its \"nats\" line)"
+	case errors.Is(err, nats.ErrAuthorization):
+		return " (give the credentials of a user of that server: --creds, or --user and --password)"
+	}
+	return ""
 }
 
 func runAudit(_ context.Context, e *env, args []string) int {

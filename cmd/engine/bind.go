@@ -26,7 +26,8 @@ func runBind(ctx context.Context, e *env, args []string) int {
 	var as string
 	fs := newFlags(e, "bind", "[--http URL] [--http-token T | --data DIR] [--as TOKEN] DELIBERATION", `Shows the deliberation's first open binding moment in the terminal and sends
 the principal's resolution to the engine: up and down (or k and j) move
-between the options, Enter chooses one; a answers in your own words (when
+between the options, Enter chooses one, and so does its number (from 1);
+a answers in your own words (when
 the envelope opens that hatch), q rejects the question (when it opens that
 one), d declines; Ctrl-C leaves without resolving. A malformed envelope is
 shown as plain text with its findings, never as a decision.
@@ -48,16 +49,25 @@ credentials file of the engine's data directory (--data; by default
 		fmt.Fprintf(e.stderr, "engine bind: %v\n", err)
 		return exitUsage
 	}
-	if hf.token == "" {
-		fmt.Fprintln(e.stderr, "engine bind: no HTTP token: give --http-token, PARLEY_HTTP_TOKEN, or --data (the engine's data directory)")
-		return exitUsage
-	}
 	id, base := fs.Arg(0), hf.base
 	if !wire.ValidDeliberation(id) {
 		fmt.Fprintf(e.stderr, "engine bind: %q is not a deliberation id (a UUID in canonical lowercase form)\n", id)
 		return exitUsage
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
+	if hf.token == "" {
+		// Why there is none: no engine there at all, or no credentials
+		// file of the engine that is.
+		probe := &http.Client{Timeout: 5 * time.Second}
+		resp, err := probe.Get(base + "/healthz")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine bind: no engine answers at %s: is engine serve running? --http names the address it prints on its \"http\" line\n", base)
+			return exitUsage
+		}
+		resp.Body.Close()
+		fmt.Fprintf(e.stderr, "engine bind: no HTTP token for the engine at %s: %s; give --data DIR (that engine's data directory), --http-token, or PARLEY_HTTP_TOKEN\n", base, hf.why)
+		return exitUsage
+	}
 	get, _ := http.NewRequest(http.MethodGet, base+"/api/v1/deliberations/"+id+"/bindings", nil)
 	get.Header.Set("Authorization", "Bearer "+hf.token)
 	resp, err := hc.Do(get)
@@ -141,9 +151,14 @@ credentials file of the engine's data directory (--data; by default
 		Type        string `json:"artifact_type"`
 		Participant string `json:"participant"`
 		Position    uint64 `json:"position"`
+		Ordinal     uint64 `json:"ordinal"`
 	}
 	json.Unmarshal(out, &r)
-	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s at position %d (as %s)\n", r.Type, r.ArtifactID, r.Position, r.Participant)
+	where := fmt.Sprintf("at position %d", r.Position)
+	if r.Ordinal > 0 {
+		where = fmt.Sprintf("as message #%d", r.Ordinal)
+	}
+	fmt.Fprintf(e.stdout, "recorded: the principal's %s %s %s (as %s)\n", r.Type, r.ArtifactID, where, r.Participant)
 	return exitOK
 }
 
@@ -188,6 +203,9 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 		}
 		w("")
 		keys := "Up/Down move   Enter choose"
+		if len(q.Options) <= 9 {
+			keys = fmt.Sprintf("Up/Down move   Enter (or 1-%d) choose", len(q.Options))
+		}
 		if q.Hatches.FreeText {
 			keys += "   a answer in my own words"
 		}
@@ -221,6 +239,9 @@ func pick(in io.Reader, out io.Writer, env *binding.Envelope, decider string) (m
 			}
 		case k[0] == '\r' || k[0] == '\n':
 			return map[string]any{"resolution": "option", "option_idx": cur}, false
+		case len(k) == 1 && k[0] >= '1' && k[0] <= '9' && int(k[0]-'1') < len(q.Options) && len(q.Options) <= 9:
+			// The options are numbered from 1, as drawn.
+			return map[string]any{"resolution": "option", "option_idx": int(k[0] - '1')}, false
 		case k[0] == 'd':
 			return map[string]any{"resolution": "declined"}, false
 		case k[0] == 'q' && q.Hatches.Dialogue:

@@ -48,6 +48,8 @@ func sameEndpoint(a, b string) bool {
 // the credentials file (--data, or ./parley-data by default).
 type httpTokenFlags struct {
 	base, token, data string
+	// why says, when resolve found no token, why not.
+	why string
 }
 
 const defaultHTTP = "http://127.0.0.1:8080"
@@ -78,13 +80,18 @@ func (h *httpTokenFlags) resolve() error {
 		return nil
 	}
 	c, path, err := engineCredentials(h.data)
-	if err != nil || c == nil {
+	if err != nil {
 		return err
+	}
+	if c == nil {
+		h.why = "./parley-data holds no credentials.json (the engine runs with another --data)"
+		return nil
 	}
 	if h.base == defaultHTTP && c.HTTPURL != "" {
 		h.base = c.HTTPURL
 	}
 	if h.data == "" && !sameEndpoint(h.base, c.HTTPURL) {
+		h.why = path + " is the credentials file of the engine at " + c.HTTPURL + ", not this one"
 		return nil
 	}
 	if c.HTTPToken == "" {

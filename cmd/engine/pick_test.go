@@ -38,6 +38,8 @@ func TestPick_KeysInOneRead(t *testing.T) {
 		{"j k j j enter", chunks{"jkjj\n"}, map[string]any{"resolution": "option", "option_idx": 2}},
 		{"an answer typed with its key", chunks{"amine\r"}, map[string]any{"resolution": "answer", "answer": "mine"}},
 		{"q then d: the first wins", chunks{"qd"}, map[string]any{"resolution": "question"}},
+		{"3 chooses the third option, as numbered", chunks{"3"}, map[string]any{"resolution": "option", "option_idx": 2}},
+		{"a number past the options is no key", chunks{"7j\r"}, map[string]any{"resolution": "option", "option_idx": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, left := pick(&tc.reads, io.Discard, env, "judge")

@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/suggest"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
@@ -40,6 +41,33 @@ type liveFlags struct {
 	// key signs the artifact engine publish publishes (--key); nil:
 	// unsigned.
 	key nkeys.KeyPair
+	// force publishes to a deliberation the engine does not know
+	// (--force; publish and control).
+	force bool
+}
+
+// registerForce adds --force, for the commands that publish into an
+// existing deliberation.
+func (l *liveFlags) registerForce(fs *flag.FlagSet) {
+	fs.BoolVar(&l.force, "force", false, "publish even when the engine knows no deliberation of that id (the message is recorded as a rejection)")
+}
+
+// unknownDeliberation reports, before anything is published, that the
+// engine answers that it knows no deliberation id: a mistyped id would
+// otherwise be recorded for good, as a rejection. Nothing is said when
+// the engine cannot be asked in a few seconds (the publish then says
+// what it says).
+func unknownDeliberation(ctx context.Context, e *env, cl *client.Client, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := cl.State(ctx, id)
+	var se *client.ServiceError
+	if !errors.As(err, &se) || se.Status != "404" {
+		return false
+	}
+	printLine(e.stderr, verdictLine{Deliberation: id, ErrorClass: "usage", Code: "deliberation.unknown",
+		Message: "the engine knows no deliberation " + id + ", and nothing was published: check the id (engine open prints it; the explorer lists them), or give --force to publish anyway"})
+	return true
 }
 
 func (l *liveFlags) register(fs *flag.FlagSet, quiet string) {
@@ -54,8 +82,9 @@ status: 0 it took effect, and {"ok":true,"deliberation":…,"position":N,
 refused: {"ok":false,…,"outcome":"rejected|late","code":…,"message":…} on
 standard error (the message stays in the stream, recorded as a rejection),
 or it failed its checks here and nothing was published (the error as engine
-id prints it); 2 bad arguments, unreadable input, or no connection (nothing
-published); 3 the message was published at "position" but the verdict did
+id prints it); 2 bad arguments, unreadable input, no connection, or (publish
+and control, without --force) a deliberation the engine does not know,
+"code":"deliberation.unknown" (nothing published); 3 the message was published at "position" but the verdict did
 not come in time, or the engine no longer keeps it.`
 
 // verdictLine is the JSON line a publishing command prints.
@@ -63,6 +92,9 @@ type verdictLine struct {
 	OK           bool   `json:"ok"`
 	Deliberation string `json:"deliberation"`
 	Position     uint64 `json:"position"`
+	// Ordinal is the message's rank within the deliberation (1 for its
+	// open), when the engine's verdict carries it.
+	Ordinal      uint64 `json:"ordinal,omitempty"`
 	ArtifactID   string `json:"artifact_id,omitempty"`
 	ArtifactType string `json:"artifact_type,omitempty"`
 	Op           string `json:"op,omitempty"`
@@ -104,7 +136,7 @@ func await(ctx context.Context, e *env, l *liveFlags, cl *client.Client, id stri
 		printLine(e.stderr, line)
 		return exitNoVerdict
 	}
-	line.Outcome, line.ArtifactType = string(o.Outcome), o.ArtifactType
+	line.Outcome, line.ArtifactType, line.Ordinal = string(o.Outcome), o.ArtifactType, o.Ordinal
 	if line.Op == "" {
 		line.Op = o.Op
 	}
@@ -162,6 +194,9 @@ func publishOne(ctx context.Context, e *env, l *liveFlags, name, token, id, arti
 		return exitUsage
 	}
 	defer closeConn()
+	if name != "open" && !l.force && unknownDeliberation(ctx, e, cl, id) {
+		return exitUsage
+	}
 	pctx, stop := l.nats.watch(ctx)
 	ack, err := publish(pctx, cl)
 	stop()
@@ -342,6 +377,7 @@ binds the seed's public key to TOKEN admits it. Without it, unsigned.
 	fs.StringVar(&as, "as", "", "the participant token to publish as")
 	fs.StringVar(&keyPath, "key", "", "a file holding the nkeys user seed to sign the artifact with")
 	l.register(fs, "print only the artifact's id")
+	l.registerForce(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -435,6 +471,7 @@ increase, a control message after the deliberation ended…).
 	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
 	fs.StringVar(&reason, "reason", "", "the reason of a cancel")
 	l.register(fs, "print nothing when the engine applies it")
+	l.registerForce(fs)
 	rest, code, ok := parseInterspersed(fs, args)
 	if !ok {
 		return code
@@ -455,7 +492,13 @@ increase, a control message after the deliberation ended…).
 		}
 		ctl.Op, ctl.Round = "round", n
 	default:
-		fmt.Fprintln(e.stderr, "engine control: need one of suspend, resume, cancel, round N")
+		msg := "engine control: need one of suspend, resume, cancel, round N"
+		if len(rest) > 0 {
+			if c := suggest.Closest(rest[0], []string{"suspend", "resume", "cancel", "round"}); c != "" && c != rest[0] {
+				msg += fmt.Sprintf(" (%q: did you mean %s?)", rest[0], c)
+			}
+		}
+		fmt.Fprintln(e.stderr, msg)
 		return exitUsage
 	}
 	if reason != "" {

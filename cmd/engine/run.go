@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/parley-engine/parley/internal/suggest"
 )
 
 // Exit codes.
@@ -32,30 +34,35 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
+// commands are listed by use: the engine, then the commands that take
+// part in a deliberation, then its records, then the documents.
 func commands() []command {
 	return []command{
+		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
+		{"watch", "show a deliberation live, a line per message, until it ends (or --json)", runWatch},
+		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
+		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
+		{"control", "suspend, resume or cancel a deliberation, or announce a round; wait for the verdict", runControl},
+		{"bind", "resolve a deliberation's binding moment in the terminal (arrow-key picker)", runBind},
+		{"keygen", "generate an nkeys user key pair to sign artifacts with (engine publish --key)", runKeygen},
+		{"mcp", "serve the MCP tools to agents (stdio, or --http) against a running engine", runMCP},
+		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
+		{"import", "publish a stream recording into a live engine (resumable)", runImport},
+		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},
+		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
+		{"provenance", "check provenance annotations (seed 003), re-verified against --root; observe a substrate", runProvenance},
+		{"binding", "check a binding-moment envelope, verify a resolution (seed 002)", runBinding},
 		{"id", "compute the artifact id of a document (AMD profile)", runID},
 		{"canon", "print the canonical form of a document (AMD profile, or --jcs)", runCanon},
 		{"verify", "verify an artifact: profile, identifier and semantics", runVerify},
 		{"seal", "seal an artifact: insert its artifact_id and print the bytes to publish", runSeal},
 		{"jcs", "compute the JCS digest of a document (RFC 8785 with the profile bounds)", runJCS},
-		{"bind", "resolve a deliberation's binding moment in the terminal (arrow-key picker)", runBind},
-		{"binding", "check a binding-moment envelope, verify a resolution (seed 002)", runBinding},
-		{"closure", "verify a decision's closure over a recording (one artifact per line)", runClosure},
-		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
-		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
-		{"keygen", "generate an nkeys user key pair to sign artifacts with (engine publish --key)", runKeygen},
-		{"control", "suspend, resume or cancel a deliberation, or announce a round; wait for the verdict", runControl},
-		{"watch", "show a deliberation live, a line per message, until it ends (or --json)", runWatch},
-		{"export", "write a deliberation of a live engine as a recording (stream or log)", runExport},
-		{"import", "publish a stream recording into a live engine (resumable)", runImport},
-		{"audit", "audit a recording offline: ids, rules, fold, closures, supervisor, chain", runAudit},
-		{"provenance", "check provenance annotations (seed 003), re-verified against --root; observe a substrate", runProvenance},
-		{"mcp", "serve the MCP tools to agents (stdio, or --http) against a running engine", runMCP},
-		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
 		{"version", "print the version, Go version, Unicode version of NFC and protocol", runVersion},
 	}
 }
+
+// groupStarts are the commands that begin a group of the usage.
+var groupStarts = map[string]string{"serve": "The engine", "watch": "Deliberating", "export": "Records", "binding": "Documents and ids"}
 
 // Run runs the engine command line with args (without the program name) and
 // returns the exit code.
@@ -75,16 +82,28 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return c.run(ctx, e, args[1:])
 		}
 	}
-	fmt.Fprintf(stderr, "engine: unknown command %q\n\n", args[0])
-	usage(stderr)
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	msg := fmt.Sprintf("engine: unknown command %q", args[0])
+	if c := suggest.Closest(args[0], names); c != "" {
+		msg += fmt.Sprintf(": did you mean %q?", c)
+	}
+	fmt.Fprintf(stderr, "%s (engine help lists the commands)\n", msg)
 	return exitUsage
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: engine <command> [flags] [FILE|-]")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range commands() {
+	for i, c := range commands() {
+		if g, ok := groupStarts[c.name]; ok {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "%s:\n", g)
+		}
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
@@ -107,14 +126,24 @@ func newFlags(e *env, name, synopsis, about string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags, mapping -h to exit 0 and errors to exitUsage; ok is
-// false when the command should return code.
+// parse parses flags, mapping -h to exit 0 (the command's usage) and
+// errors to exitUsage, with one line that says what was wrong, the flag
+// most likely meant, and where the flags are listed; ok is false when the
+// command should return code.
 func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return exitOK, false
 	}
-	return 0, true
+	fmt.Fprintf(out, "engine %s: %s (engine %s -h lists its flags)\n", fs.Name(), suggest.FlagError(fs, err), fs.Name())
+	return exitUsage, false
 }

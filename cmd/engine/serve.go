@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/parley-engine/parley/canon"
@@ -100,7 +102,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	cfg.HTTPTokens = tokens
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(e.stderr, "engine serve: --log-level: %v\n", err)
+		fmt.Fprintf(e.stderr, "engine serve: --log-level %q: give debug, info, warn or error\n", logLevel)
 		return exitUsage
 	}
 	hopts := &slog.HandlerOptions{Level: level}
@@ -111,10 +113,18 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	cfg.Logger = slog.New(h)
 	cfg.Version = engineVersion()
 
+	if msg := portsInUse(cfg); msg != "" {
+		fmt.Fprintf(e.stderr, "engine serve: %s\n", msg)
+		return 1
+	}
 	s, err := service.Start(ctx, cfg)
 	if err != nil {
-		cfg.Logger.Error("engine did not start", "err", err)
-		fmt.Fprintf(e.stderr, "engine serve: %v\n", err)
+		// One line, on standard error: the logger would say it again.
+		msg := err.Error()
+		if strings.Contains(msg, "address already in use") {
+			msg += " (is another engine running? --listen sets the NATS address, --http the HTTP one; port 0 picks a free one)"
+		}
+		fmt.Fprintf(e.stderr, "engine serve: %s\n", msg)
 		return 1
 	}
 	where := "embedded; clients without credentials are participants"
@@ -161,6 +171,32 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	}
 	cfg.Logger.Info("stopped", "position", s.Runner.Position())
 	return code
+}
+
+// portsInUse says which address the engine would listen on is taken, and
+// the flag that moves it, before anything starts ("" when both are free).
+// The embedded NATS server's address is its own config's with
+// --nats-config, and there is none with --nats.
+func portsInUse(cfg service.Config) string {
+	check := []struct{ addr, flag, what string }{{cfg.HTTP, "--http", "the HTTP API"}}
+	if cfg.NATS == "" && cfg.NATSConfig == "" {
+		check = append([]struct{ addr, flag, what string }{{cfg.Listen, "--listen", "the embedded NATS server"}}, check...)
+	}
+	for _, c := range check {
+		_, port, err := net.SplitHostPort(c.addr)
+		if err != nil || port == "0" {
+			continue // service.Start says what is wrong with it
+		}
+		ln, err := net.Listen("tcp", c.addr)
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Sprintf("%s (%s) is in use: is another engine running? Stop it, or give %s another address (port 0 picks a free one)", c.addr, c.what, c.flag)
+			}
+			continue
+		}
+		ln.Close()
+	}
+	return ""
 }
 
 // httpTokens is the repeatable --http-token flag.

@@ -231,7 +231,7 @@ func TestServe_StartFailsAtOnce(t *testing.T) {
 	}
 	defer ln.Close()
 	if code, _, errs := run(t, "", "serve", "--data", t.TempDir(), "--listen", ln.Addr().String(), "--http", "127.0.0.1:0"); code != 1 ||
-		!strings.Contains(errs, "address already in use") {
+		!strings.Contains(errs, ln.Addr().String()+" (the embedded NATS server) is in use") || !strings.Contains(errs, "--listen") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("the NATS port in use: %d %s", code, errs)
 	}
 	seed := filepath.Join(t.TempDir(), "engine.nk")

@@ -46,7 +46,7 @@ good.`
 type watchLine struct {
 	Ordinal      uint64          `json:"ordinal"`
 	Position     uint64          `json:"position"`
-	Kind         string          `json:"kind"` // artifact, control, rejected, late, admitted
+	Kind         string          `json:"kind"` // artifact, control, checkpoint, rejected, late, admitted
 	Participant  string          `json:"participant,omitempty"`
 	ArtifactType string          `json:"artifact_type,omitempty"`
 	ArtifactID   string          `json:"artifact_id,omitempty"`
@@ -369,6 +369,16 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		if line.Op == "" {
 			line.Op = c.Op
 		}
+	case participant == wire.CheckpointToken:
+		// The engine's signed checkpoint of the log: a note whose second
+		// line is the number of messages it covers (docs/VERIFY.md).
+		line.Kind, line.Op, line.Participant = "checkpoint", o.Op, "engine"
+		line.Text = "signed checkpoint of the log"
+		if lines := strings.SplitN(string(data), "\n", 3); len(lines) == 3 {
+			if n, err := strconv.ParseUint(lines[1], 10, 64); err == nil && n > 0 {
+				line.Text = fmt.Sprintf("signed checkpoint of the log: messages #1 to #%d", n)
+			}
+		}
 	default:
 		a, verr := events.Validate(data)
 		switch o.Outcome {
@@ -490,6 +500,11 @@ func (w *watcher) print(l watchLine) {
 	switch l.Kind {
 	case "control":
 		fmt.Fprintf(&b, "%-12s %-11s %s", "control", l.Op, l.Text)
+		if l.Outcome != string(api.VerdictApplied) {
+			fmt.Fprintf(&b, " (%s)", l.Outcome)
+		}
+	case "checkpoint":
+		fmt.Fprintf(&b, "%-12s %-11s %s", who, "checkpoint", l.Text)
 		if l.Outcome != string(api.VerdictApplied) {
 			fmt.Fprintf(&b, " (%s)", l.Outcome)
 		}

@@ -19,8 +19,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -30,9 +32,11 @@ import (
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/buildinfo"
+	"github.com/parley-engine/parley/internal/suggest"
 	"github.com/parley-engine/parley/internal/textsafe"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
+	"github.com/parley-engine/parley/service"
 )
 
 func main() {
@@ -57,7 +61,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
+		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
 			"run a relay experiment: participants take turns, the engine's supervisor ends it",
 			`Runs the relay experiment CONFIG.json (docs/RELAY.md): its participants take
 turns publishing artifacts into a new deliberation, the decider decides, and
@@ -84,7 +88,7 @@ the operator user of the engine's credentials.json with --nats.
 
 Exit status: 0 replayed; 2 bad arguments, an unreadable recording, or a
 publish the engine refused.`, replayFlags},
-		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL]] [--dir DIR] [--json] CONFIG.json",
+		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] CONFIG.json",
 			"continue a recorded deliberation after message N with other participants",
 			`A counterfactual run: the participants' artifacts of the stream recording
 FILE up to message N (--at: its ordinal within the recorded deliberation, 1
@@ -128,18 +132,29 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				c.usage(fs, stdout)
 				return 0
 			}
+			fs.SetOutput(io.Discard)
+			fs.Usage = func() {}
 			pos, err := parse(fs, args[1:])
 			if err != nil {
 				if errors.Is(err, flag.ErrHelp) {
+					c.usage(fs, stdout)
 					return 0
 				}
+				fmt.Fprintf(stderr, "relay %s: %s (relay %s -h lists its flags)\n", c.name, suggest.FlagError(fs, err), c.name)
 				return 2
 			}
 			return run(ctx, pos)
 		}
 	}
-	fmt.Fprintf(stderr, "relay: unknown command %q\n\n", args[0])
-	usage(stderr)
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	msg := fmt.Sprintf("relay: unknown command %q", args[0])
+	if c := suggest.Closest(args[0], names); c != "" {
+		msg += fmt.Sprintf(": did you mean %q?", c)
+	}
+	fmt.Fprintf(stderr, "%s (relay help lists the commands)\n", msg)
 	return 2
 }
 
@@ -220,16 +235,48 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // engineFlags are the flags that reach a running engine.
 type engineFlags struct {
-	nats, http string
-	auth       natsAuth
+	nats, http, data string
+	auth             natsAuth
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet, withHTTP bool) {
 	fs.StringVar(&e.nats, "nats", "", "NATS URL of a running engine (default: an embedded engine in DIR/engine)")
 	e.auth.register(fs)
 	if withHTTP {
-		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints")
+		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints (default: its credentials file's)")
+		fs.StringVar(&e.data, "data", "", "the data directory of the engine at --nats: its credentials.json gives the address that opens /bind signed in (default ./parley-data, when it is that engine's)")
 	}
+}
+
+// credentials returns the credentials file of the engine at --nats, and
+// its path: --data's, or ./parley-data's when it names the same NATS
+// server (nil when there is none, or it is another engine's).
+func (e *engineFlags) credentials(stderr io.Writer) (*service.Credentials, string) {
+	if e.nats == "" {
+		return nil, ""
+	}
+	dir, explicit := e.data, e.data != ""
+	if !explicit {
+		dir = "./parley-data"
+	}
+	c, err := service.ReadCredentials(dir)
+	if err != nil {
+		if explicit {
+			fmt.Fprintf(stderr, "relay: --data %s: %v (the /bind address is printed without a sign-in)\n", dir, err)
+		}
+		return nil, ""
+	}
+	if !explicit && !sameEndpoint(c.NATSURL, strings.Split(e.nats, ",")[0]) {
+		return nil, ""
+	}
+	return c, filepath.Join(dir, service.CredentialsFile)
+}
+
+// sameEndpoint reports whether two URLs name the same host and port.
+func sameEndpoint(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Host, ub.Host)
 }
 
 func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, []string) int {
@@ -258,6 +305,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 		}
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Record: *record, Replay: *replay,
 			Notices: stderr}
+		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		if !*quiet && (*progress || isTerminal(stderr)) {
 			opts.Progress = stderr
 		}
@@ -266,7 +314,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 		}
 		sum, err := relay.Run(ctx, cfg, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "relay: %v\n", err)
+			fmt.Fprintln(stderr, failure("relay", err))
 			return 2
 		}
 		return printSummary(stdout, sum, *asJSON, "")
@@ -277,7 +325,7 @@ func runFleet(ctx context.Context, cfg *relay.Config, k int, opts relay.Options,
 	start := time.Now()
 	sums, err := relay.RunFleet(ctx, cfg, k, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "relay: %v\n", err)
+		fmt.Fprintln(stderr, failure("relay", err))
 		return 2
 	}
 	completed := 0
@@ -347,18 +395,18 @@ func replayFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Contex
 		o.NATSOptions = auth.options()
 		f, err := os.Open(pos[0])
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		defer f.Close()
 		r, err := recording.NewReader(f)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		res, err := relay.Replay(ctx, r, o)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay replay:", err)
+			fmt.Fprintln(stderr, failure("relay replay", err))
 			return 2
 		}
 		b, _ := json.Marshal(res)
@@ -381,13 +429,13 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		}
 		f, err := os.Open(pos[0])
 		if err != nil {
-			fmt.Fprintln(stderr, "relay fork:", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		defer f.Close()
 		rec, err := recording.NewReader(f)
 		if err != nil {
-			fmt.Fprintln(stderr, "relay fork:", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		cfg, err := relay.Load(pos[1])
@@ -397,12 +445,13 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		}
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
 			Notices: stderr}
+		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		if isTerminal(stderr) {
 			opts.Progress = stderr
 		}
 		sum, err := relay.Run(ctx, cfg, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "relay fork: %v\n", err)
+			fmt.Fprintln(stderr, failure("relay fork", err))
 			return 2
 		}
 		forked := fmt.Sprintf("message %d of %s's deliberation %s", *at, pos[0], rec.Header().Deliberation)
@@ -432,6 +481,17 @@ func versionFlags(fs *flag.FlagSet, stdout, _ io.Writer) func(context.Context, [
 		fmt.Fprintf(stdout, "relay     %s\ngo        %s\nprotocol  %s\n", bi.String(), runtime.Version(), events.ProtocolVersion)
 		return 0
 	}
+}
+
+// failure is the line that reports err for command: one prefix, the
+// command's, whatever prefix the error carries of the package that made
+// it ("relay: ", "recording: ").
+func failure(command string, err error) string {
+	msg := err.Error()
+	for _, p := range []string{"relay: ", "recording: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return command + ": " + msg
 }
 
 // isTerminal reports whether w is a terminal: progress shows there and

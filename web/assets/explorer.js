@@ -404,7 +404,7 @@ function deliberationPage(id) {
     if (c.error) return h("div", { class: "bad" }, "Closure unavailable: " + c.error);
     return h("div", { class: "closure", "data-ok": String(c.ok) },
       c.ok ? h("span", { class: "ok" }, "✓ Closure verifies") : h("span", { class: "bad" }, "✗ Closure does not verify"),
-      h("span", { class: "muted" }, " at position " + c.position + ", over " + c.closure_size + " artifacts"),
+      h("span", { class: "muted" }, (c.ordinal ? " at #" + c.ordinal : " at position " + c.position) + ", over " + c.closure_size + " artifacts"),
       c.findings.length ? h("ul", { class: "findings" }, c.findings.map(f => h("li", { class: f.severity === "error" ? "bad" : "warn" },
         h("code", {}, f.code), " ", rec(f.message), f.artifact_id ? [" — ", refLink(f.artifact_id)] : null))) : null);
   }
