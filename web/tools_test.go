@@ -568,8 +568,15 @@ func TestExplorerFork(t *testing.T) {
 	if href := eval[string](t, bctx, `document.querySelector('#parent a').getAttribute('href')`); href != "/deliberations/"+parent {
 		t.Errorf("the parent's link: %q", href)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(`#compare-open`), chromedp.WaitVisible(`#compare-fork li`)); err != nil {
+	// The comparison, or the reason it could not be read.
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#compare-open`), chromedp.Click(`#compare-open`)); err != nil {
 		t.Fatal(err)
+	}
+	eventually.True(t, 60*time.Second, "the comparison or its refusal", func() bool {
+		return eval[bool](t, bctx, `!!document.querySelector('#compare-fork li, #compare .bad')`)
+	})
+	if bad := eval[string](t, bctx, `(document.querySelector('#compare .bad') || {}).textContent || ""`); bad != "" {
+		t.Fatalf("the comparison: %s", bad)
 	}
 	type side struct{ Differs, Same []string }
 	read := func(which string) side {

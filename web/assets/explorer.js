@@ -73,11 +73,22 @@ function ago(t) {
   return Math.round(d / 86400) + " days ago";
 }
 function clip(t, n) { t = (t || "").replace(/\s+/g, " ").trim(); return t.length > n ? t.slice(0, n - 1) + "…" : t; }
+// getJSON reads an API answer. A read refused for the read budget (429)
+// or a projection behind (503) with a Retry-After is asked again after
+// it, a few times, before its error is shown: on a busy engine the
+// explorer waits its turn rather than failing.
 async function getJSON(url) {
-  const r = await fetch(url, { headers: { Accept: "application/json" } });
-  const body = await r.json().catch(() => null);
-  if (!r.ok) throw new Error((body && body.error) || (r.status + " " + r.statusText));
-  return body;
+  for (let attempt = 0; ; attempt++) {
+    const r = await fetch(url, { headers: { Accept: "application/json" } });
+    const body = await r.json().catch(() => null);
+    const wait = Number(r.headers.get("Retry-After"));
+    if ((r.status === 429 || r.status === 503) && wait > 0 && attempt < 5) {
+      await new Promise(res => setTimeout(res, Math.min(wait, 10) * 1000));
+      continue;
+    }
+    if (!r.ok) throw new Error((body && body.error) || (r.status + " " + r.statusText));
+    return body;
+  }
 }
 const app = document.getElementById("app");
 const crumb = document.getElementById("crumb");
