@@ -1,6 +1,10 @@
 package tlog
 
 import (
+	"crypto/sha256"
+	"math/bits"
+	"strconv"
+
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -12,74 +16,86 @@ var factory = &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
 var EmptyRoot = Hash(rfc6962.DefaultHasher.EmptyRoot())
 
 // Frontier computes a log's root as leaves are appended, in O(log n)
-// space: the roots of the perfect subtrees that cover it (a compact range
-// from 0). Its zero value is not usable; call NewFrontier.
+// space: the roots of the perfect subtrees that cover it, left to right
+// (what a compact range from 0 holds), merged as RFC 6962 merges them. It
+// hashes on the stack: an append allocates nothing but the slice's growth.
+// Its zero value is not usable; call NewFrontier.
 type Frontier struct {
-	r *compact.Range
+	size   uint64
+	hashes []Hash
 }
 
 // NewFrontier returns the frontier of the empty log.
-func NewFrontier() *Frontier { return &Frontier{r: factory.NewEmptyRange(0)} }
+func NewFrontier() *Frontier { return &Frontier{} }
 
 // FrontierOf resumes a frontier from its size and Hashes.
 func FrontierOf(size uint64, hashes []Hash) (*Frontier, error) {
-	hs := make([][]byte, len(hashes))
-	for i := range hashes {
-		hs[i] = hashes[i][:]
+	if bits.OnesCount64(size) != len(hashes) {
+		return nil, fail(ErrRange, "a frontier of "+strconv.FormatUint(size, 10)+" leaves has "+strconv.Itoa(bits.OnesCount64(size))+" hashes, not "+strconv.Itoa(len(hashes)))
 	}
-	r, err := factory.NewRange(0, size, hs)
-	if err != nil {
-		return nil, fail(ErrRange, err.Error())
-	}
-	return &Frontier{r: r}, nil
+	return &Frontier{size: size, hashes: append([]Hash(nil), hashes...)}, nil
+}
+
+// nodeHash is RFC 6962's interior node hash, SHA-256(0x01 || l || r).
+func nodeHash(l, r *Hash) Hash {
+	var b [1 + 2*sha256.Size]byte
+	b[0] = 1
+	copy(b[1:], l[:])
+	copy(b[1+sha256.Size:], r[:])
+	return sha256.Sum256(b[:])
 }
 
 // Append adds a leaf hash.
-func (f *Frontier) Append(leafHash Hash) { f.append(leafHash, nil) }
-
-func (f *Frontier) append(leafHash Hash, visit compact.VisitFn) {
+func (f *Frontier) Append(leafHash Hash) {
 	h := leafHash
-	// Append only fails on a hash of the wrong length.
-	_ = f.r.Append(h[:], visit)
+	// Each trailing one of the size is a perfect subtree of the height the
+	// new one reaches: merged into it, right to left.
+	for s := f.size; s&1 == 1; s >>= 1 {
+		last := &f.hashes[len(f.hashes)-1]
+		h = nodeHash(last, &h)
+		f.hashes = f.hashes[:len(f.hashes)-1]
+	}
+	f.hashes = append(f.hashes, h)
+	f.size++
 }
 
 // Size is the number of leaves.
-func (f *Frontier) Size() uint64 { return f.r.End() }
+func (f *Frontier) Size() uint64 { return f.size }
 
 // Hashes are the roots of the perfect subtrees covering the log, left to
 // right: what FrontierOf resumes from.
-func (f *Frontier) Hashes() []Hash {
-	out := make([]Hash, len(f.r.Hashes()))
-	for i, h := range f.r.Hashes() {
-		out[i] = Hash(h)
-	}
-	return out
-}
+func (f *Frontier) Hashes() []Hash { return append([]Hash(nil), f.hashes...) }
 
-// Root returns the RFC 6962 root of the log (EmptyRoot when empty).
+// Root returns the RFC 6962 root of the log (EmptyRoot when empty): the
+// subtrees' roots merged from the right.
 func (f *Frontier) Root() Hash {
-	r, _ := f.r.GetRootHash(nil)
-	if r == nil {
+	if len(f.hashes) == 0 {
 		return EmptyRoot
 	}
-	return Hash(r)
+	r := f.hashes[len(f.hashes)-1]
+	for i := len(f.hashes) - 2; i >= 0; i-- {
+		r = nodeHash(&f.hashes[i], &r)
+	}
+	return r
 }
 
 // Tree is a log held in memory: every perfect subtree's hash (about two
 // hashes a leaf), enough to give its root at any earlier size and
 // inclusion and consistency proofs.
 type Tree struct {
-	f      *Frontier
+	r      *compact.Range
 	levels [][]byte // levels[l]: the hashes of the perfect subtrees of height l, left to right
 }
 
 // NewTree returns the empty tree.
-func NewTree() *Tree { return &Tree{f: NewFrontier()} }
+func NewTree() *Tree { return &Tree{r: factory.NewEmptyRange(0)} }
 
 // Append adds a leaf hash and returns its index.
 func (t *Tree) Append(leafHash Hash) uint64 {
-	i := t.f.Size()
-	t.f.append(leafHash, func(id compact.NodeID, h []byte) {
+	i := t.r.End()
+	h := leafHash
+	// Append only fails on a hash of the wrong length.
+	_ = t.r.Append(h[:], func(id compact.NodeID, h []byte) {
 		for uint(len(t.levels)) <= id.Level {
 			t.levels = append(t.levels, nil)
 		}
@@ -92,10 +108,16 @@ func (t *Tree) Append(leafHash Hash) uint64 {
 func (t *Tree) AppendLeaf(l Leaf) uint64 { return t.Append(l.Hash()) }
 
 // Size is the number of leaves.
-func (t *Tree) Size() uint64 { return t.f.Size() }
+func (t *Tree) Size() uint64 { return t.r.End() }
 
 // Root is the root at the current size.
-func (t *Tree) Root() Hash { return t.f.Root() }
+func (t *Tree) Root() Hash {
+	r, _ := t.r.GetRootHash(nil)
+	if r == nil {
+		return EmptyRoot
+	}
+	return Hash(r)
+}
 
 // LeafHash returns the hash of leaf i.
 func (t *Tree) LeafHash(i uint64) (Hash, error) {
