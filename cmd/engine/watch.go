@@ -331,12 +331,20 @@ func (w *watcher) message(ctx context.Context, position uint64, subject string, 
 		fmt.Fprintf(w.e.stderr, "engine watch: the engine's verdict on the message at position %d: %v\n", position, err)
 		return false, false, exitUsage
 	}
-	ordinal, ok := w.ordinalOf(kind, o)
-	if !ok {
-		return false, false, -1 // outside the deliberation's record (and its ordinals)
+	// A checkpoint is a statement about the record, not a message of it:
+	// no ordinal (docs/VERIFY.md).
+	ckpt := kind == "art" && participant == wire.CheckpointToken && o.Outcome == api.VerdictApplied
+	if !ckpt {
+		ordinal, ok := w.ordinalOf(kind, o)
+		if !ok {
+			return false, false, -1 // outside the deliberation's record (and its ordinals)
+		}
+		w.ordinal = ordinal
 	}
-	w.ordinal = ordinal
 	line := watchLine{Ordinal: w.ordinal, Position: position, Participant: participant, Outcome: string(o.Outcome)}
+	if ckpt {
+		line.Ordinal = 0
+	}
 	term, check := false, false
 	switch {
 	case kind == "ctl":
@@ -480,7 +488,11 @@ func shortRef(d canon.Digest) string {
 
 // print writes a line: JSON, or a readable line.
 func (w *watcher) print(l watchLine) {
-	if l.Ordinal < w.from {
+	ord := l.Ordinal
+	if l.Kind == "checkpoint" && ord == 0 {
+		ord = w.ordinal // after the message it follows
+	}
+	if ord < w.from {
 		return
 	}
 	if w.asJSON {
@@ -496,7 +508,11 @@ func (w *watcher) print(l watchLine) {
 		who = "supervisor"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "#%-4d ", l.Ordinal)
+	if l.Kind == "checkpoint" && l.Ordinal == 0 {
+		b.WriteString("      ") // no ordinal: not a message of the record
+	} else {
+		fmt.Fprintf(&b, "#%-4d ", l.Ordinal)
+	}
 	switch l.Kind {
 	case "control":
 		fmt.Fprintf(&b, "%-12s %-11s %s", "control", l.Op, l.Text)

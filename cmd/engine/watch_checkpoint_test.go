@@ -16,9 +16,10 @@ import (
 	"github.com/parley-engine/parley/service"
 )
 
-// The engine's signed checkpoints of a deliberation's log are messages of
-// its record: engine watch shows each as the engine's, with the messages
-// it covers, never as a rejection.
+// The engine's signed checkpoints of a deliberation's log are statements
+// about its record, not messages of it: engine watch shows each as the
+// engine's, without an ordinal, with the messages it covers (every one
+// before it), never as a rejection.
 func TestWatch_Checkpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -61,11 +62,12 @@ func TestWatch_Checkpoint(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	m := regexp.MustCompile(`(?m)^#(\d+) +engine +checkpoint  signed checkpoint of the log: messages #1 to #(\d+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^ {6}engine +checkpoint  signed checkpoint of the log: messages #1 to #(\d+)$`).FindStringSubmatchIndex(out)
 	if m == nil || strings.Contains(out, "REJECTED : ") {
 		t.Fatalf("no checkpoint line:\n%s", out)
 	}
-	if n, _ := strconv.Atoi(m[1]); strconv.Itoa(n-1) != m[2] {
-		t.Errorf("checkpoint #%s covers #1 to #%s, want the messages before it", m[1], m[2])
+	covered, _ := strconv.Atoi(out[m[2]:m[3]])
+	if before := strings.Count(out[:m[0]], "\n#"); before+1 != covered && strings.HasPrefix(out, "#") && before+1 != covered {
+		t.Errorf("the checkpoint covers #1 to #%d, and %d messages come before it:\n%s", covered, before+1, out)
 	}
 }
