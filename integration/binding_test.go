@@ -67,7 +67,11 @@ func resolve(t *testing.T, s *service.Service, id string, env *binding.Envelope,
 // bindPage returns the /bind page of a deliberation, as a browser gets it.
 func bindPage(t *testing.T, s *service.Service, id string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + s.HTTPAddr() + "/bind/" + id)
+	// Signed in, as the principal's browser is (a browser that is not
+	// signed in sees no form).
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/bind/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+s.Credentials().HTTPToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
