@@ -44,6 +44,10 @@ type liveFlags struct {
 	// force publishes to a deliberation the engine does not know
 	// (--force; publish and control).
 	force bool
+	// receipt, when set, is the file engine publish writes the message's
+	// receipt to, waiting up to receiptWait for a checkpoint to cover it.
+	receipt     string
+	receiptWait time.Duration
 }
 
 // registerForce adds --force, for the commands that publish into an
@@ -203,7 +207,44 @@ func publishOne(ctx context.Context, e *env, l *liveFlags, name, token, id, arti
 	if err != nil {
 		return publishFailed(e, name, &l.nats, err)
 	}
-	return await(ctx, e, l, cl, id, ack, artifactID, op, quiet)
+	code := await(ctx, e, l, cl, id, ack, artifactID, op, quiet)
+	if code == exitOK && l.receipt != "" {
+		return keepReceipt(e, name, l, cl, id, ack.Sequence)
+	}
+	return code
+}
+
+// keepReceipt writes the receipt of the message at position seq to
+// l.receipt, once a checkpoint covers it (the engine checkpoints after
+// each judgment and at the end), waiting up to l.receiptWait.
+func keepReceipt(e *env, name string, l *liveFlags, cl *client.Client, id string, seq uint64) int {
+	ctx, cancel := context.WithTimeout(context.Background(), l.receiptWait+l.timeout)
+	defer cancel()
+	o, err := cl.Outcome(ctx, id, seq)
+	if err != nil || o.Ordinal == 0 {
+		fmt.Fprintf(e.stderr, "engine %s: --receipt: the message's ordinal: %v\n", name, err)
+		return exitNoVerdict
+	}
+	deadline := time.Now().Add(l.receiptWait)
+	for {
+		list, err := cl.Receipts(ctx, id, o.Ordinal)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
+			return exitNoVerdict
+		}
+		if len(list.Receipts) == 1 && list.Receipts[0].Receipt != "" {
+			if err := os.WriteFile(l.receipt, []byte(list.Receipts[0].Receipt), 0o640); err != nil {
+				fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
+				return exitUsage
+			}
+			return exitOK
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(e.stderr, "engine %s: --receipt: no checkpoint covers #%d yet (the engine checkpoints after each judgment and at the end): ask later with engine receipt %s %d\n", name, o.Ordinal, id, o.Ordinal)
+			return exitNoVerdict
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // publishFailed reports a publish that got no acknowledgement: refused by
@@ -376,6 +417,8 @@ binds the seed's public key to TOKEN admits it. Without it, unsigned.
 	fs.StringVar(&id, "deliberation", "", "the deliberation's id")
 	fs.StringVar(&as, "as", "", "the participant token to publish as")
 	fs.StringVar(&keyPath, "key", "", "a file holding the nkeys user seed to sign the artifact with")
+	fs.StringVar(&l.receipt, "receipt", "", "write the artifact's receipt (a signed proof it is in the record) to this file once a checkpoint covers it")
+	fs.DurationVar(&l.receiptWait, "receipt-wait", time.Minute, "with --receipt: how long to wait for a checkpoint to cover the artifact (the engine checkpoints after each judgment and at the end)")
 	l.register(fs, "print only the artifact's id")
 	l.registerForce(fs)
 	if code, ok := parse(fs, args); !ok {

@@ -36,9 +36,25 @@ func TestReceipt_FetchAndAudit(t *testing.T) {
 	defer nc.Close()
 	alice, _ := client.New(nc, "alice")
 	id, _ := alice.Open(ctx, client.Charter{Title: "receipts"})
-	claim, _, _ := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "kept"}})
-	alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "keep", Status: events.Final},
+	claim, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "kept"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.WaitPosition(ctx, id, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	// The decision through engine publish --receipt: a judgment, which a
+	// checkpoint follows, so its receipt comes within a second or so.
+	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "keep", Status: events.Final},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
+	decReceipt := filepath.Join(dir, "decision.tlog-proof")
+	if code, _, errs := run(t, string(dec.Canonical), "publish", "--nats", s.NATSURL(), "--deliberation", id, "--as", "alice", "--quiet",
+		"--receipt", decReceipt, "--receipt-wait", "30s", "-"); code != exitOK {
+		t.Fatalf("publish --receipt: %d %s", code, errs)
+	}
+	if b, err := os.ReadFile(decReceipt); err != nil || !strings.HasPrefix(string(b), "c2sp.org/tlog-proof@v1\n") {
+		t.Fatalf("the decision's receipt: %q %v", b, err)
+	}
 
 	out := filepath.Join(dir, "receipts")
 	code, stdout, errs := run(t, "", "receipt", "--nats", s.NATSURL(), "--out", out, "--wait", "30s", id, "1", "2", "3")
@@ -54,7 +70,7 @@ func TestReceipt_FetchAndAudit(t *testing.T) {
 	}
 	keyFile := filepath.Join(dir, "engine.pub")
 	os.WriteFile(keyFile, []byte(s.Credentials().EngineKey+"\n"), 0o600)
-	code, stdout, errs = run(t, "", "audit", "--trusted-key", keyFile, "--receipt", filepath.Join(out, "2.tlog-proof"), rec)
+	code, stdout, errs = run(t, "", "audit", "--trusted-key", keyFile, "--receipt", filepath.Join(out, "2.tlog-proof"), "--receipt", decReceipt, rec)
 	if code != exitOK || !strings.Contains(stdout, "engine (trusted)") {
 		t.Fatalf("audit with the engine's key and a receipt: %d\n%s\n%s", code, stdout, errs)
 	}
