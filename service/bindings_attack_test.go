@@ -119,7 +119,11 @@ func (a *asked) resolve(res string) (int, map[string]any) {
 
 func (a *asked) page() string {
 	a.t.Helper()
-	resp, err := http.Get("http://" + a.s.HTTPAddr() + "/bind/" + a.id)
+	// As the principal's signed-in browser reads it (one not signed in
+	// sees no form).
+	req, _ := http.NewRequest(http.MethodGet, "http://"+a.s.HTTPAddr()+"/bind/"+a.id, nil)
+	req.Header.Set("Authorization", "Bearer "+a.s.Credentials().HTTPToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.t.Fatal(err)
 	}
