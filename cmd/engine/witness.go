@@ -106,11 +106,8 @@ func runWitness(ctx context.Context, e *env, args []string) int {
 		return fail("%v", err)
 	}
 	// A subscription the server refuses is said on the connection, before
-	// the answer to the flush.
-	nf.mu.Lock()
-	refused := len(nf.violations) > 0
-	nf.mu.Unlock()
-	if refused {
+	// the answer to the flush (the error handler runs later).
+	if err := nc.LastError(); err != nil && strings.Contains(err.Error(), witness.Subject(*name)) {
 		fmt.Fprintf(e.stderr, "engine witness: the NATS user may not subscribe to %s: the witness cosigns into %s and answers no request (give it a user that may: docs/OPERATIONS.md)\n", witness.Subject(*name), *dir)
 	}
 	fmt.Fprintln(e.stdout, w.VerifierKey())
