@@ -401,3 +401,85 @@ func lastCheckpoint(t *testing.T, ctx context.Context, e *engine, id string) []b
 	}
 	return m.Data
 }
+
+// A witness whose directory holds notes of a deliberation, reading a
+// stream whose log of it is another (the stream rewritten since, by whoever
+// holds the engine's key, or another engine's stream under the same id):
+// it says so at the size of the first note the log does not reproduce,
+// cosigns nothing more of that deliberation, and keeps its notes as they
+// were.
+func TestWitness_RefusesAStreamRewrittenSinceItCosigned(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startEngine(t, ctx)
+	seed, _ := newSeed(t)
+	dir := t.TempDir()
+	_, ch := follow(t, ctx, a, "w1", seed, dir)
+	id, view := completed(t, ctx, a)
+	seen := until(t, ctx, ch, func(v witness.Verdict) bool {
+		return v.Deliberation == id && v.Size == view.Log.Size && v.Cosigned != nil
+	})
+	kept := map[string][]byte{}
+	for _, v := range seen {
+		if v.Cosigned != nil {
+			kept[strconv.FormatUint(v.Size, 10)+".note"] = v.Cosigned
+		}
+	}
+	first := seen[0].Size
+
+	b := startEngine(t, ctx)
+	alice, _ := client.New(b.admin, "alice")
+	if err := alice.OpenID(ctx, id, client.Charter{Title: "rewritten", Participants: []string{"alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; uint64(i) < first; i++ {
+		if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "claim " + strconv.Itoa(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := alice.Cancel(ctx, id, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		v, err := alice.State(ctx, id)
+		if err == nil && v.Status.Terminal() && !v.Log.CheckpointDue && v.Log.Covered == v.Log.Size {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no checkpoint of the end: %+v %v", v, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	w, err := witness.New(witness.Config{Name: "w1", Seed: seed, EngineKeys: []string{a.key, b.key}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verdicts []witness.Verdict
+	for _, m := range streamOf(t, ctx, b) {
+		if v, ok := w.Apply(m); ok && v.Deliberation == id {
+			verdicts = append(verdicts, v)
+		}
+	}
+	if len(verdicts) == 0 {
+		t.Fatal("no checkpoint in the second stream")
+	}
+	for _, v := range verdicts {
+		if v.Cosigned != nil || !v.SecondHistory() || !strings.Contains(v.Refused.Error(), "no longer holds the history it cosigned") {
+			t.Fatalf("a checkpoint of the rewritten log: %+v", v)
+		}
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, id))
+	for _, f := range entries {
+		if strings.HasPrefix(f.Name(), ".tmp") || strings.HasPrefix(f.Name(), "refused-") && kept[f.Name()] == nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, id, f.Name()))
+		if !bytes.Equal(b, kept[f.Name()]) {
+			t.Fatalf("%s changed, or was written anew", f.Name())
+		}
+	}
+	if got := w.Latest(id); !bytes.Equal(got, kept[strconv.FormatUint(view.Log.Size, 10)+".note"]) {
+		t.Fatal("the latest note is not the one the witness cosigned")
+	}
+}
