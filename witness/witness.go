@@ -82,6 +82,9 @@ type Verdict struct {
 	// Refused says why it was not cosigned (nil when cosigned); it is a
 	// *Error whose Code is one of the Code constants.
 	Refused error
+	// Kept is the file a refused second history was kept in
+	// (DIR/<deliberation>/refused-<size>.note), if any.
+	Kept string
 }
 
 // SecondHistory says whether the verdict is a checkpoint signed by an
@@ -379,8 +382,11 @@ func (w *Witness) checkpoint(id string, m projector.Msg) Verdict {
 	}
 	if v.Refused != nil {
 		if v.SecondHistory() {
-			if err := writeFile(filepath.Join(w.cfg.Dir, id, "refused-"+strconv.FormatUint(c.Size, 10)+".note"), m.Data); err != nil {
-				v.Refused = refuse(CodeSecondHistory, "%v (and it could not be kept: %v)", v.Refused, err)
+			path := filepath.Join(w.cfg.Dir, id, "refused-"+strconv.FormatUint(c.Size, 10)+".note")
+			if err := writeFile(path, m.Data); err != nil {
+				v.Refused = refuse(CodeSecondHistory, "%s (and it could not be kept: %v)", v.Refused.(*Error).Msg, err)
+			} else {
+				v.Kept = path
 			}
 		}
 		return v

@@ -300,7 +300,10 @@ func TestWitness_CosignsTheLogAndRefusesASecondHistory(t *testing.T) {
 	if !got.SecondHistory() || got.Cosigned != nil || got.Size != view.Log.Size {
 		t.Fatalf("the forged checkpoint: %+v", got)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, id, "refused-"+strconv.FormatUint(view.Log.Size, 10)+".note")); err != nil || !bytes.Equal(b, forged) {
+	if got.Kept != filepath.Join(dir, id, "refused-"+strconv.FormatUint(view.Log.Size, 10)+".note") {
+		t.Fatalf("kept in %q", got.Kept)
+	}
+	if b, err := os.ReadFile(got.Kept); err != nil || !bytes.Equal(b, forged) {
 		t.Fatalf("the refused note is not kept: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, id, strconv.FormatUint(view.Log.Size, 10)+".note")); !bytes.Equal(b, last) || !bytes.Equal(w.Latest(id), last) {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,9 +79,10 @@ func runWitness(ctx context.Context, e *env, args []string) int {
 		switch {
 		case v.Cosigned != nil:
 			fmt.Fprintf(e.stderr, "cosigned %s at %d messages\n", v.Deliberation, v.Size)
+		case v.SecondHistory() && v.Kept != "":
+			fmt.Fprintf(e.stderr, "SECOND HISTORY: deliberation %s: %v (stream position %d; the engine's note is kept in %s)\n", v.Deliberation, v.Refused, v.Position, v.Kept)
 		case v.SecondHistory():
-			fmt.Fprintf(e.stderr, "SECOND HISTORY: deliberation %s: %v (stream position %d; kept in %s)\n", v.Deliberation, v.Refused, v.Position,
-				filepath.Join(*dir, v.Deliberation, "refused-"+strconv.FormatUint(v.Size, 10)+".note"))
+			fmt.Fprintf(e.stderr, "SECOND HISTORY: deliberation %s: %v (stream position %d)\n", v.Deliberation, v.Refused, v.Position)
 		default:
 			fmt.Fprintf(e.stderr, "refused a checkpoint of %s (stream position %d): %v\n", v.Deliberation, v.Position, v.Refused)
 		}
