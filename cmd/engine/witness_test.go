@@ -18,6 +18,7 @@ import (
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/tlog"
 	"github.com/parley-engine/parley/tlog/cosign"
 	"github.com/parley-engine/parley/wire"
 )
@@ -65,7 +66,8 @@ func TestWitness_BadArguments(t *testing.T) {
 func TestWitness_CosignsForTheAudit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	dataDir := t.TempDir()
+	s, err := service.Start(ctx, service.Config{DataDir: dataDir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +121,44 @@ func TestWitness_CosignsForTheAudit(t *testing.T) {
 		final = v
 		return err == nil && v.Status.Terminal() && !v.Log.CheckpointDue && v.Log.Covered == v.Log.Size
 	})
+	lastCheckpointSeq := lastSeq(t, s)
 	cosigned := filepath.Join(notes, id, strconv.FormatUint(final.Log.Size, 10)+".note")
 	eventually.True(t, 30*time.Second, "the witness's note of the end", func() bool {
 		_, err := os.Stat(cosigned)
+		return err == nil
+	})
+	// The recording, as the engine holds it now.
+	rec := filepath.Join(dir, "rec.jsonl")
+	if code, _, e := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", id, "--out", rec); code != 0 {
+		t.Fatalf("export: %d %s", code, e)
+	}
+	// The operator, who holds the engine's key, signs another log of the
+	// same size and publishes it: the witness says so loudly and goes on.
+	c := s.Credentials()
+	op, err := nats.Connect(c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	engineSeed, err := os.ReadFile(filepath.Join(dataDir, service.EngineKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin, _ := tlog.Origin(id)
+	signer, err := tlog.NewSigner(bytes.TrimSpace(engineSeed), origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := tlog.Sign(tlog.Checkpoint{Origin: origin, Size: final.Log.Size, Root: tlog.Hash{7}}, signer)
+	fm := nats.NewMsg(wire.CheckpointSubject(id))
+	fm.Data = forged
+	fm.Header.Set("Parley-Key", engineKey)
+	if err := op.PublishMsg(fm); err != nil {
+		t.Fatal(err)
+	}
+	refused := filepath.Join(notes, id, "refused-"+strconv.FormatUint(final.Log.Size, 10)+".note")
+	eventually.True(t, 30*time.Second, "the forged note kept apart", func() bool {
+		_, err := os.Stat(refused)
 		return err == nil
 	})
 	stop()
@@ -133,25 +170,17 @@ func TestWitness_CosignsForTheAudit(t *testing.T) {
 		t.Fatalf("stdout %q, want the verifier key %s", out.String(), vkey)
 	}
 	if e := errs.String(); !strings.Contains(e, "cosigned "+id+" at "+strconv.FormatUint(final.Log.Size, 10)+" messages") ||
-		!strings.Contains(e, "may not subscribe to parley.witness.w1.checkpoint") {
+		!strings.Contains(e, "may not subscribe to parley.witness.w1.checkpoint") ||
+		!strings.Contains(e, "SECOND HISTORY: deliberation "+id) || !strings.Contains(e, "kept in "+refused) {
 		t.Fatalf("stderr: %s", e)
 	}
 
-	rec := filepath.Join(dir, "rec.jsonl")
-	if code, _, e := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", id, "--out", rec); code != 0 {
-		t.Fatalf("export: %d %s", code, e)
-	}
-	// The engine's own note of the end, as the stream holds it.
-	c := s.Credentials()
-	op, err := nats.Connect(c.NATSURL, nats.UserInfo(c.NATSUser, c.NATSPassword))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
+	// The engine's own note of the end, as the stream holds it (before
+	// the forged one).
 	js, _ := op.JetStream()
-	m, err := js.GetLastMsg(wire.StreamName, wire.CheckpointSubject(id))
-	if err != nil {
-		t.Fatal(err)
+	m, err := js.GetMsg(wire.StreamName, lastCheckpointSeq)
+	if err != nil || m.Subject != wire.CheckpointSubject(id) {
+		t.Fatalf("the engine's last checkpoint: %v %+v", err, m)
 	}
 	engineOnly := filepath.Join(dir, "engine.note")
 	os.WriteFile(engineOnly, m.Data, 0o600)
