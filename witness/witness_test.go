@@ -57,7 +57,7 @@ type engine struct {
 	key     string
 }
 
-func startEngine(t *testing.T, ctx context.Context) *engine {
+func startEngine(t testing.TB, ctx context.Context) *engine {
 	t.Helper()
 	conf, err := os.ReadFile("../deploy/nats.conf")
 	if err != nil {
@@ -200,7 +200,7 @@ func until(t *testing.T, ctx context.Context, ch <-chan witness.Verdict, ok func
 	}
 }
 
-func newSeed(t *testing.T) ([]byte, string) {
+func newSeed(t testing.TB) ([]byte, string) {
 	t.Helper()
 	kp, _ := nkeys.CreateUser()
 	seed, _ := kp.Seed()
@@ -367,7 +367,7 @@ func TestWitness_CosignsTheLogAndRefusesASecondHistory(t *testing.T) {
 }
 
 // streamOf reads the whole stream as the fold takes it.
-func streamOf(t *testing.T, ctx context.Context, e *engine) []projector.Msg {
+func streamOf(t testing.TB, ctx context.Context, e *engine) []projector.Msg {
 	t.Helper()
 	js, _ := e.admin.JetStream()
 	info, err := js.StreamInfo(wire.StreamName, nats.Context(ctx))
@@ -485,4 +485,62 @@ func TestWitness_RefusesAStreamRewrittenSinceItCosigned(t *testing.T) {
 	if got := w.Latest(id); !bytes.Equal(got, kept[strconv.FormatUint(view.Log.Size, 10)+".note"]) {
 		t.Fatal("the latest note is not the one the witness cosigned")
 	}
+}
+
+// BenchmarkWitness_CatchUp is a witness reading a stream it has not seen:
+// 40 deliberations of 25 messages each and their checkpoints, folded,
+// checked and cosigned (each note written and synced).
+func BenchmarkWitness_CatchUp(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := startEngine(b, ctx)
+	alice, _ := client.New(e.admin, "alice")
+	var ids []string
+	for range 40 {
+		id, err := alice.Open(ctx, client.Charter{Title: "bench", Participants: []string{"alice"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 23 {
+			if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "claim " + strconv.Itoa(i)}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := alice.Cancel(ctx, id, "enough"); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		for {
+			v, err := alice.State(ctx, id)
+			if err == nil && v.Status.Terminal() && !v.Log.CheckpointDue && v.Log.Covered == v.Log.Size {
+				break
+			}
+			if ctx.Err() != nil {
+				b.Fatal("no checkpoint of the end")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	msgs := streamOf(b, ctx, e)
+	seed, _ := newSeed(b)
+	b.ResetTimer()
+	for range b.N {
+		w, err := witness.New(witness.Config{Name: "w1", Seed: seed, EngineKeys: []string{e.key}, Dir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cosigned := 0
+		for _, m := range msgs {
+			if v, ok := w.Apply(m); ok && v.Cosigned != nil {
+				cosigned++
+			}
+		}
+		if cosigned != len(ids) {
+			b.Fatalf("%d cosigned, want %d", cosigned, len(ids))
+		}
+	}
+	b.ReportMetric(float64(len(msgs)*b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(ids)), "µs/checkpoint")
 }
