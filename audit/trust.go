@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,7 +38,13 @@ type Trust struct {
 // tlog/cosign.VerifierKey makes it and engine witness prints), or
 // "<name>:<nkeys public key>".
 func WitnessVerifier(key string) (note.Verifier, error) {
-	if name, _, ok := strings.Cut(key, "+"); ok {
+	if name, rest, ok := strings.Cut(key, "+"); ok {
+		// A cosignature key's algorithm is 0x04 (cosignature/v1); a log's
+		// verifier key (0x01) names no witness.
+		_, k, _ := strings.Cut(rest, "+")
+		if b, err := base64.StdEncoding.DecodeString(k); err != nil || len(b) == 0 || b[0] != 0x04 {
+			return nil, fmt.Errorf("%w: not a cosignature/v1 verifier key (its key is 0x04 and the public key, in base64)", tlog.ErrKey)
+		}
 		return cosign.Verifier(key, name)
 	}
 	name, pub, ok := strings.Cut(key, ":")
