@@ -116,6 +116,9 @@ const (
 	CodeStorage = "witness.storage"
 )
 
+// Codes lists the codes of the reasons a checkpoint is refused.
+var Codes = []string{CodeUnsigned, CodeSecondHistory, CodeOlder, CodeUncheckable, CodeStorage}
+
 // Error is a refusal, with a stable code.
 type Error struct {
 	Code string
