@@ -1,16 +1,20 @@
 package audit
 
 import (
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/tlog"
+	"github.com/parley-engine/parley/tlog/cosign"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -20,10 +24,34 @@ import (
 // its checkpoints of the log), and receipts and checkpoints obtained
 // elsewhere (from the engine while the deliberation ran, from a
 // participant, from a witness) that the recording must agree with.
+// Witnesses are the witnesses whose cosignature every checkpoint given
+// must carry, each as WitnessVerifier reads it.
 type Trust struct {
 	EngineKeys  []string
 	Receipts    [][]byte
 	Checkpoints [][]byte
+	Witnesses   []string
+}
+
+// WitnessVerifier reads a witness's key: its cosignature verifier key
+// ("<name>+<key hash>+<base64 of 0x04 || public key>", as
+// tlog/cosign.VerifierKey makes it and engine witness prints), or
+// "<name>:<nkeys public key>".
+func WitnessVerifier(key string) (note.Verifier, error) {
+	if name, rest, ok := strings.Cut(key, "+"); ok {
+		// A cosignature key's algorithm is 0x04 (cosignature/v1); a log's
+		// verifier key (0x01) names no witness.
+		_, k, _ := strings.Cut(rest, "+")
+		if b, err := base64.StdEncoding.DecodeString(k); err != nil || len(b) == 0 || b[0] != 0x04 {
+			return nil, fmt.Errorf("%w: not a cosignature/v1 verifier key (its key is 0x04 and the public key, in base64)", tlog.ErrKey)
+		}
+		return cosign.Verifier(key, name)
+	}
+	name, pub, ok := strings.Cut(key, ":")
+	if !ok {
+		return nil, fmt.Errorf("%w: a witness is its verifier key (name+hash+key) or name:public key", tlog.ErrKey)
+	}
+	return cosign.Verifier(pub, name)
 }
 
 // Finding codes of the checks with trusted keys (docs/VERIFY.md).
@@ -46,10 +74,13 @@ const (
 	// engine's key signed two histories, or the recording is not the one
 	// it signed.
 	CodeSplitView = "audit.split_view"
+	// CodeNotWitnessed: a checkpoint given beside the recording without
+	// a valid cosignature of a witness the auditor requires.
+	CodeNotWitnessed = "audit.not_witnessed"
 )
 
 // TrustCodes lists the finding codes of the checks with trusted keys.
-var TrustCodes = []string{CodeUnsignedEmission, CodeBadCheckpoint, CodeUncovered, CodeReceipt, CodeSplitView}
+var TrustCodes = []string{CodeUnsignedEmission, CodeBadCheckpoint, CodeUncovered, CodeReceipt, CodeSplitView, CodeNotWitnessed}
 
 // Signer is a key and what rests on it in the recording.
 type Signer struct {
@@ -219,6 +250,16 @@ func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) 
 		}
 		if err := tc.log.Tree.Check(c); err != nil {
 			rep.find(CodeSplitView, 0, "", "checkpoint %d of %d messages, signed by %s: the recording's log does not reproduce it (%v): two histories bear the key, or this recording is not the one it signed", i+1, c.Size, key, err)
+		}
+		ev, _ := tlog.NewVerifier(key, origin)
+		for _, w := range tc.t.Witnesses {
+			wv, err := WitnessVerifier(w)
+			if err == nil {
+				_, _, err = tlog.Open(b, origin, ev, wv)
+			}
+			if err != nil {
+				rep.find(CodeNotWitnessed, 0, "", "checkpoint %d of %d messages: no valid cosignature of the witness %s: %v", i+1, c.Size, w, err)
+			}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(tc.signers)) {

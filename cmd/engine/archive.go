@@ -300,8 +300,8 @@ func connectHint(err error) string {
 
 func runAudit(_ context.Context, e *env, args []string) int {
 	var asJSON bool
-	var rootDirs, trusted, receiptFiles, checkpointFiles roots
-	fs := newFlags(e, "audit", "[--json] [--root DIR]... [--trusted-key KEY]... [--receipt FILE]... [--checkpoint FILE]... FILE|-", `Audits a recording offline, with no server and no model call: every id and
+	var rootDirs, trusted, receiptFiles, checkpointFiles, witnesses roots
+	fs := newFlags(e, "audit", "[--json] [--root DIR]... [--trusted-key KEY]... [--receipt FILE]... [--checkpoint FILE]... [--witness KEY]... FILE|-", `Audits a recording offline, with no server and no model call: every id and
 artifact rule, the projector's fold and state_digest (equal to the live
 engine's for the same messages), the closure of every decision at its own
 position, that every supervisor emission was called for by the rules and
@@ -319,12 +319,16 @@ recording verifying, every judgment covered by a trusted checkpoint, and
 each --receipt (a C2SP tlog-proof from engine receipt, the client or a
 relay run's receipts/) and --checkpoint (a signed checkpoint kept from
 elsewhere) reproduced by the recording's log; and it says which
-statements rest on which key.`)
+statements rest on which key. With --witness (a witness's cosignature
+verifier key, as engine witness prints it, or NAME:PUBLICKEY; repeatable),
+every --checkpoint must also carry a valid cosignature of each witness
+(audit.not_witnessed): what engine witness keeps in its directory.`)
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.Var(&rootDirs, "root", "a directory to re-verify provenance annotations against (repeatable)")
 	fs.Var(&trusted, "trusted-key", "an engine's public key, or a file holding it, to trust (repeatable)")
 	fs.Var(&receiptFiles, "receipt", "a receipt file the recording must agree with (repeatable; needs --trusted-key)")
 	fs.Var(&checkpointFiles, "checkpoint", "a signed checkpoint file the recording must reproduce (repeatable; needs --trusted-key)")
+	fs.Var(&witnesses, "witness", "a witness whose cosignature every --checkpoint must carry: its verifier key, or NAME:PUBLICKEY (repeatable; needs --checkpoint)")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -350,7 +354,7 @@ statements rest on which key.`)
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage
 	}
-	trust, err := loadTrust(trusted, receiptFiles, checkpointFiles)
+	trust, err := loadTrust(trusted, receiptFiles, checkpointFiles, witnesses)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "engine audit: %v\n", err)
 		return exitUsage
@@ -373,15 +377,25 @@ statements rest on which key.`)
 }
 
 // loadTrust reads the audit's trusted keys (each given as the key or a
-// file holding it), receipts and checkpoints; nil without keys.
-func loadTrust(keys, receipts, checkpoints []string) (*audit.Trust, error) {
+// file holding it), receipts, checkpoints and the witnesses whose
+// cosignatures the checkpoints must carry; nil without keys.
+func loadTrust(keys, receipts, checkpoints, witnesses []string) (*audit.Trust, error) {
 	if len(keys) == 0 {
-		if len(receipts)+len(checkpoints) > 0 {
-			return nil, errors.New("--receipt and --checkpoint need --trusted-key: a receipt proves something only under a key you trust")
+		if len(receipts)+len(checkpoints)+len(witnesses) > 0 {
+			return nil, errors.New("--receipt, --checkpoint and --witness need --trusted-key: a receipt proves something only under a key you trust")
 		}
 		return nil, nil
 	}
+	if len(witnesses) > 0 && len(checkpoints) == 0 {
+		return nil, errors.New("--witness needs --checkpoint: a witness's cosignatures are on the checkpoints it keeps (engine witness --dir), not in the recording")
+	}
 	t := &audit.Trust{}
+	for _, w := range witnesses {
+		if _, err := audit.WitnessVerifier(w); err != nil {
+			return nil, fmt.Errorf("--witness %s: not a witness's verifier key (NAME+HASH+KEY, as engine witness prints it) nor NAME:PUBLICKEY: %v", w, err)
+		}
+		t.Witnesses = append(t.Witnesses, w)
+	}
 	for _, k := range keys {
 		if !signing.ValidKey(k) {
 			b, err := os.ReadFile(k)

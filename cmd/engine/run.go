@@ -39,6 +39,7 @@ type env struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the engine: embedded NATS (or --nats), the stream, the projector and the query API", runServe},
+		{"witness", "cosign an engine's checkpoints once the log the stream holds reproduces them", runWitness},
 		{"watch", "show a deliberation live, a line per message, until it ends (or --json)", runWatch},
 		{"open", "open a deliberation on a live engine; wait for the verdict on its charter", runOpen},
 		{"publish", "seal or check an artifact, publish it as a participant; wait for the verdict", runPublish},
