@@ -40,6 +40,9 @@ type BoundSources struct {
 	Explorer *web.Explorer
 	Reads    *readmodel.Budget
 	Runner   *runner.Runner
+	// Memory watches the runtime's soft memory limit: in the report only
+	// while one is set.
+	Memory *MemoryLimit
 }
 
 // CodeInFlightBytes names the bound on the bytes read from the stream and
@@ -85,6 +88,11 @@ func (b BoundSources) Report(now time.Time) []Bound {
 			hits += n
 		}
 		add(api.CodeReadBudget, st.Concurrent, st.Running, hits, st.LastHit)
+	}
+	if b.Memory != nil {
+		if st := b.Memory.Stats(); st.Limit > 0 {
+			add(CodeMemoryLimit, int(st.Limit), int(st.InUse), st.Hits, st.LastHit)
+		}
 	}
 	return out
 }
@@ -142,6 +150,11 @@ func (m *Metrics) WatchBounds(b BoundSources) {
 	}
 	counter("parley_read_budget_spent_seconds_total", "Compute time spent by expensive reads of clients not signed in.", nil,
 		func() float64 { return rs.Stats().Spent.Seconds() })
+	if mem := b.Memory; mem != nil {
+		gauge("parley_memory_limit_bytes", "The Go runtime's soft memory limit (--memory-limit, GOMEMLIMIT; 0: none).", func() float64 { return float64(mem.Stats().Limit) })
+		counter("parley_memory_limit_hits_total", "Looks (every second) that found the runtime's GC CPU limiter engaged since the look before: the memory was at its limit and the runtime let it exceed it rather than collect with more than half the CPU (limit.memory).", nil,
+			func() float64 { return float64(mem.Stats().Hits) })
+	}
 	counter("parley_closure_cache_hits_total", "Closure verifications answered from the cache of final answers.", nil,
 		func() float64 { return float64(rs.Stats().ClosureHits) })
 	counter("parley_closure_cache_misses_total", "Closure verifications computed (the API's; the supervisor's are its own).", nil,

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
 	"math"
+	"net/http"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parley-engine/parley/metrics"
 )
 
 func TestParseMemoryLimit(t *testing.T) {
@@ -47,8 +54,9 @@ func TestParseMemoryLimit(t *testing.T) {
 	}
 }
 
-// --memory-limit sets the runtime's soft memory limit while serve runs,
-// and serve gives the previous one back when it returns.
+// --memory-limit sets the runtime's soft memory limit while serve runs
+// (/healthz lists it among the bounds, /metrics gives it), and serve
+// gives the previous one back when it returns.
 func TestServe_MemoryLimit(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() {
@@ -59,9 +67,38 @@ func TestServe_MemoryLimit(t *testing.T) {
 		}
 	})
 	const limit = 3 << 30
-	serve(t, "--data", t.TempDir(), "--memory-limit", "3GiB")
+	out := serve(t, "--data", t.TempDir(), "--memory-limit", "3GiB")
 	if got := debug.SetMemoryLimit(-1); got != limit {
 		t.Fatalf("memory limit %d while serve runs, want %d", got, limit)
+	}
+	m := regexp.MustCompile(`http  (http://127\.0\.0\.1:\d+)/api/v1/deliberations`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no HTTP address in %q", out)
+	}
+	resp, err := http.Get(m[1] + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Bounds []metrics.Bound `json:"bounds"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(h.Bounds, func(b metrics.Bound) bool { return b.Name == metrics.CodeMemoryLimit })
+	if i < 0 || h.Bounds[i].Limit != limit || h.Bounds[i].InUse <= 0 {
+		t.Fatalf("/healthz bounds: %+v", h.Bounds)
+	}
+	resp, err = http.Get(m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "\nparley_memory_limit_bytes 3.221225472e+09\n") || !strings.Contains(string(body), "\nparley_memory_limit_hits_total 0\n") {
+		t.Fatalf("/metrics has no memory limit:\n%s", body)
 	}
 	if before != math.MaxInt64 && before == limit {
 		t.Fatalf("the limit was already %d before serve: the test proves nothing", before)
