@@ -74,26 +74,29 @@ type result struct {
 	// RSSSettled is the RSS growth once the attack has stopped and the
 	// embedded server's caches of the stream's blocks have expired
 	// (settle): what the engine keeps, against what it held meanwhile.
-	RSSSettled            int64         `json:"rss_growth_settled_bytes"`
-	SettledShare          float64       `json:"rss_growth_settled_per_byte_sent"`
-	HeapBefore, HeapAfter int64         `json:"-"`
-	HeapSettled           int64         `json:"-"`
-	Reclaims              int64         `json:"reclaims"`
-	GrowthShare           float64       `json:"rss_growth_per_byte_sent"`
-	Descriptors           int           `json:"engine_descriptors"`
-	Relays                int           `json:"relays"`
-	Deliberations         int           `json:"deliberations"`
-	Completed             int           `json:"completed"`
-	Verified              int           `json:"verified"`
-	BaselineP99           time.Duration `json:"baseline_p99_ns"`
-	AttackP99             time.Duration `json:"attack_p99_ns"`
-	Ratio                 float64       `json:"p99_ratio"`
-	FreshNATS             string        `json:"fresh_nats"`
-	FreshHTTP             string        `json:"fresh_http"`
-	Note                  string        `json:"note"`
-	Load                  string        `json:"load_average"` // /proc/loadavg's 1, 5 and 15 minutes near the attack's end
-	Check                 string        `json:"check,omitempty"`
-	Errors                []string      `json:"errors,omitempty"`
+	RSSSettled            int64   `json:"rss_growth_settled_bytes"`
+	SettledShare          float64 `json:"rss_growth_settled_per_byte_sent"`
+	HeapBefore, HeapAfter int64   `json:"-"`
+	HeapSettled           int64   `json:"-"`
+	Reclaims              int64   `json:"reclaims"`
+	// LimitHits counts the engine's looks that found the GC CPU limiter
+	// engaged (a soft memory limit set, limit.memory).
+	LimitHits     int64         `json:"memory_limit_hits"`
+	GrowthShare   float64       `json:"rss_growth_per_byte_sent"`
+	Descriptors   int           `json:"engine_descriptors"`
+	Relays        int           `json:"relays"`
+	Deliberations int           `json:"deliberations"`
+	Completed     int           `json:"completed"`
+	Verified      int           `json:"verified"`
+	BaselineP99   time.Duration `json:"baseline_p99_ns"`
+	AttackP99     time.Duration `json:"attack_p99_ns"`
+	Ratio         float64       `json:"p99_ratio"`
+	FreshNATS     string        `json:"fresh_nats"`
+	FreshHTTP     string        `json:"fresh_http"`
+	Note          string        `json:"note"`
+	Load          string        `json:"load_average"` // /proc/loadavg's 1, 5 and 15 minutes near the attack's end
+	Check         string        `json:"check,omitempty"`
+	Errors        []string      `json:"errors,omitempty"`
 }
 
 func main() {
@@ -264,6 +267,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack, args []
 	r.RSSSettled = rss - r.RSSBefore
 	r.HeapSettled = e.heap()
 	r.Reclaims = e.metric("parley_memory_reclaims_total")
+	r.LimitHits = e.metric("parley_memory_limit_hits_total")
 	r.Note = note
 	if c, ok := a.(checked); ok {
 		r.Check = c.check()
@@ -331,7 +335,7 @@ func report(w *os.File, res []result, o options) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.Load)
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d looks at the memory limit's GC CPU limiter engaged); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}
