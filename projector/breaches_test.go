@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -54,6 +55,24 @@ func TestDeliberation_BreachesBounded(t *testing.T) {
 	case len(kept)+dropped != flood:
 		t.Fatalf("%d kept + %d dropped, %d sent", len(kept), dropped, flood)
 	}
+	if ph, pd := p.Breaches(); ph != held || pd != uint64(dropped) {
+		t.Fatalf("the projection counts %d bytes and %d dropped, the deliberation %d and %d", ph, pd, held, dropped)
+	}
+	// A snapshot restores the bound's bookkeeping.
+	var buf bytes.Buffer
+	if err := p.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := projector.ReadSnapshot(&buf, projector.Options{Rules: supervisor.Rules{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rh, rd := restored.Breaches(); rh != held || rd != uint64(dropped) {
+		t.Fatalf("restored: %d bytes and %d dropped, want %d and %d", rh, rd, held, dropped)
+	}
+	if got, want := projector.DumpState(restored), projector.DumpState(p); got != want {
+		t.Fatalf("restored state differs:\n%s", firstDifference(got, want))
+	}
 	for i, r := range kept {
 		if r.Position != breachSeqs[i] {
 			t.Fatalf("breach %d kept is at %d, want the oldest (%d)", i, r.Position, breachSeqs[i])
@@ -91,6 +110,9 @@ func TestDeliberation_BreachesBounded(t *testing.T) {
 		if want := strconv.FormatUint(d.Ordinal(breachSeqs[i]), 10); n != want {
 			t.Fatalf("FAILURE %d names message %s, want %s (the oldest breaches first)", i, n, want)
 		}
+	}
+	if ph, _ := p.Breaches(); ph != 0 {
+		t.Fatalf("after the answers the projection counts %d bytes of breaches", ph)
 	}
 	if held, _ := d.BreachBytes(); len(d.Breaches()) != 0 || held != 0 {
 		t.Fatalf("after the answers: %d breaches, %d bytes", len(d.Breaches()), held)

@@ -683,6 +683,9 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 				}
 				_, size := keptOf(&r)
 				d.breachBytes -= size
+				if d.kl != nil {
+					d.kl.breachBytes.Add(-size)
+				}
 				return true
 			})
 		}
@@ -716,10 +719,16 @@ func (d *Deliberation) keepBreach(r api.Rejection) {
 	_, size := keptOf(&r)
 	if len(d.breaches) >= MaxBreaches || d.breachBytes+size > MaxBreachBytes {
 		d.breachesDropped++
+		if d.kl != nil {
+			d.kl.breachesDropped.Add(1)
+		}
 		return
 	}
 	d.breaches = append(d.breaches, r)
 	d.breachBytes += size
+	if d.kl != nil {
+		d.kl.breachBytes.Add(size)
+	}
 }
 
 // Breaches returns the limit-breach rejections no supervisor FAILURE has

@@ -237,6 +237,8 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 			_, size := keptOf(&d.breaches[i])
 			d.breachBytes += size
 		}
+		p.kl.breachBytes.Add(d.breachBytes)
+		p.kl.breachesDropped.Add(uint64(d.breachesDropped))
 		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
 		d.foreign.set(ds.Foreign)
 		d.judgedSize, d.ckptSize, d.ckptN, d.ckptBad, d.ckptAt, d.ended = ds.JudgedSize, ds.CkptSize, ds.CkptN, ds.CkptBad, ds.CkptAt, ds.Ended
