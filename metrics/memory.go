@@ -11,11 +11,12 @@ import (
 
 // CodeMemoryLimit names the Go runtime's soft memory limit (engine serve
 // --memory-limit, or GOMEMLIMIT). It refuses nothing: near it the
-// collector runs more often, and a hit is a look (MemoryLimit.Tick) that
-// found the runtime's GC CPU limiter engaged since the look before: the
-// engine's memory was at the limit and collecting could not bring it
-// under without taking more than half the CPU, so the runtime let the
-// memory exceed it.
+// collector runs more often. A hit is a look (MemoryLimit.Tick) that
+// found the memory the limit counts at or above it (what the engine holds
+// live is more than the limit: the collector cannot bring it under), or
+// the runtime's GC CPU limiter engaged since the look before (collecting
+// would have taken more than half the CPU, so the runtime let the memory
+// exceed the limit).
 const CodeMemoryLimit = "limit.memory"
 
 // MemoryLimit watches the Go runtime's soft memory limit and its GC CPU
@@ -58,13 +59,15 @@ func (m *MemoryLimit) read() uint64 {
 	return m.samples[1].Value.Uint64()
 }
 
-// Tick looks once: a limiter enabled in a collection since the last look
-// is a hit at now.
+// Tick looks once: with a limit set, memory at or above it, or a limiter
+// enabled in a collection since the last look, is a hit at now.
 func (m *MemoryLimit) Tick(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c := m.read(); c > m.cycle {
-		m.cycle = c
+	c := m.read()
+	limiter := c > m.cycle
+	m.cycle = c
+	if limit := m.limit.Load(); limit > 0 && (limiter || m.inUse.Load() >= limit) {
 		m.hits.Add(1)
 		m.lastHit.Store(now.UnixNano())
 	}

@@ -18,10 +18,10 @@ var (
 // node makes a live heap of pointers, which costs the collector to mark.
 type node struct{ prev, next *node }
 
-// A memory limit far below what the process holds engages the runtime's
-// GC CPU limiter: the watch counts it as a hit, and the bounds report
-// names limit.memory as hit recently. Without a limit, the report has no
-// such bound.
+// A memory limit far below what the process holds live is hit: the watch
+// counts it, and the bounds report names limit.memory as hit recently,
+// while a limit far above is not. Without a limit, the report has no such
+// bound.
 func TestMemoryLimit_Hit(t *testing.T) {
 	m := metrics.NewMemoryLimit()
 	b := metrics.BoundSources{Memory: m}
@@ -34,9 +34,9 @@ func TestMemoryLimit_Hit(t *testing.T) {
 		t.Fatalf("with an unreachable limit: %+v", st)
 	}
 
-	// A live heap of pointers well above the limit, and garbage, until
-	// the limiter engages: each collection must mark the whole heap, and
-	// the limit asks for one at every allocation.
+	// A live heap of pointers well above the limit, and garbage: each
+	// collection must mark the whole heap, and the limit asks for one at
+	// every allocation.
 	t.Cleanup(func() { live = nil })
 	live = make([]*node, 1<<20)
 	for i := range live {
