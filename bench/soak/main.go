@@ -79,8 +79,8 @@ type result struct {
 	HeapBefore, HeapAfter int64   `json:"-"`
 	HeapSettled           int64   `json:"-"`
 	Reclaims              int64   `json:"reclaims"`
-	// LimitHits counts the engine's looks that found the GC CPU limiter
-	// engaged (a soft memory limit set, limit.memory).
+	// LimitHits counts the engine's hits of its soft memory limit
+	// (parley_memory_limit_hits_total, limit.memory).
 	LimitHits     int64         `json:"memory_limit_hits"`
 	GrowthShare   float64       `json:"rss_growth_per_byte_sent"`
 	Descriptors   int           `json:"engine_descriptors"`
@@ -335,7 +335,7 @@ func report(w *os.File, res []result, o options) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d looks at the memory limit's GC CPU limiter engaged); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d limit.memory hits); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}
