@@ -27,10 +27,12 @@
 // (control messages, artifacts with unknown references and opens of
 // about 900 KB, fold.go), junk (small claims from a token the charter
 // does not name, as fast as a client can). A class is a file that
-// registers an attack.
+// registers an attack. Each class runs once per -engine-args (the engine's
+// extra flags), one engine after the other.
 //
 //	go run ./bench/soak
 //	go run ./bench/soak -short
+//	go run ./bench/soak -classes big-messages -engine-args '' -engine-args '--memory-limit 512MiB'
 package main
 
 import (
