@@ -171,29 +171,31 @@ type Deliberation struct {
 	// however many follow it: at most MaxBreaches of them and
 	// MaxBreachBytes (breachBytes), a breach past either not kept
 	// (breachesDropped counts them).
-	breaches        []api.Rejection
-	breachBytes     int64
-	breachesDropped int
-	tips            map[canon.Digest]struct{}
-	open            map[canon.Digest]struct{} // blocking objections without a public disposition
-	decs            []canon.Digest
-	terms           []canon.Digest
-	counts          [7]int
-	parts           []string
-	partIdx         map[string]int32
-	perPart         []int
-	allowed         map[string]bool // nil: anyone may take part
-	rejects         kept[api.Rejection]
-	rejCodes        map[string]int
-	rejTotal        int
-	late            kept[Late]
-	lateN           int
+	breaches []api.Rejection
+	tips     map[canon.Digest]struct{}
+	open     map[canon.Digest]struct{} // blocking objections without a public disposition
+	decs     []canon.Digest
+	terms    []canon.Digest
+	counts   [7]int
+	parts    []string
+	partIdx  map[string]int32
+	perPart  []int
+	allowed  map[string]bool // nil: anyone may take part
+	rejects  kept[api.Rejection]
+	rejCodes map[string]int
+	rejTotal int
+	late     kept[Late]
+	lateN    int
 	// rejChain and lateChain hash every rejection and late artifact, in
 	// order (chain): the state digest covers them all, whatever the
 	// kept lists still hold.
 	rejChain, lateChain canon.Digest
 	// kl is the projection's bound on the bytes of kept lists.
 	kl *keptLedger
+	// breachBytes is about the bytes breaches hold (keptOf), and
+	// breachesDropped counts the breaches not kept for the bounds.
+	breachBytes     int64
+	breachesDropped int
 	// The EVIDENCE the provenance policy judged (nodes, in stream
 	// order), and the inadmissible ones by the targets of their supports
 	// references.
