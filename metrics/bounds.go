@@ -40,6 +40,9 @@ type BoundSources struct {
 	Explorer *web.Explorer
 	Reads    *readmodel.Budget
 	Runner   *runner.Runner
+	// Memory watches the runtime's soft memory limit: in the report only
+	// while one is set.
+	Memory *MemoryLimit
 }
 
 // CodeInFlightBytes names the bound on the bytes read from the stream and
@@ -85,6 +88,11 @@ func (b BoundSources) Report(now time.Time) []Bound {
 			hits += n
 		}
 		add(api.CodeReadBudget, st.Concurrent, st.Running, hits, st.LastHit)
+	}
+	if b.Memory != nil {
+		if st := b.Memory.Stats(); st.Limit > 0 {
+			add(CodeMemoryLimit, int(st.Limit), int(st.InUse), st.Hits, st.LastHit)
+		}
 	}
 	return out
 }
@@ -134,6 +142,14 @@ func (m *Metrics) WatchBounds(b BoundSources) {
 		gauge("parley_kept_bytes", "Bytes of the summaries kept of rejected, late and foreign messages.", kept(0))
 		gauge("parley_kept_bytes_limit", "The bound on the bytes of kept summaries (limit.kept_bytes).", kept(1))
 		counter("parley_kept_dropped_total", "Summaries of rejected, late and foreign messages dropped for the byte bound (limit.kept_bytes); their counts and digests remain.", nil, kept(2))
+		gauge("parley_breach_bytes", "Bytes of the limit breaches waiting for a supervisor FAILURE (at most 32 and 8 KiB a deliberation).", func() float64 {
+			h, _ := r.Breaches()
+			return float64(h)
+		})
+		counter("parley_breaches_dropped_total", "Limit breaches not kept for a supervisor FAILURE: their deliberation already had 32 (or 8 KiB) unanswered. Each is still rejected and counted by code; no FAILURE answers it.", nil, func() float64 {
+			_, d := r.Breaches()
+			return float64(d)
+		})
 	}
 	rs := b.Reads
 	for _, read := range readmodel.BudgetedReads {
@@ -142,6 +158,11 @@ func (m *Metrics) WatchBounds(b BoundSources) {
 	}
 	counter("parley_read_budget_spent_seconds_total", "Compute time spent by expensive reads of clients not signed in.", nil,
 		func() float64 { return rs.Stats().Spent.Seconds() })
+	if mem := b.Memory; mem != nil {
+		gauge("parley_memory_limit_bytes", "The Go runtime's soft memory limit (--memory-limit, GOMEMLIMIT; 0: none).", func() float64 { return float64(mem.Stats().Limit) })
+		counter("parley_memory_limit_hits_total", "Looks (every second) that found the memory at or above the soft memory limit, or the runtime's GC CPU limiter engaged since the look before (it let the memory exceed the limit rather than collect with more than half the CPU): limit.memory.", nil,
+			func() float64 { return float64(mem.Stats().Hits) })
+	}
 	counter("parley_closure_cache_hits_total", "Closure verifications answered from the cache of final answers.", nil,
 		func() float64 { return float64(rs.Stats().ClosureHits) })
 	counter("parley_closure_cache_misses_total", "Closure verifications computed (the API's; the supervisor's are its own).", nil,

@@ -166,8 +166,11 @@ type Deliberation struct {
 	judged   map[canon.Digest]bool
 	answered map[uint64]bool
 	// breaches are the limit-breach rejections no supervisor FAILURE has
-	// answered yet, oldest first, kept apart from the bounded list of
-	// rejections so that none is forgotten however many follow it.
+	// answered yet, oldest first, kept apart from the list of rejections
+	// (which keeps the most recent) so that the oldest is never forgotten
+	// however many follow it: at most MaxBreaches of them and
+	// MaxBreachBytes (breachBytes), a breach past either not kept
+	// (breachesDropped counts them).
 	breaches []api.Rejection
 	tips     map[canon.Digest]struct{}
 	open     map[canon.Digest]struct{} // blocking objections without a public disposition
@@ -189,6 +192,10 @@ type Deliberation struct {
 	rejChain, lateChain canon.Digest
 	// kl is the projection's bound on the bytes of kept lists.
 	kl *keptLedger
+	// breachBytes is about the bytes breaches hold (keptOf), and
+	// breachesDropped counts the breaches not kept for the bounds.
+	breachBytes     int64
+	breachesDropped int
 	// The EVIDENCE the provenance policy judged (nodes, in stream
 	// order), and the inadmissible ones by the targets of their supports
 	// references.
@@ -215,7 +222,7 @@ func (d *Deliberation) reject(seq uint64, participant, id, class, code, msg stri
 	d.rejects.add(r, d.opts.MaxKept, d.kl)
 	d.rejChain = chain(d.rejChain, "rejection", d.newOrdinal(seq), r.Code, r.ArtifactID, r.Participant)
 	if slices.Contains(LimitCodes, code) {
-		d.breaches = append(d.breaches, r)
+		d.keepBreach(r)
 	}
 	return Outcome{Deliberation: d.ID, Rejection: &r}
 }
@@ -672,7 +679,17 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 	if raw, ok := a.Extensions[MessageExtension]; ok {
 		if p, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
 			d.answered[p] = true
-			d.breaches = slices.DeleteFunc(d.breaches, func(r api.Rejection) bool { return d.Ordinal(r.Position) == p })
+			d.breaches = slices.DeleteFunc(d.breaches, func(r api.Rejection) bool {
+				if d.Ordinal(r.Position) != p {
+					return false
+				}
+				_, size := keptOf(&r)
+				d.breachBytes -= size
+				if d.kl != nil {
+					d.kl.breachBytes.Add(-size)
+				}
+				return true
+			})
 		}
 	}
 }
@@ -680,11 +697,55 @@ func (d *Deliberation) noteSupervisor(a *events.Artifact) {
 // Judged reports whether a supervisor FAILURE already considers decision.
 func (d *Deliberation) Judged(decision canon.Digest) bool { return d.judged[decision] }
 
+// MaxBreaches and MaxBreachBytes bound, per deliberation, the limit-breach
+// rejections kept for the supervisor to answer (Breaches): a breach that
+// finds MaxBreaches unanswered, or whose summary would take their bytes
+// (as the kept lists count them) past MaxBreachBytes, is not kept, and no
+// FAILURE answers it. It is still rejected, counted by code and chained
+// into the state digest like every rejection, and counted among the
+// deliberation's dropped breaches (BreachesDropped). The bounds are part
+// of the fold, not settings: the fold admits a supervisor FAILURE only
+// for a breach it keeps, so every fold of a stream must keep the same
+// ones. They are per deliberation (never across the projection, whose
+// deliberations differ between an engine's shards and an audit of one
+// deliberation), so the most the engine keeps for them is
+// max-deliberations × MaxBreachBytes.
+const (
+	MaxBreaches    = 32
+	MaxBreachBytes = 8 << 10
+)
+
+// keepBreach keeps r among the breaches to answer, unless the bounds are
+// reached: the oldest unanswered are kept, the newest are dropped.
+func (d *Deliberation) keepBreach(r api.Rejection) {
+	_, size := keptOf(&r)
+	if len(d.breaches) >= MaxBreaches || d.breachBytes+size > MaxBreachBytes {
+		d.breachesDropped++
+		if d.kl != nil {
+			d.kl.breachesDropped.Add(1)
+		}
+		return
+	}
+	d.breaches = append(d.breaches, r)
+	d.breachBytes += size
+	if d.kl != nil {
+		d.kl.breachBytes.Add(size)
+	}
+}
+
 // Breaches returns the limit-breach rejections no supervisor FAILURE has
 // answered yet, oldest first (not to be modified). Unlike the kept
-// rejections, which are the most recent MaxKept, none is ever dropped
-// before it is answered.
+// rejections, which are the most recent MaxKept, none is dropped once it
+// is kept: a breach is kept unless MaxBreaches or MaxBreachBytes of them
+// already wait, and the supervisor answers each kept one.
 func (d *Deliberation) Breaches() []api.Rejection { return d.breaches }
+
+// BreachBytes reports about the bytes the unanswered breaches hold (at
+// most MaxBreachBytes) and how many breaches were not kept for the bounds
+// (BreachesDropped): no FAILURE answers those.
+func (d *Deliberation) BreachBytes() (held int64, dropped int) {
+	return d.breachBytes, d.breachesDropped
+}
 
 // Answered reports whether a supervisor FAILURE already names the
 // rejection at stream position position.

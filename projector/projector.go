@@ -565,6 +565,12 @@ type keptLedger struct {
 	// bound drop another's.
 	at       time.Time
 	lastDrop atomic.Int64
+	// breachBytes and breachesDropped sum, over the projection's
+	// deliberations, the bytes of the limit breaches waiting for a
+	// supervisor FAILURE and the breaches not kept for their bounds
+	// (MaxBreaches): for the metrics, nothing of the fold reads them.
+	breachBytes     atomic.Int64
+	breachesDropped atomic.Uint64
 }
 
 type keptRef struct {
@@ -650,6 +656,15 @@ func (p *Projection) rebuildLedger() {
 	for _, it := range all {
 		p.kl.added(it.list, it.pos, it.size)
 	}
+}
+
+// Breaches reports the bytes of the limit breaches waiting for a
+// supervisor FAILURE across the projection's deliberations, and how many
+// breaches were not kept for the bounds (MaxBreaches, MaxBreachBytes)
+// since the projection was opened or restored (a snapshot's count
+// included). Safe to call while the fold goes on.
+func (p *Projection) Breaches() (held int64, dropped uint64) {
+	return p.kl.breachBytes.Load(), p.kl.breachesDropped.Load()
 }
 
 // KeptBytes reports the kept summaries' bytes, their bound (0 or less:

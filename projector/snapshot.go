@@ -18,7 +18,7 @@ import (
 
 // snapshotVersion changes whenever the snapshot layout does; a snapshot of
 // another version is refused and the runner rebuilds from the stream.
-const snapshotVersion = 11
+const snapshotVersion = 12
 
 type snapshot struct {
 	Version       int
@@ -89,6 +89,7 @@ type delibSnap struct {
 	Foreign            []api.Rejection
 	ForeignN           int
 	Breaches           []api.Rejection
+	BreachesDropped    int
 	Now                time.Time
 	// The log (log.go): its size and frontier (32 bytes a hash), and the
 	// checkpoint bookkeeping.
@@ -145,7 +146,7 @@ func (p *Projection) Freeze() *Frozen {
 			RejChain: d.rejChain, LateChain: d.lateChain,
 			OpenedTime: d.OpenedTime, LastActivity: d.LastActivity, Tokens: d.Tokens, Cost: d.CostUSDMicros, Stall: d.Stall,
 			SuspendedAt: d.SuspendedAt, Seqs: d.seqs.snap(), LastActivityAt: d.LastActivityAt, CancelledAt: d.CancelledAt, CancelReason: d.CancelReason,
-			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), Now: d.now,
+			LastTime: d.lastTime, Breaches: slices.Clone(d.breaches), BreachesDropped: d.breachesDropped, Now: d.now,
 			Imported: d.imported, Importing: d.importing, ForeignAt: d.foreignAt, Foreign: slices.Clone(d.foreign.list()), ForeignN: d.foreignN,
 			LogSize: d.LogSize(), JudgedSize: d.judgedSize, CkptSize: d.ckptSize, CkptN: d.ckptN, CkptBad: d.ckptBad, CkptAt: d.ckptAt, Ended: d.ended}
 		if d.log != nil {
@@ -231,7 +232,13 @@ func ReadSnapshot(r io.Reader, opts Options) (*Projection, error) {
 		if d.seqs, err = ds.Seqs.restore(); err != nil {
 			return nil, fmt.Errorf("projector: snapshot of %s: %w", ds.ID, err)
 		}
-		d.lastTime, d.breaches, d.now = ds.LastTime, ds.Breaches, ds.Now
+		d.lastTime, d.breaches, d.breachesDropped, d.now = ds.LastTime, ds.Breaches, ds.BreachesDropped, ds.Now
+		for i := range d.breaches {
+			_, size := keptOf(&d.breaches[i])
+			d.breachBytes += size
+		}
+		p.kl.breachBytes.Add(d.breachBytes)
+		p.kl.breachesDropped.Add(uint64(d.breachesDropped))
 		d.imported, d.importing, d.foreignAt, d.foreignN = ds.Imported, ds.Importing, ds.ForeignAt, ds.ForeignN
 		d.foreign.set(ds.Foreign)
 		d.judgedSize, d.ckptSize, d.ckptN, d.ckptBad, d.ckptAt, d.ended = ds.JudgedSize, ds.CkptSize, ds.CkptN, ds.CkptBad, ds.CkptAt, ds.Ended

@@ -97,3 +97,16 @@ func (r *Runner) KeptBytes() (used, max int64, dropped uint64, last time.Time) {
 	}
 	return used, max, dropped, last
 }
+
+// Breaches reports, across the shards, the bytes of the limit breaches
+// waiting for a supervisor FAILURE and the breaches not kept for their
+// bounds (projector.Projection.Breaches).
+func (r *Runner) Breaches() (held int64, dropped uint64) {
+	for _, s := range r.shards {
+		s.mu.RLock()
+		h, d := s.proj.Breaches()
+		s.mu.RUnlock()
+		held, dropped = held+h, dropped+d
+	}
+	return held, dropped
+}

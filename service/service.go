@@ -263,7 +263,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, httpAPI.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
-	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner}
+	mem := metrics.NewMemoryLimit()
+	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner, Memory: mem}
 	s.Metrics.WatchBounds(bounds)
 	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
 	w.SetBounds(bounds.Report)
@@ -295,6 +296,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}()
 	// Memory the embedded server's pools keep after a burst goes back to
 	// the system once the engine is quiet (internal/reclaim).
+	go mem.Run(runCtx, time.Second)
 	rc := reclaim.New(0)
 	s.Metrics.WatchReclaim(rc)
 	go rc.Run(runCtx, 10*time.Second, func(n uint64) {

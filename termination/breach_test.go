@@ -13,7 +13,7 @@ import (
 )
 
 // Every breach is answered, whatever the window: with the detailed
-// rejections bounded to 5, 40 limit breaches (interleaved with other
+// rejections bounded to 5, 20 limit breaches (within projector.MaxBreaches) (interleaved with other
 // rejections that push them out of the window) each get their FAILURE, and
 // nothing is answered twice.
 func TestDecide_EveryBreachAnswered(t *testing.T) {
@@ -26,7 +26,7 @@ func TestDecide_EveryBreachAnswered(t *testing.T) {
 		return p.Apply(projector.Msg{Seq: seq, Subject: subject, Data: data, Time: now})
 	}
 	apply(wire.ControlSubject(delib), []byte(`{"op":"open","charter":{"title":"t","participants":["alice"],"limits":{"max_artifact_bytes":300}}}`))
-	const n = 40
+	const n = 20
 	for i := range n {
 		big := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("%d %s", i, strings.Repeat("x", 400))}})
 		if o := apply(wire.ArtifactSubject(delib, "alice"), big.Canonical); o.Rejection == nil || o.Rejection.Code != projector.CodeLimitArtifactSize {

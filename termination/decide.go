@@ -101,8 +101,9 @@ func Decide(d *projector.Deliberation, now time.Time) []Emission {
 	}
 	pol := d.Policy()
 
-	// Per-artifact limit breaches, every one not yet answered (however
-	// many rejections came after it).
+	// Per-artifact limit breaches, every one kept and not yet answered
+	// (however many rejections came after it; the fold keeps the oldest
+	// projector.MaxBreaches unanswered).
 	for _, r := range d.Breaches() {
 		if d.Answered(r.Position) {
 			continue

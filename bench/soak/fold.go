@@ -53,6 +53,7 @@ func (b *bigMessages) check() string {
 func (b *bigMessages) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) (string, error) {
 	const size = 900 << 10
 	pad := strings.Repeat("x", size)
+	b.Controls, b.Artifacts, b.Opens = 0, 0, 0 // an earlier engine variant's
 	n, err := flood(ctx, e, 16, sent, func(i int) (string, []byte) {
 		switch i % 3 {
 		case 0:

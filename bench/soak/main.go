@@ -27,10 +27,12 @@
 // (control messages, artifacts with unknown references and opens of
 // about 900 KB, fold.go), junk (small claims from a token the charter
 // does not name, as fast as a client can). A class is a file that
-// registers an attack.
+// registers an attack. Each class runs once per -engine-args (the engine's
+// extra flags), one engine after the other.
 //
 //	go run ./bench/soak
 //	go run ./bench/soak -short
+//	go run ./bench/soak -classes big-messages -engine-args '' -engine-args '--memory-limit 512MiB'
 package main
 
 import (
@@ -57,37 +59,46 @@ type options struct {
 	fds          int // the engine's open-descriptor limit (0: the soak's own)
 	sz           sizes
 	engineBinary string // built into a temporary directory when empty
-	verbose      bool
+	// engineArgs are the engine variants each class runs against, each
+	// the extra flags of its `engine serve` (one variant without any when
+	// empty).
+	engineArgs [][]string
+	verbose    bool
 }
 
 // result is one class's figures.
 type result struct {
 	Class                     string `json:"class"`
+	EngineArgs                string `json:"engine_args,omitempty"`
 	BytesSent                 int64  `json:"bytes_sent"`
 	RSSBefore, RSSAfter, Peak int64  `json:"-"`
 	RSSGrowth                 int64  `json:"rss_growth_bytes"`
 	// RSSSettled is the RSS growth once the attack has stopped and the
 	// embedded server's caches of the stream's blocks have expired
 	// (settle): what the engine keeps, against what it held meanwhile.
-	RSSSettled            int64         `json:"rss_growth_settled_bytes"`
-	SettledShare          float64       `json:"rss_growth_settled_per_byte_sent"`
-	HeapBefore, HeapAfter int64         `json:"-"`
-	HeapSettled           int64         `json:"-"`
-	Reclaims              int64         `json:"reclaims"`
-	GrowthShare           float64       `json:"rss_growth_per_byte_sent"`
-	Descriptors           int           `json:"engine_descriptors"`
-	Relays                int           `json:"relays"`
-	Deliberations         int           `json:"deliberations"`
-	Completed             int           `json:"completed"`
-	Verified              int           `json:"verified"`
-	BaselineP99           time.Duration `json:"baseline_p99_ns"`
-	AttackP99             time.Duration `json:"attack_p99_ns"`
-	Ratio                 float64       `json:"p99_ratio"`
-	FreshNATS             string        `json:"fresh_nats"`
-	FreshHTTP             string        `json:"fresh_http"`
-	Note                  string        `json:"note"`
-	Check                 string        `json:"check,omitempty"`
-	Errors                []string      `json:"errors,omitempty"`
+	RSSSettled            int64   `json:"rss_growth_settled_bytes"`
+	SettledShare          float64 `json:"rss_growth_settled_per_byte_sent"`
+	HeapBefore, HeapAfter int64   `json:"-"`
+	HeapSettled           int64   `json:"-"`
+	Reclaims              int64   `json:"reclaims"`
+	// LimitHits counts the engine's hits of its soft memory limit
+	// (parley_memory_limit_hits_total, limit.memory).
+	LimitHits     int64         `json:"memory_limit_hits"`
+	GrowthShare   float64       `json:"rss_growth_per_byte_sent"`
+	Descriptors   int           `json:"engine_descriptors"`
+	Relays        int           `json:"relays"`
+	Deliberations int           `json:"deliberations"`
+	Completed     int           `json:"completed"`
+	Verified      int           `json:"verified"`
+	BaselineP99   time.Duration `json:"baseline_p99_ns"`
+	AttackP99     time.Duration `json:"attack_p99_ns"`
+	Ratio         float64       `json:"p99_ratio"`
+	FreshNATS     string        `json:"fresh_nats"`
+	FreshHTTP     string        `json:"fresh_http"`
+	Note          string        `json:"note"`
+	Load          string        `json:"load_average"` // /proc/loadavg's 1, 5 and 15 minutes near the attack's end
+	Check         string        `json:"check,omitempty"`
+	Errors        []string      `json:"errors,omitempty"`
 }
 
 func main() {
@@ -110,16 +121,21 @@ func main() {
 	asJSON := flag.Bool("json", false, "print the results as JSON")
 	flag.BoolVar(&o.verbose, "v", false, "say what each phase does as it goes")
 	flag.StringVar(&o.engineBinary, "engine", "", "an engine binary to run instead of building ./cmd/engine (an earlier build, to compare)")
+	flag.Func("engine-args", "extra `flags` of engine serve, space-separated (--memory-limit 512MiB); repeat it to run each class once per variant, one after the other (an empty one: the engine's defaults)", func(v string) error {
+		o.engineArgs = append(o.engineArgs, strings.Fields(v))
+		return nil
+	})
 	flag.Parse()
 	if *short {
 		// The small sizes, then whatever was given explicitly.
 		o = shortOptions(o)
+		o.engineArgs = nil
 		flag.CommandLine.Parse(os.Args[1:])
 	}
 	if *classes != "" {
 		o.classes = strings.Split(*classes, ",")
 	}
-	fmt.Printf("machine: %d CPUs, %s\n", runtime.NumCPU(), runtime.Version())
+	fmt.Printf("machine: %d CPUs, %s, load average %s\n", runtime.NumCPU(), runtime.Version(), loadAverage())
 	res, err := run(context.Background(), o)
 	if err != nil {
 		log.Fatal(err)
@@ -165,26 +181,32 @@ func run(ctx context.Context, o options) ([]result, error) {
 			return nil, err
 		}
 	}
+	variants := o.engineArgs
+	if len(variants) == 0 {
+		variants = [][]string{nil}
+	}
 	var out []result
 	for _, a := range attacks {
 		if len(o.classes) > 0 && !slices.Contains(o.classes, a.name()) {
 			continue
 		}
-		r, err := runClass(ctx, o, bin, dir, a)
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", a.name(), err)
+		for _, args := range variants {
+			r, err := runClass(ctx, o, bin, dir, a, args)
+			if err != nil {
+				return out, fmt.Errorf("%s %s: %w", a.name(), strings.Join(args, " "), err)
+			}
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
 	return out, nil
 }
 
-// runClass starts an engine, prepares it for the class, runs the honest
-// relays alone for a phase (the baseline), then beside the attack for a
-// phase, and stops the engine.
-func runClass(ctx context.Context, o options, bin, dir string, a attack) (result, error) {
-	r := result{Class: a.name(), Relays: o.relays}
-	e, err := startEngine(ctx, bin, dir, o.fds)
+// runClass starts an engine (with the extra flags args), prepares it for
+// the class, runs the honest relays alone for a phase (the baseline), then
+// beside the attack for a phase, and stops the engine.
+func runClass(ctx context.Context, o options, bin, dir string, a attack, args []string) (result, error) {
+	r := result{Class: a.name(), EngineArgs: strings.Join(args, " "), Relays: o.relays}
+	e, err := startEngine(ctx, bin, dir, o.fds, args...)
 	if err != nil {
 		return r, err
 	}
@@ -230,6 +252,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 		r.Descriptors = e.descriptors()
 		r.HeapAfter = e.heap()
 		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
+		r.Load = loadAverage()
 	}()
 	hon := runHonest(actx, e.natsURL, o.relays, finish)
 	wg.Wait()
@@ -246,6 +269,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	r.RSSSettled = rss - r.RSSBefore
 	r.HeapSettled = e.heap()
 	r.Reclaims = e.metric("parley_memory_reclaims_total")
+	r.LimitHits = e.metric("parley_memory_limit_hits_total")
 	r.Note = note
 	if c, ok := a.(checked); ok {
 		r.Check = c.check()
@@ -263,6 +287,24 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack) (result
 	r.Deliberations, r.Completed, r.Verified = hon.deliberations, hon.completed, hon.verified
 	r.Errors = append(base.errs, hon.errs...)
 	return r, nil
+}
+
+// name is the class, with the engine's extra flags when it has some.
+func (r result) name() string {
+	if r.EngineArgs == "" {
+		return r.Class
+	}
+	return r.Class + " [" + r.EngineArgs + "]"
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes
+// ("" where /proc/loadavg is not).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return ""
 }
 
 func p99(ls []time.Duration) time.Duration {
@@ -289,13 +331,13 @@ func report(w *os.File, res []result, o options) {
 		if r.BytesSent > 0 {
 			settled = fmt.Sprintf("%.2f%%", 100*r.SettledShare)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s\t%d\t%d/%d of %d\t%s -> %s (%.2fx)\t%s\t%s\n", r.Class, mb(r.BytesSent), mb(r.RSSGrowth), share, mb(r.RSSSettled), settled, mb(r.Peak), r.Descriptors,
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s\t%d\t%d/%d of %d\t%s -> %s (%.2fx)\t%s\t%s\n", r.name(), mb(r.BytesSent), mb(r.RSSGrowth), share, mb(r.RSSSettled), settled, mb(r.Peak), r.Descriptors,
 			r.Completed, r.Verified, r.Deliberations, r.BaselineP99.Round(10*time.Microsecond), r.AttackP99.Round(10*time.Microsecond), r.Ratio, r.FreshNATS, r.FreshHTTP)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims)\n", r.Class, r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims)
+		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d limit.memory hits); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}

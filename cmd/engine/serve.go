@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +28,7 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	var cfg service.Config
 	var logLevel, logFormat, defaultsFile string
 	var tokens httpTokens
+	var memLimit memoryLimit
 	fs := newFlags(e, "serve", "[flags]", `Runs the engine: an embedded NATS server with JetStream (unless --nats names
 an existing cluster), the PARLEY stream, the projector, and the query API
 over HTTP and as the NATS micro service "parley". Stops gracefully on
@@ -58,6 +62,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.Int64Var(&cfg.MaxKeptBytes, "max-kept-bytes", projector.DefaultMaxKeptBytes, "most bytes of rejection summaries kept in detail across every deliberation (-1: no bound); past it the oldest are dropped, counts and digests stay whole")
 	fs.Int64Var(&cfg.InFlightBytes, "in-flight-bytes", runner.DefaultInFlightBytes, "most bytes of messages read from the stream and not yet applied; past it the consumer waits (limit.in_flight_bytes)")
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
+	fs.Var(&memLimit, "memory-limit", "the Go runtime's soft memory limit, BYTES with an optional unit B, KiB, MiB, GiB or TiB (512MiB): the collector works harder as the engine's memory nears it, and the embedded server's caches of large messages are reclaimed sooner, at the cost of CPU under load (docs/OPERATIONS.md). Default: GOMEMLIMIT's, or none")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
 	fs.Var((*roots)(&cfg.ProvenanceRoots), "provenance-root", "a directory to re-verify provenance annotations against, for charters with a provenance policy (repeatable)")
@@ -112,6 +117,11 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	}
 	cfg.Logger = slog.New(h)
 	cfg.Version = engineVersion()
+	if memLimit > 0 {
+		// The limit is the process's: restore it when serve returns (a
+		// test may run serve in its own process).
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(memLimit)))
+	}
 
 	if msg := portsInUse(cfg); msg != "" {
 		fmt.Fprintf(e.stderr, "engine serve: %s\n", msg)
@@ -149,7 +159,11 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	}
 	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the operator's secrets and the HTTP token, mode 0600)\n  key   %s (the engine's public key: engine audit --trusted-key)\n",
 		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath, c.EngineKey)
-	cfg.Logger.Info("engine started", "nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir)
+	started := []any{"nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir}
+	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
+		started = append(started, "memory_limit", l)
+	}
+	cfg.Logger.Info("engine started", started...)
 	code := exitOK
 	select {
 	case <-ctx.Done():
@@ -211,4 +225,50 @@ func (h *httpTokens) Set(v string) error {
 	}
 	*h = append(*h, t)
 	return nil
+}
+
+// memoryLimit is the --memory-limit flag: bytes, written as GOMEMLIMIT
+// is (an integer with an optional unit B, KiB, MiB, GiB or TiB).
+type memoryLimit int64
+
+func (m *memoryLimit) String() string {
+	if m == nil || *m == 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*m), 10)
+}
+
+func (m *memoryLimit) Set(v string) error {
+	n, err := parseMemoryLimit(v)
+	if err != nil {
+		return err
+	}
+	*m = memoryLimit(n)
+	return nil
+}
+
+// parseMemoryLimit reads a size as GOMEMLIMIT does, but not "off" (leave
+// the flag out) nor 0 (a limit the collector could never meet).
+func parseMemoryLimit(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}, {"B", 0}}
+	num, shift := v, uint(0)
+	for _, u := range units {
+		if strings.HasSuffix(v, u.suffix) {
+			num, shift = strings.TrimSuffix(v, u.suffix), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	switch {
+	case err != nil || num == "" || num[0] == '+':
+		return 0, fmt.Errorf("%q is not a size: give bytes with an optional unit B, KiB, MiB, GiB or TiB (512MiB)", v)
+	case n == 0:
+		return 0, fmt.Errorf("%q: the limit must be above 0 (leave the flag out for none)", v)
+	case n > math.MaxInt64>>shift:
+		return 0, fmt.Errorf("%q is too large", v)
+	}
+	return int64(n << shift), nil
 }
