@@ -37,7 +37,8 @@ type Client struct {
 	participant string
 	ids         *wire.MsgIDs
 	opts        Options
-	seen        atomic.Uint64 // the highest position of an acknowledged publish
+	signer      *signing.Signer // Options.SigningKey's, nil without one
+	seen        atomic.Uint64   // the highest position of an acknowledged publish
 }
 
 // New returns a client publishing as participant over nc, with the default
@@ -66,6 +67,7 @@ func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, erro
 	if !wire.ValidToken(participant) {
 		return nil, fmt.Errorf("client: %q is not a participant token ([A-Za-z0-9][A-Za-z0-9_-]{0,63})", participant)
 	}
+	var signer *signing.Signer
 	if o.SigningKey != nil {
 		if pub, err := o.SigningKey.PublicKey(); err != nil || !signing.ValidKey(pub) {
 			return nil, errors.New("client: the signing key is not an nkeys user key")
@@ -73,13 +75,17 @@ func NewWithOptions(nc *nats.Conn, participant string, o Options) (*Client, erro
 		if _, err := o.SigningKey.Seed(); err != nil {
 			return nil, errors.New("client: the signing key has no seed: it cannot sign")
 		}
+		var err error
+		if signer, err = signing.NewSigner(o.SigningKey); err != nil {
+			return nil, fmt.Errorf("client: the signing key: %w", err)
+		}
 	}
 	// DefaultAsyncMaxPending first: the caller's options override it.
 	js, err := jetstream.New(nc, append([]jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(DefaultAsyncMaxPending)}, o.JetStream...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs(), opts: o.withDefaults()}, nil
+	return &Client{nc: nc, js: js, participant: participant, ids: wire.NewMsgIDs(), opts: o.withDefaults(), signer: signer}, nil
 }
 
 // DefaultAsyncMaxPending is how many asynchronous publishes a client has
@@ -292,8 +298,8 @@ func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.
 // when the client holds a signing key (Options.SigningKey).
 func (c *Client) artifactMsg(id string, a *events.Artifact) (*nats.Msg, error) {
 	msg := &nats.Msg{Subject: wire.ArtifactSubject(id, c.participant), Data: a.Canonical, Header: nats.Header{}}
-	if c.opts.SigningKey != nil {
-		h, err := signing.Sign(c.opts.SigningKey, id, c.participant, a.ID.String())
+	if c.signer != nil {
+		h, err := c.signer.Sign(id, c.participant, a.ID.String())
 		if err != nil {
 			return nil, fmt.Errorf("client: sign %s for %s: %w", a.ID, id, err)
 		}

@@ -177,6 +177,45 @@ func Sign(kp nkeys.KeyPair, deliberation, token, artifactID string) (Headers, er
 	return Headers{Key: pub, Signature: FormatSignature(sig)}, nil
 }
 
+// Signer signs with one key, its Ed25519 private key derived once: an
+// nkeys key pair decodes its seed and derives the key again at every
+// signature, which costs as much as the signature itself.
+type Signer struct {
+	pub  string
+	priv ed25519.PrivateKey
+}
+
+// NewSigner returns the signer of kp, an nkeys user key pair holding its
+// seed.
+func NewSigner(kp nkeys.KeyPair) (*Signer, error) {
+	pub, err := kp.PublicKey()
+	if err != nil || !ValidKey(pub) {
+		return nil, ErrKey
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fail(ErrKey, "no seed: it cannot sign")
+	}
+	_, raw, err := nkeys.DecodeSeed(seed)
+	if err != nil || len(raw) != ed25519.SeedSize {
+		return nil, fail(ErrKey, "not an nkeys seed")
+	}
+	return &Signer{pub: pub, priv: ed25519.NewKeyFromSeed(raw)}, nil
+}
+
+// PublicKey is the signer's nkeys user public key.
+func (s *Signer) PublicKey() string { return s.pub }
+
+// Sign signs artifactID, published as token in deliberation: what Sign
+// does with the key pair, at the cost of the signature alone.
+func (s *Signer) Sign(deliberation, token, artifactID string) (Headers, error) {
+	msg, err := Message(deliberation, token, artifactID)
+	if err != nil {
+		return Headers{}, err
+	}
+	return Headers{Key: s.pub, Signature: FormatSignature(ed25519.Sign(s.priv, msg))}, nil
+}
+
 // KeyPair returns the key pair of an nkeys user seed ("SU…"), refusing
 // every other kind of seed.
 func KeyPair(seed string) (nkeys.KeyPair, error) {

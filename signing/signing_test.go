@@ -314,3 +314,48 @@ func TestVerifyKey(t *testing.T) {
 		}
 	}
 }
+
+// A Signer's signatures are Sign's, byte for byte (Ed25519 is
+// deterministic), and verify.
+func TestSigner_AsSign(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := signing.NewSigner(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const delib = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	art := "sha256:" + strings.Repeat("ab", 32)
+	a, err := signing.Sign(kp, delib, "alice", art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Sign(delib, "alice", art)
+	if err != nil || a != b {
+		t.Fatalf("Signer %+v %v, Sign %+v", b, err, a)
+	}
+	if err := signing.VerifyKey(delib, "alice", art, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sign(delib, "not a token!", art); err == nil {
+		t.Fatal("a bad token signed")
+	}
+	pub, _ := nkeys.CreateAccount()
+	if _, err := signing.NewSigner(pub); err == nil {
+		t.Fatal("an account key accepted as a user signer")
+	}
+}
+
+func BenchmarkSigner(b *testing.B) {
+	kp, _ := nkeys.CreateUser()
+	s, _ := signing.NewSigner(kp)
+	art := "sha256:" + strings.Repeat("ab", 32)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Sign("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "alice", art); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
