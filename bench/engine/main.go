@@ -45,6 +45,7 @@ import (
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -177,9 +178,8 @@ func ingest(ctx context.Context, n, k, rounds int) {
 	// The engine: the client's async publish, until the projection has
 	// accepted every artifact.
 	// With signed, the charter binds a key to every participant and
-	// requires signatures, and each participant signs every artifact
-	// (docs/VERIFY.md): the engine verifies each signature ahead of the
-	// fold.
+	// requires signatures, and every artifact is signed (docs/VERIFY.md):
+	// the engine verifies each signature ahead of the fold, on every core.
 	var keys []nkeys.KeyPair
 	bound := map[string]string{}
 	for p := 0; p < k; p++ {
@@ -203,6 +203,25 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			log.Fatal(err)
 		}
 		nc.Close()
+		// Signed: each participant signed its artifacts before the clock
+		// starts (as participants elsewhere would have), and publishes them
+		// with their headers as the client does (subject, headers, its
+		// Nats-Msg-Id): the time is the engine's, verification included.
+		var sigs []signing.Headers
+		if signed {
+			sigs = make([]signing.Headers, n)
+			for p := 0; p < k; p++ {
+				sg, err := signing.NewSigner(keys[p])
+				if err != nil {
+					log.Fatal(err)
+				}
+				for i := p; i < n; i += k {
+					if sigs[i], err = sg.Sign(id, fmt.Sprintf("p%d", p), arts[i].ID.String()); err != nil {
+						log.Fatal(err)
+					}
+				}
+			}
+		}
 		start := time.Now()
 		var wg sync.WaitGroup
 		for p := 0; p < k; p++ {
@@ -211,11 +230,20 @@ func ingest(ctx context.Context, n, k, rounds int) {
 				defer wg.Done()
 				nc, _ := nats.Connect(s.NATSURL())
 				defer nc.Close()
-				var opts client.Options
 				if signed {
-					opts.SigningKey = keys[p]
+					js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(client.DefaultAsyncMaxPending))
+					ids := wire.NewMsgIDs()
+					for i := p; i < n; i += k {
+						msg := &nats.Msg{Subject: wire.ArtifactSubject(id, fmt.Sprintf("p%d", p)), Data: arts[i].Canonical, Header: nats.Header{}}
+						sigs[i].Set(msg.Header)
+						if _, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ids.Artifact(msg.Subject, arts[i].ID.String())), jetstream.WithStallWait(30*time.Second)); err != nil {
+							log.Fatal(err)
+						}
+					}
+					<-js.PublishAsyncComplete()
+					return
 				}
-				c, _ := client.NewWithOptions(nc, fmt.Sprintf("p%d", p), opts)
+				c, _ := client.New(nc, fmt.Sprintf("p%d", p))
 				for i := p; i < n; i += k {
 					if _, err := c.PublishArtifactAsync(id, arts[i]); err != nil {
 						log.Fatal(err)
