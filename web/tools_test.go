@@ -568,12 +568,19 @@ func TestExplorerFork(t *testing.T) {
 	if href := eval[string](t, bctx, `document.querySelector('#parent a').getAttribute('href')`); href != "/deliberations/"+parent {
 		t.Errorf("the parent's link: %q", href)
 	}
-	// The comparison, or the reason it could not be read.
-	if err := chromedp.Do(bctx, chromedp.WaitVisible(`#compare-open`), chromedp.Click(`#compare-open`)); err != nil {
-		t.Fatal(err)
-	}
+	// The comparison, or the reason it could not be read. The button is
+	// clicked from the page itself, as often as it takes: the live page
+	// may render the lineage again meanwhile, and a click on the element
+	// it replaced does nothing.
+	clicked := 0
 	eventually.True(t, 60*time.Second, "the comparison or its refusal", func() bool {
-		return eval[bool](t, bctx, `!!document.querySelector('#compare-fork li, #compare .bad')`)
+		if eval[bool](t, bctx, `!!document.querySelector('#compare-fork li, #compare .bad')`) {
+			return true
+		}
+		if clicked < 20 && eval[bool](t, bctx, `(() => { const b = document.querySelector('#compare-open'); if (!b || !document.querySelector('#compare').hidden) return false; b.click(); return true })()`) {
+			clicked++
+		}
+		return false
 	})
 	if bad := eval[string](t, bctx, `(document.querySelector('#compare .bad') || {}).textContent || ""`); bad != "" {
 		t.Fatalf("the comparison: %s", bad)
