@@ -21,9 +21,10 @@ import (
 const judgmentBound = 2 * time.Second
 
 // Junk under a deliberation every 100 ms, from a token the charter does
-// not name, cannot postpone a due judgment: a limit breach's FAILURE and a
-// verified decision's completion are published within the bound, measured
-// in stream time from the message that made them due.
+// not name, cannot postpone a due judgment: a limit breach's FAILURE, a
+// verified decision's completion and the checkpoint that follows the end
+// are published within the bound, measured in stream time from the
+// message that made them due.
 func TestHostile_JunkCannotPostponeJudgment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -114,7 +115,29 @@ func TestHostile_JunkCannotPostponeJudgment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("the completion", dec.Sequence, answered(events.TypeTermination, dec.Sequence))
+	term := answered(events.TypeTermination, dec.Sequence)
+	check("the completion", dec.Sequence, term)
+	// The checkpoint the end makes due, whatever junk lands after the
+	// TERMINATION (each junk message moves the position it must follow;
+	// junk is no judgment, so the checkpoint covers the end and the junk
+	// before it).
+	for ctx.Err() == nil {
+		due := true
+		s.Runner.ReadDeliberation(id, func(d *projector.Deliberation) { due = d.CheckpointDue() })
+		if !due {
+			break
+		}
+		info, err := s.Stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Runner.WaitFor(ctx, info.State.LastSeq+1)
+	}
+	ckpt, err := s.Stream.GetLastMsgForSubject(ctx, wire.CheckpointSubject(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the end's checkpoint", term, ckpt.Sequence)
 	if v, _ := s.Queries.Get(id); v.Status != api.StatusCompleted || junk < 3 {
 		t.Errorf("status %s after %d junk messages", v.Status, junk)
 	}
