@@ -229,6 +229,16 @@ type LogState struct {
 // MaxReceipts bounds the ordinals of one request for receipts.
 const MaxReceipts = 1000
 
+// MaxReceiptLog bounds the log a receipt read rebuilds: a deliberation
+// whose record holds more messages gives no receipts from the engine (the
+// tree holds about 64 bytes a message while it is built: at most 64 MiB a
+// read, two reads at a time). An auditor rebuilds any log from a
+// recording (engine audit).
+const MaxReceiptLog = 1 << 20
+
+// CodeReceiptLogTooLarge: the deliberation's log is past MaxReceiptLog.
+const CodeReceiptLogTooLarge = "limit.receipt_log"
+
 // Codes of a receipt that could not be given (ReceiptItem.Code).
 const (
 	// CodeReceiptNotCovered: no checkpoint covers the message yet; the

@@ -10,6 +10,7 @@
 package readmodel
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -43,24 +44,28 @@ type Config struct {
 	// Receipts gives receipts (nil: none; archive.Receipts over the
 	// engine's stream).
 	Receipts ReceiptsFunc
+	// MaxReceiptLog bounds the log a receipt read rebuilds (0:
+	// api.MaxReceiptLog).
+	MaxReceiptLog uint64
 }
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
 type Queries struct {
-	receipts   ReceiptsFunc
-	receiptSem chan struct{}
-	r          *runner.Runner
-	stream     jetstream.Stream
-	rv         *substrate.Reverifier
-	budget     *Budget       // the read budget and the closure cache (budget.go)
-	waiting    atomic.Int64  // reads waiting for their min_position
-	minWait    time.Duration // how long they wait (0: DefaultMinPositionWait)
+	receipts      ReceiptsFunc
+	receiptSem    chan struct{}
+	maxReceiptLog uint64
+	r             *runner.Runner
+	stream        jetstream.Stream
+	rv            *substrate.Reverifier
+	budget        *Budget       // the read budget and the closure cache (budget.go)
+	waiting       atomic.Int64  // reads waiting for their min_position
+	minWait       time.Duration // how long they wait (0: DefaultMinPositionWait)
 }
 
 // New returns the read model over cfg's runner and stream.
 func New(cfg Config) *Queries {
 	return &Queries{r: cfg.Runner, stream: cfg.Stream, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
-		receipts: cfg.Receipts, receiptSem: make(chan struct{}, receiptSlots)}
+		receipts: cfg.Receipts, receiptSem: make(chan struct{}, receiptSlots), maxReceiptLog: cmp.Or(cfg.MaxReceiptLog, api.MaxReceiptLog)}
 }
 
 // Budget is the read budget and the closure cache.

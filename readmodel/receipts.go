@@ -32,8 +32,13 @@ func (q *Queries) Receipts(ctx context.Context, id string, ordinals []uint64, ad
 	case len(ordinals) > api.MaxReceipts:
 		return out, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "at most " + strconv.Itoa(api.MaxReceipts) + " ordinals a request"}
 	}
-	if !q.r.ReadDeliberation(id, func(*projector.Deliberation) {}) {
+	var size uint64
+	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { size = d.LogSize() }) {
 		return out, notFound("deliberation " + id)
+	}
+	if size > q.maxReceiptLog {
+		return out, &api.Error{Kind: api.KindUnprocessable, Code: api.CodeReceiptLogTooLarge,
+			Message: "the deliberation's record holds " + strconv.FormatUint(size, 10) + " messages, past the " + strconv.FormatUint(q.maxReceiptLog, 10) + " a receipt read rebuilds: export it and audit the recording"}
 	}
 	if admit != nil {
 		t, err := admit()
