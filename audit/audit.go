@@ -148,7 +148,6 @@ func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) 
 	} else {
 		rep.NotChecked = append(rep.NotChecked, "the engine's signatures and checkpoints, and receipts: give the engine's public key (--trusted-key) to check them")
 	}
-	ended := false
 	var last uint64
 	var lastTime time.Time
 	for {
@@ -181,9 +180,6 @@ func auditStream(r *recording.Reader, verify provenance.Verifier, trust *Trust) 
 		out := p.Apply(msg)
 		if tc != nil {
 			tc.add(rep, id, m, msg, out)
-			if d := p.Deliberation(id); d != nil && d.Status.Terminal() && !ended && out.Logged {
-				ended, tc.judged = true, tc.log.Tree.Size()
-			}
 		}
 		if r := out.Rejection; r != nil {
 			switch r.Code {

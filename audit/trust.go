@@ -99,9 +99,8 @@ type trustCheck struct {
 	trusted map[string]bool
 	log     *projector.LogBuilder
 	signers map[string]*Signer
-	// judged is the log's size after the last judgment; covered the size
-	// the last trusted, valid checkpoint covers.
-	judged, covered uint64
+	// covered is the size the last trusted, valid checkpoint covers.
+	covered uint64
 }
 
 func newTrustCheck(t *Trust) *trustCheck {
@@ -145,10 +144,6 @@ func (tc *trustCheck) add(rep *Report, id string, m recording.Message, msg proje
 		}
 	}
 	for _, a := range out.Admitted {
-		switch a.Artifact.Type {
-		case events.TypeDecision, events.TypeFailure, events.TypeTermination:
-			tc.judged = tc.log.Tree.Size()
-		}
 		if h := m.Signature; h.Key != "" && token != wire.SupervisorToken {
 			s := tc.signers[h.Key]
 			if s == nil {
@@ -188,14 +183,18 @@ func (tc *trustCheck) emission(rep *Report, id string, m recording.Message) {
 // finish checks coverage, receipts and external checkpoints once the
 // recording is read.
 func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) {
-	if tc.judged > tc.covered || tc.judged == 0 && d != nil && d.Status.Terminal() {
-		rep.find(CodeUncovered, 0, "", "no checkpoint of a trusted key covers the record's last judgment (message %d of %d): what follows the last trusted checkpoint (%d messages) rests on the recording alone", tc.judged, tc.log.Tree.Size(), tc.covered)
+	// The fold's judgments (an accepted DECISION, FAILURE or TERMINATION,
+	// or the end): the last must be covered.
+	if judged := d.JudgedSize(); judged > tc.covered {
+		rep.find(CodeUncovered, 0, "", "no checkpoint of a trusted key covers the record's last judgment (message %d of %d): what follows the last trusted checkpoint (%d messages) rests on the recording alone", judged, tc.log.Tree.Size(), tc.covered)
 	}
 	origin, err := tlog.Origin(id)
 	if err != nil {
 		return
 	}
-	open := func(note []byte) (tlog.Checkpoint, string, error) {
+	// open opens a signed checkpoint with the first trusted key that signed
+	// it, and returns that key's verifier.
+	open := func(signed []byte) (tlog.Checkpoint, string, note.Verifier, error) {
 		var last error
 		for _, k := range tc.t.EngineKeys {
 			v, err := tlog.NewVerifier(k, origin)
@@ -203,16 +202,16 @@ func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) 
 				last = err
 				continue
 			}
-			c, _, err := tlog.Open(note, origin, v)
+			c, _, err := tlog.Open(signed, origin, v)
 			if err == nil {
-				return c, k, nil
+				return c, k, v, nil
 			}
 			last = err
 		}
 		if last == nil {
 			last = tlog.ErrSignature
 		}
-		return tlog.Checkpoint{}, "", last
+		return tlog.Checkpoint{}, "", nil, last
 	}
 	for i, b := range tc.t.Receipts {
 		r, err := tlog.ParseReceipt(b)
@@ -220,17 +219,15 @@ func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) 
 			rep.find(CodeReceipt, 0, "", "receipt %d: %v", i+1, err)
 			continue
 		}
-		c, key, err := open(r.Checkpoint)
+		_, key, v, err := open(r.Checkpoint)
 		if err != nil {
 			rep.find(CodeReceipt, 0, "", "receipt %d: its checkpoint: %v", i+1, err)
 			continue
 		}
-		for _, k := range []string{key} {
-			v, _ := tlog.NewVerifier(k, origin)
-			if _, _, _, err := tlog.VerifyReceipt(b, origin, v); err != nil {
-				rep.find(CodeReceipt, 0, "", "receipt %d: %v", i+1, err)
-				continue
-			}
+		_, _, c, err := tlog.VerifyReceipt(b, origin, v)
+		if err != nil {
+			rep.find(CodeReceipt, 0, "", "receipt %d: %v", i+1, err)
+			continue
 		}
 		// The recording must hold that message at that index, in a log
 		// whose root at the checkpoint's size is the checkpoint's.
@@ -243,7 +240,7 @@ func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) 
 		}
 	}
 	for i, b := range tc.t.Checkpoints {
-		c, key, err := open(b)
+		c, key, ev, err := open(b)
 		if err != nil {
 			rep.find(CodeSplitView, 0, "", "checkpoint %d: %v", i+1, err)
 			continue
@@ -251,7 +248,6 @@ func (tc *trustCheck) finish(rep *Report, id string, d *projector.Deliberation) 
 		if err := tc.log.Tree.Check(c); err != nil {
 			rep.find(CodeSplitView, 0, "", "checkpoint %d of %d messages, signed by %s: the recording's log does not reproduce it (%v): two histories bear the key, or this recording is not the one it signed", i+1, c.Size, key, err)
 		}
-		ev, _ := tlog.NewVerifier(key, origin)
 		for _, w := range tc.t.Witnesses {
 			wv, err := WitnessVerifier(w)
 			if err == nil {

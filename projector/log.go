@@ -97,6 +97,10 @@ func (d *Deliberation) LogRoot() tlog.Hash {
 // the last one covers.
 func (d *Deliberation) Checkpoints() (n int, size uint64) { return d.ckptN, d.ckptSize }
 
+// JudgedSize is the size of the log just after its last judgment (0:
+// none yet): what a checkpoint must cover.
+func (d *Deliberation) JudgedSize() uint64 { return d.judgedSize }
+
 // CheckpointDue says whether a judgment (an accepted DECISION, FAILURE or
 // TERMINATION, or the end of the deliberation) is in the log and no
 // checkpoint covers it yet: what the engine publishes a checkpoint for.
@@ -169,6 +173,7 @@ type LogBuilder struct {
 	Checkpoints []LoggedCheckpoint
 	Leaves      map[uint64]tlog.Leaf
 	Keep        func(index uint64) bool
+	opened      map[int]tlog.Checkpoint // Checkpoints[i], opened once for every receipt it gives
 }
 
 // LoggedCheckpoint is a checkpoint in a deliberation's record that
@@ -216,17 +221,23 @@ func (b *LogBuilder) Receipt(deliberation string, index uint64) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range b.Checkpoints {
+	for i, c := range b.Checkpoints {
 		if c.Index <= index {
 			continue
 		}
-		v, err := tlog.NewVerifier(c.Key, origin)
-		if err != nil {
-			return nil, err
-		}
-		cp, _, err := tlog.Open(c.Note, origin, v)
-		if err != nil {
-			return nil, err
+		cp, ok := b.opened[i]
+		if !ok {
+			v, err := tlog.NewVerifier(c.Key, origin)
+			if err != nil {
+				return nil, err
+			}
+			if cp, _, err = tlog.Open(c.Note, origin, v); err != nil {
+				return nil, err
+			}
+			if b.opened == nil {
+				b.opened = map[int]tlog.Checkpoint{}
+			}
+			b.opened[i] = cp
 		}
 		r, err := tlog.NewReceipt(b.Tree, index, leaf, cp, c.Note)
 		if err != nil {

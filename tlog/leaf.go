@@ -71,7 +71,11 @@ func (l Leaf) Marshal() []byte {
 			panic("tlog: leaf field longer than MaxField")
 		}
 	}
-	b := make([]byte, 0, len(LeafVersion)+8+4+len(l.Subject)+32+8+len(l.Key)+len(l.Signature))
+	return l.appendTo(make([]byte, 0, len(LeafVersion)+8+4+len(l.Subject)+32+8+len(l.Key)+len(l.Signature)))
+}
+
+// appendTo appends the leaf's bytes (Marshal's) to b.
+func (l Leaf) appendTo(b []byte) []byte {
 	b = append(b, LeafVersion...)
 	b = binary.BigEndian.AppendUint64(b, uint64(l.UnixNano))
 	b = appendField(b, l.Subject)
@@ -142,13 +146,7 @@ func (l Leaf) Hash() Hash {
 	// (a subject, a key and a signature fit in a few hundred bytes): the
 	// fold hashes a leaf for every message.
 	var buf [512]byte
-	b := append(buf[:0], 0)
-	b = append(b, LeafVersion...)
-	b = binary.BigEndian.AppendUint64(b, uint64(l.UnixNano))
-	b = appendField(b, l.Subject)
-	b = append(b, l.DataHash[:]...)
-	b = appendField(b, l.Key)
-	b = appendField(b, l.Signature)
+	b := l.appendTo(append(buf[:0], 0))
 	return sha256.Sum256(b)
 }
 

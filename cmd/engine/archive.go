@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -397,17 +396,14 @@ func loadTrust(keys, receipts, checkpoints, witnesses []string) (*audit.Trust, e
 		t.Witnesses = append(t.Witnesses, w)
 	}
 	for _, k := range keys {
-		if !signing.ValidKey(k) {
-			b, err := os.ReadFile(k)
-			if err != nil {
-				return nil, fmt.Errorf("--trusted-key %s: neither an nkeys user public key (U…) nor a readable file: %v", k, err)
-			}
-			k = strings.TrimSpace(string(b))
-			if !signing.ValidKey(k) {
-				return nil, fmt.Errorf("--trusted-key: the file holds no nkeys user public key (U…)")
-			}
+		key, err := publicKeyArg(k)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-key %s: %v", k, err)
 		}
-		t.EngineKeys = append(t.EngineKeys, k)
+		if !signing.ValidKey(key) {
+			return nil, fmt.Errorf("--trusted-key %s: not an nkeys user public key (U…): an engine's key is one", k)
+		}
+		t.EngineKeys = append(t.EngineKeys, key)
 	}
 	for _, f := range receipts {
 		b, err := os.ReadFile(f)

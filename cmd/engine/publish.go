@@ -225,26 +225,20 @@ func keepReceipt(e *env, name string, l *liveFlags, cl *client.Client, id string
 		fmt.Fprintf(e.stderr, "engine %s: --receipt: the message's ordinal: %v\n", name, err)
 		return exitNoVerdict
 	}
-	deadline := time.Now().Add(l.receiptWait)
-	for {
-		list, err := cl.Receipts(ctx, id, o.Ordinal)
-		if err != nil {
-			fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
-			return exitNoVerdict
-		}
-		if len(list.Receipts) == 1 && list.Receipts[0].Receipt != "" {
-			if err := os.WriteFile(l.receipt, []byte(list.Receipts[0].Receipt), 0o640); err != nil {
-				fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
-				return exitUsage
-			}
-			return exitOK
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(e.stderr, "engine %s: --receipt: no checkpoint covers #%d yet (the engine checkpoints after each judgment and at the end): ask later with engine receipt %s %d\n", name, o.Ordinal, id, o.Ordinal)
-			return exitNoVerdict
-		}
-		time.Sleep(500 * time.Millisecond)
+	list, err := waitReceipts(ctx, cl, id, []uint64{o.Ordinal}, l.receiptWait)
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
+		return exitNoVerdict
+	case len(list.Receipts) != 1 || list.Receipts[0].Receipt == "":
+		fmt.Fprintf(e.stderr, "engine %s: --receipt: no checkpoint covers #%d yet (the engine checkpoints after each judgment and at the end): ask later with engine receipt %s %d\n", name, o.Ordinal, id, o.Ordinal)
+		return exitNoVerdict
 	}
+	if err := os.WriteFile(l.receipt, []byte(list.Receipts[0].Receipt), 0o640); err != nil {
+		fmt.Fprintf(e.stderr, "engine %s: --receipt: %v\n", name, err)
+		return exitUsage
+	}
+	return exitOK
 }
 
 // publishFailed reports a publish that got no acknowledgement: refused by

@@ -67,21 +67,10 @@ missing, 2 usage.`)
 		fmt.Fprintf(e.stderr, "engine receipt: %v\n", err)
 		return exitUsage
 	}
-	deadline := time.Now().Add(wait)
-	var list api.ReceiptList
-	for {
-		if list, err = cl.Receipts(ctx, id, ords...); err != nil {
-			fmt.Fprintf(e.stderr, "engine receipt: %v\n", err)
-			return exitRejected
-		}
-		pending := false
-		for _, it := range list.Receipts {
-			pending = pending || it.Code == api.CodeReceiptNotCovered
-		}
-		if !pending || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
+	list, err := waitReceipts(ctx, cl, id, ords, wait)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "engine receipt: %v\n", err)
+		return exitRejected
 	}
 	missing := 0
 	for _, it := range list.Receipts {
@@ -114,4 +103,25 @@ missing, 2 usage.`)
 		return exitRejected
 	}
 	return exitOK
+}
+
+// waitReceipts asks for the receipts of the ordinals, and again, every
+// half second for up to wait, while a checkpoint covers some of them not
+// yet (the engine checkpoints after each judgment and at the end).
+func waitReceipts(ctx context.Context, cl *client.Client, id string, ords []uint64, wait time.Duration) (api.ReceiptList, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		list, err := cl.Receipts(ctx, id, ords...)
+		if err != nil {
+			return list, err
+		}
+		pending := false
+		for _, it := range list.Receipts {
+			pending = pending || it.Code == api.CodeReceiptNotCovered
+		}
+		if !pending || time.Now().After(deadline) || ctx.Err() != nil {
+			return list, nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
