@@ -235,6 +235,11 @@ func (c *Client) publishMsg(ctx context.Context, op string, msg *nats.Msg, retry
 	err := c.retry(ctx, op, c.opts.PublishTimeout, retryable, func(ctx context.Context) error {
 		var err error
 		ack, err = c.js.PublishMsg(ctx, msg, opts...)
+		if err != nil && unanswered(err) {
+			if denied := c.denied(msg.Subject); denied != nil {
+				return denied
+			}
+		}
 		return err
 	})
 	if err != nil {

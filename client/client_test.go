@@ -217,7 +217,7 @@ func engine(t *testing.T) (*service.Service, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

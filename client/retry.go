@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,6 +115,39 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 
 // Unwrap returns the last attempt's error.
 func (e *UnavailableError) Unwrap() error { return e.Last }
+
+// ErrDenied is matched (errors.Is) by the error of a publish the NATS
+// server refused for the connection's permissions (its -ERR Permissions
+// Violation): it is not retried. On the embedded default a client without
+// credentials may only read.
+var ErrDenied = errors.New("client: the NATS server denies this publish")
+
+// DeniedError is a publish refused for the connection's permissions.
+type DeniedError struct {
+	Subject string
+	Server  error // the server's own words
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("client: the NATS server refused to let this connection publish on %s (%v): this connection's user may not publish there; on an engine's embedded default a client without credentials may only read (connect as the participant user of the engine's credentials.json: nats_participant_user, nats_participant_password)", e.Subject, e.Server)
+}
+
+// Is matches ErrDenied.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// Unwrap returns the server's error.
+func (e *DeniedError) Unwrap() error { return e.Server }
+
+// denied returns a *DeniedError when the server has reported a
+// permissions violation for publishing on subject on this connection
+// (nil otherwise).
+func (c *Client) denied(subject string) error {
+	err := c.nc.LastError()
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `Publish to "`+subject+`"`) {
+		return nil
+	}
+	return &DeniedError{Subject: subject, Server: err}
+}
 
 // retryableRead says whether a read that failed with err may be asked
 // again: it was not answered (timeout, no responders, a reconnect), or

@@ -246,7 +246,7 @@ func TestAttacks_ForgedSupervisorRefusedLive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js, _ := jetstream.New(s.Conn())
-	pnc, err := nats.Connect(s.NATSURL()) // a participant: the engine's own user publishes only what the engine does
+	pnc, err := nats.Connect(s.NATSURL(), s.Participant()) // a participant: the engine's own user publishes only what the engine does
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/internal/jstest"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
@@ -108,6 +109,18 @@ func (e *engineProc) url(path string) string {
 }
 
 func (e *engineProc) natsURL() string { return "nats://127.0.0.1:" + strconv.Itoa(e.natsPort) }
+
+// participant is the option that connects as the participant user of the
+// engine's credentials file (on the embedded default a client without
+// credentials may only read). Its password is kept across restarts.
+func (e *engineProc) participant() nats.Option {
+	e.t.Helper()
+	o, err := client.LocalCredentials(e.dataDir)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
 
 func getJSON(t testing.TB, url string, v any) int {
 	t.Helper()

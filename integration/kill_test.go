@@ -37,7 +37,7 @@ func TestKillDuringIngest(t *testing.T) {
 	defer cancel()
 
 	dial := func(name string) *nats.Conn {
-		nc, err := nats.Connect(e.natsURL(), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nc, err := nats.Connect(e.natsURL(), e.participant(), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
 			nats.RetryOnFailedConnect(true))
 		if err != nil {
 			t.Fatal(err)

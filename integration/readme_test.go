@@ -102,7 +102,7 @@ func TestREADME_NewcomerPath(t *testing.T) {
 	e := &engineProc{t: t, dataDir: filepath.Join(dir, "data"), natsPort: freePort(t), httpPort: freePort(t)}
 	e.start()
 	defer e.stop()
-	nc, err := nats.Connect(e.natsURL())
+	nc, err := nats.Connect(e.natsURL(), e.participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +124,11 @@ func TestREADME_NewcomerPath(t *testing.T) {
 		if err := os.Symlink(abs, filepath.Join(work, f)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// engine serve's data directory is ./parley-data where the newcomer
+	// runs it: the commands find the participant user's credentials there.
+	if err := os.Symlink(e.dataDir, filepath.Join(work, "parley-data")); err != nil {
+		t.Fatal(err)
 	}
 	httpAddr := "127.0.0.1:" + strconv.Itoa(e.httpPort)
 	sh := exec.Command("bash")

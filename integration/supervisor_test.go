@@ -33,7 +33,7 @@ func engineWith(t *testing.T, noSupervisor bool) (*service.Service, *nats.Conn) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestVerify_RewrittenRecordingFailsWithTheEngineKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	var envs struct {
 		Vectors []struct {

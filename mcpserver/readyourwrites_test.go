@@ -26,7 +26,7 @@ func TestMCP_ReadYourWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	// A plain subscriber beside the engine's queue group (the operator
 	// user may subscribe to the API) sees each state request, and answers

@@ -23,7 +23,7 @@ func startEngine(t testing.TB) (*service.Service, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func testWatchersStop(t *testing.T, proto string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

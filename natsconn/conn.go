@@ -38,6 +38,14 @@ type Config struct {
 	// MaxConn is the embedded server's max_connections (0: the server's
 	// default).
 	MaxConn int
+	// ParticipantPassword is ParticipantUser's on the embedded default
+	// (required there; the engine keeps it in its data directory).
+	ParticipantPassword string
+	// AnonymousWrites makes a client without credentials ParticipantUser
+	// on the embedded default, as it was before the reader: anyone who
+	// reaches the server may then write to the record, and make the server
+	// hold what it writes (docs/SECURITY.md).
+	AnonymousWrites bool
 	// Principals are the participants the HTTP tokens stand for, reserved
 	// to the engine in the generated authorization (ReservedTokens).
 	Principals []string
@@ -97,10 +105,16 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
 			return nil, errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
 		}
+		if cfg.ParticipantPassword == "" {
+			return nil, errors.New("service: the embedded default needs the participant user's password")
+		}
 		enginePassword := secret()
 		c.OperatorPassword = secret()
-		ecfg.Users = embeddedUsers(enginePassword, c.OperatorPassword, cfg.Principals)
-		ecfg.NoAuthUser = ParticipantUser
+		ecfg.Users = embeddedUsers(enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals)
+		ecfg.NoAuthUser = ReaderUser
+		if cfg.AnonymousWrites {
+			ecfg.NoAuthUser = ParticipantUser
+		}
 		opts = append(opts, nats.UserInfo(EngineUser, enginePassword))
 	}
 	if c.Server, err = embedded.StartContext(ctx, ecfg); err != nil {

@@ -14,10 +14,20 @@ import (
 // The users of the embedded default (engine serve without --nats-config or
 // --nats). The engine draws their passwords at each start.
 const (
-	// ParticipantUser is who a client without credentials is: it may
-	// publish artifacts under any token but the reserved ones, and control
-	// messages, and read what participants read.
+	// ParticipantUser may publish artifacts under any token but the
+	// reserved ones, and control messages, and read what participants
+	// read. Its password is in the data directory (ParticipantSecretFile,
+	// kept across restarts) and in its credentials file: whoever can read
+	// the data directory may write to the record.
 	ParticipantUser = "participant"
+	// ReaderUser is who a client without credentials is: it may read what
+	// participants read (the query service, ordered consumers of the
+	// stream, the announcements of binding moments) and publish nothing
+	// the stream keeps, so that an anonymous client can make the engine
+	// and its server hold nothing past its connection (docs/SECURITY.md).
+	// With Config.AnonymousWrites a client without credentials is
+	// ParticipantUser instead.
+	ReaderUser = "reader"
 	// EngineUser is the engine's own, in-process connection: the
 	// supervisor, the principals' resolutions, the query service.
 	EngineUser = "engine"
@@ -78,10 +88,10 @@ func ReservedTokens(principals []string) []string {
 }
 
 // embeddedUsers returns the authorization of the embedded default: the
-// participant (the user of every client without credentials), the engine
+// reader (every client without credentials), the participant, the engine
 // and the operator, with the passwords given. principals are the
 // participants the HTTP tokens stand for.
-func embeddedUsers(enginePassword, operatorPassword string, principals []string) []*server.User {
+func embeddedUsers(enginePassword, operatorPassword, participantPassword string, principals []string) []*server.User {
 	reserved := ReservedTokens(principals)
 	// The importer's subject: only the operator publishes there (engine
 	// import), not the engine itself.
@@ -99,6 +109,11 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 		// Replies, and the announcements of binding moments (what GET
 		// .../bindings reads from the record anyway).
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.BindingSubject("*")}},
+	}
+	// The reader publishes only to read: nothing it sends is stored.
+	reader := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: slices.Clone(participantReads)},
+		Subscribe: participant.Subscribe,
 	}
 	engine := &server.Permissions{
 		Publish: &server.SubjectPermission{
@@ -125,7 +140,8 @@ func embeddedUsers(enginePassword, operatorPassword string, principals []string)
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.SubjectPrefix + ">"}},
 	}
 	return []*server.User{
-		{Username: ParticipantUser, Password: secret(), Permissions: participant},
+		{Username: ReaderUser, Password: secret(), Permissions: reader},
+		{Username: ParticipantUser, Password: participantPassword, Permissions: participant},
 		{Username: EngineUser, Password: enginePassword, Permissions: engine},
 		{Username: OperatorUser, Password: operatorPassword, Permissions: operator},
 	}

@@ -32,9 +32,9 @@ type engineSpec struct {
 type engine struct {
 	// URL is the engine's NATS URL.
 	URL string
-	// Participant are the options of the relay's own connection: none for
-	// the embedded engine (a participant of its default), the given
-	// credentials for another.
+	// Participant are the options of the relay's own connection: the
+	// embedded engine's participant user, the given credentials for
+	// another.
 	Participant []nats.Option
 	// Operator, when not nil, connects as the engine's operator user: what
 	// republishing a recording's supervisor and principal messages needs.
@@ -58,7 +58,7 @@ func startEngine(ctx context.Context, spec engineSpec) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{URL: s.NATSURL(), Operator: operatorOptions(s), svc: s}, nil
+	return &engine{URL: s.NATSURL(), Participant: []nats.Option{s.Participant()}, Operator: operatorOptions(s), svc: s}, nil
 }
 
 // Embedded reports whether the engine is one this process started.

@@ -104,7 +104,7 @@ func principalRun(t *testing.T, s *service.Service, nc *nats.Conn, name string, 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var notices bytes.Buffer // not a terminal: the /bind address shows all the same
-	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: dir, Notices: &notices, HTTP: "http://" + s.HTTPAddr()})
+	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: dir, Notices: &notices, HTTP: "http://" + s.HTTPAddr()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestRelay_Principal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 
 	for _, c := range []struct {
@@ -212,7 +212,7 @@ func TestRelay_ReplayAndForkWithPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	orig := principalRun(t, s, nc, "recorded", []string{`"resolution":"answer","answer":"The dates only."`, `"resolution":"option","option_idx":0`},
 		[]map[string]any{askScript(env), askScript(env2)}, 1)
@@ -245,7 +245,7 @@ func TestRelay_ReplayAndForkWithPrincipal(t *testing.T) {
 		t.Fatal("the recording holds no resolution")
 	}
 
-	if _, err := relay.Replay(ctx, reader(), relay.ReplayOptions{NATS: s.NATSURL()}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
+	if _, err := relay.Replay(ctx, reader(), relay.ReplayOptions{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
 		t.Errorf("replay as a participant: %v", err)
 	}
 	c := s.Credentials()
@@ -271,7 +271,7 @@ func TestRelay_ReplayAndForkWithPrincipal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: reader(), ForkAtPosition: answer}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
+	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: t.TempDir(), Fork: reader(), ForkAtPosition: answer}); err == nil || !strings.Contains(err.Error(), "principal is reserved") {
 		t.Errorf("fork as a participant: %v", err)
 	}
 	fork, err := relay.Run(ctx, cfg, relay.Options{Dir: t.TempDir(), Fork: reader(), ForkAtPosition: answer})

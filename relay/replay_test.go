@@ -34,14 +34,14 @@ func TestReplayAndFork(t *testing.T) {
 	}
 	// Another deliberation first, so that stream positions are not the
 	// forked deliberation's ordinals.
-	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir()}); err != nil {
+	if _, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	orig, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir()})
+	orig, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: t.TempDir()})
 	if err != nil || orig.Termination != "completed" {
 		t.Fatalf("%v %+v", err, orig)
 	}
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	var rec bytes.Buffer
@@ -50,7 +50,7 @@ func TestReplayAndFork(t *testing.T) {
 	}
 
 	r, _ := recording.NewReader(bytes.NewReader(rec.Bytes()))
-	res, err := relay.Replay(ctx, r, relay.ReplayOptions{NATS: s.NATSURL(), Speed: 0})
+	res, err := relay.Replay(ctx, r, relay.ReplayOptions{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Speed: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestReplayAndFork(t *testing.T) {
 	}
 	for _, o := range []relay.Options{{ForkAtPosition: at}, {ForkAt: 25}} {
 		r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
-		o.NATS, o.Dir, o.Fork = s.NATSURL(), t.TempDir(), r
+		o.NATS, o.NATSOptions, o.Dir, o.Fork = s.NATSURL(), []nats.Option{s.Participant()}, t.TempDir(), r
 		fork, err := relay.Run(ctx, short, o)
 		if err != nil {
 			t.Fatal(err)
@@ -107,7 +107,7 @@ func TestReplayAndFork(t *testing.T) {
 		}
 	}
 	r, _ = recording.NewReader(bytes.NewReader(rec.Bytes()))
-	if _, err := relay.Run(ctx, short, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Fork: r, ForkAt: 1000}); err == nil ||
+	if _, err := relay.Run(ctx, short, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: t.TempDir(), Fork: r, ForkAt: 1000}); err == nil ||
 		!strings.Contains(err.Error(), "has only") {
 		t.Errorf("fork past the end: %v", err)
 	}

@@ -28,7 +28,7 @@ func TestStartEngine_Remote(t *testing.T) {
 	}
 }
 
-// The embedded engine is connected to as a participant of its default, and
+// The embedded engine is connected to as the participant user of its default, and
 // its operator and credentials are known.
 func TestStartEngine_Embedded(t *testing.T) {
 	dir := t.TempDir()
@@ -37,7 +37,7 @@ func TestStartEngine_Embedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(0)
-	if !e.Embedded() || e.Credentials() == nil || e.Participant != nil || e.Operator == nil {
+	if !e.Embedded() || e.Credentials() == nil || len(e.Participant) != 1 || e.Operator == nil {
 		t.Fatalf("%+v", e)
 	}
 	nc, err := e.connect("", e.Operator)

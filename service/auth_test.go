@@ -227,7 +227,7 @@ func TestHTTPAuth_TokensStandForParticipants(t *testing.T) {
 	if r := do(t, req); r.status != http.StatusCreated || r.json["participant"] != "carol" {
 		t.Fatalf("carol's token: %d %s", r.status, r.body)
 	}
-	o := connectOutsider(t, s.NATSURL())
+	o := connectOutsider(t, s.NATSURL(), s.Participant())
 	subject := wire.ArtifactSubject(id, "carol")
 	short, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -36,7 +36,7 @@ func TestBindings_HTTP(t *testing.T) {
 	}
 	s := start(t, t.TempDir())
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	base := "http://" + s.HTTPAddr() + "/api/v1/deliberations/"

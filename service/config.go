@@ -49,12 +49,19 @@ type Config struct {
 	// NATSConfig is a nats-server configuration file for the embedded
 	// server (for example deploy/nats.conf), with its own users. Without
 	// it (and without NATS) the embedded server runs with an authorization
-	// the engine generates: a client without credentials is a
-	// participant, who may not publish as _supervisor or as a principal
-	// nor touch the stream's administration; the engine connects in
-	// process as its own user; an operator user's password goes to the
-	// credentials file (docs/SECURITY.md).
+	// the engine generates: a client without credentials is a reader,
+	// who may read but publish nothing the stream keeps; the participant
+	// user (its password in DataDir/participant.secret, kept across
+	// restarts, and in the credentials file) may publish but not as
+	// _supervisor or as a principal, nor touch the stream's
+	// administration; the engine connects in process as its own user; an
+	// operator user's password goes to the credentials file
+	// (docs/SECURITY.md).
 	NATSConfig string
+	// AnonymousWrites makes a client without credentials a participant on
+	// the embedded default (--anonymous-writes): whoever reaches the
+	// server may write, and make the server hold what it writes.
+	AnonymousWrites bool
 	// HTTPTokens authenticate the HTTP API: a principal's resolution needs
 	// one, and is published as the participant it stands for; so does
 	// every read when the API listens beyond loopback, unless

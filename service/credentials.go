@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // CredentialsFile is the name of the file, in the data directory, where a
@@ -33,6 +34,12 @@ type Credentials struct {
 	NATSURL      string `json:"nats_url,omitempty"`
 	NATSUser     string `json:"nats_user,omitempty"`
 	NATSPassword string `json:"nats_password,omitempty"`
+	// NATSParticipantUser and NATSParticipantPassword are the participant
+	// user of the embedded default: what a local participant connects
+	// with to publish (a client without credentials may only read). The
+	// password is kept across restarts (ParticipantSecretFile).
+	NATSParticipantUser     string `json:"nats_participant_user,omitempty"`
+	NATSParticipantPassword string `json:"nats_participant_password,omitempty"`
 	// HTTPURL is the API's address; HTTPToken the token the engine drew
 	// and HTTPParticipant the participant it stands for (none when the
 	// tokens were given with --http-token).
@@ -47,6 +54,37 @@ type Credentials struct {
 	// checkpoints, and what an auditor trusts (engine audit
 	// --trusted-key).
 	EngineKey string `json:"engine_key,omitempty"`
+}
+
+// ParticipantSecretFile holds, in the data directory, the password of
+// the embedded default's participant user (mode 0600), drawn at the first
+// start and kept, so that participants reconnect across restarts.
+const ParticipantSecretFile = "participant.secret"
+
+// loadSecret reads the secret in path, drawing and writing a new one
+// (mode 0600) when there is none.
+func loadSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if len(s) < 16 {
+			return "", fmt.Errorf("service: %s holds no secret of at least 16 characters (remove it to draw a new one)", path)
+		}
+		return s, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("service: %w", err)
+	}
+	s := secret()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("service: %w", err)
+	}
+	_, werr := f.WriteString(s + "\n")
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		return "", fmt.Errorf("service: %s: %w", path, err)
+	}
+	return s, nil
 }
 
 // BindURL is the /bind page's address, with the token when there is one:

@@ -95,7 +95,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if !strings.HasPrefix(s.NATSURL(), "nats://127.0.0.1:") {
 		t.Fatalf("NATS URL %s", s.NATSURL())
 	}
-	o := connectOutsider(t, s.NATSURL())
+	o := connectOutsider(t, s.NATSURL(), s.Participant())
 	alice, _ := client.New(o.nc, "alice")
 	id, err := alice.Open(ctx, client.Charter{Title: "Adopt the cache?"})
 	if err != nil {
@@ -258,7 +258,7 @@ func TestEmbeddedDefault_MaxPayload(t *testing.T) {
 	defer cancel()
 	s := start(t, t.TempDir())
 	defer s.Close()
-	o := connectOutsider(t, s.NATSURL())
+	o := connectOutsider(t, s.NATSURL(), s.Participant())
 	if max := o.nc.MaxPayload(); max != embedded.DefaultMaxPayload {
 		t.Errorf("max_payload %d", max)
 	}
@@ -386,7 +386,7 @@ func TestEmbeddedDefault_NoDeliveryOntoEngineSubjects(t *testing.T) {
 	defer cancel()
 	s := start(t, t.TempDir())
 	defer s.Close()
-	o := connectOutsider(t, s.NATSURL())
+	o := connectOutsider(t, s.NATSURL(), s.Participant())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	ack, err := o.js.Publish(ctx, wire.ArtifactSubject(id, "alice"), []byte(`{"forged":"a decision"}`))
 	if err != nil {
@@ -423,7 +423,7 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 	defer cancel()
 	s := start(t, t.TempDir())
 	defer s.Close()
-	o := connectOutsider(t, s.NATSURL())
+	o := connectOutsider(t, s.NATSURL(), s.Participant())
 	id := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 	aliceSubject := wire.ArtifactSubject(id, "alice")
 	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Book the 9:40."}})
@@ -471,5 +471,116 @@ func TestEmbeddedDefault_NoPullOntoStreamSubjects(t *testing.T) {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10081 { // JSConsumerDeliverCycleErr
 		t.Errorf("a push consumer onto the principal's subject: %v", err)
+	}
+}
+
+// Attack: a local process without credentials writes to the record on the
+// embedded default (an open, a claim, a control message), each of which
+// the stream would keep for good and the server would index. It is a
+// reader: every publish is a permissions violation and the stream holds
+// nothing new, while it still reads what participants read (the state
+// through the query service, the stream through an ordered consumer).
+// With --anonymous-writes the same client is a participant again.
+func TestEmbeddedDefault_AnonymousClientsOnlyRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := start(t, t.TempDir())
+	defer s.Close()
+	p := connectOutsider(t, s.NATSURL(), s.Participant())
+	alice, _ := client.New(p.nc, "alice")
+	id, err := alice.Open(ctx, client.Charter{Title: "Adopt the cache?", Participants: []string{"alice"}})
+	if err != nil {
+		t.Fatalf("the participant user cannot open: %v", err)
+	}
+	_, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.WaitPosition(ctx, id, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	before := lastSeq(t, s)
+
+	o := connectOutsider(t, s.NATSURL())
+	claim := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Junk."}})
+	for _, subject := range []string{
+		wire.ArtifactSubject(id, "alice"),
+		wire.ArtifactSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", "mallory"),
+		wire.ControlSubject(id),
+		wire.ControlSubject("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"),
+	} {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := o.js.Publish(short, subject, claim.Canonical)
+		cancel()
+		if err == nil {
+			t.Errorf("a client without credentials published on %s", subject)
+		}
+		if !o.violated(subject) {
+			t.Errorf("no permissions violation for %s", subject)
+		}
+	}
+	if after := lastSeq(t, s); after != before {
+		t.Errorf("the stream went from %d to %d messages", before, after)
+	}
+	// It still reads.
+	reader, _ := client.New(o.nc, "reader")
+	v, err := reader.State(ctx, id)
+	if err != nil || v.Artifacts != 1 {
+		t.Fatalf("a client without credentials reads the state: %+v %v", v.Artifacts, err)
+	}
+	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
+	if err != nil {
+		t.Fatalf("a client without credentials reads the stream: %v", err)
+	}
+	defer rd.Stop()
+	if m, err := rd.Next(ctx); err != nil || m.Subject != wire.ControlSubject(id) {
+		t.Fatalf("first message %v %v", m, err)
+	}
+	s.Close()
+
+	w, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", AnonymousWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	anon := connectOutsider(t, w.NATSURL())
+	bob, _ := client.New(anon.nc, "bob")
+	if _, err := bob.Open(ctx, client.Charter{Title: "Open to all"}); err != nil {
+		t.Errorf("with --anonymous-writes, a client without credentials cannot open: %v", err)
+	}
+}
+
+// The participant user's password is kept in the data directory across
+// restarts, so that a participant reconnects to a restarted engine; the
+// credentials file names it.
+func TestEmbeddedDefault_ParticipantPasswordKept(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	c := s.Credentials()
+	s.Close()
+	if c.NATSParticipantUser != natsconn.ParticipantUser || len(c.NATSParticipantPassword) != 64 {
+		t.Fatalf("credentials %+v", c)
+	}
+	fi, err := os.Stat(filepath.Join(dir, service.ParticipantSecretFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v", service.ParticipantSecretFile, fi, err)
+	}
+	s = start(t, dir)
+	defer s.Close()
+	if got := s.Credentials().NATSParticipantPassword; got != c.NATSParticipantPassword {
+		t.Errorf("the password changed at the restart")
+	}
+	nc, err := nats.Connect(s.NATSURL(), nats.UserInfo(natsconn.ParticipantUser, c.NATSParticipantPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if err := os.WriteFile(filepath.Join(dir, service.ParticipantSecretFile), []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := service.Start(context.Background(), service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}); err == nil ||
+		!strings.Contains(err.Error(), "holds no secret") {
+		t.Errorf("a short secret: %v", err)
 	}
 }

@@ -139,7 +139,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// The embedded server and its generated users, or the cluster
 	// (package natsconn); the engine's asynchronous errors go to the
 	// watch once it runs.
+	var participantPassword string
+	if cfg.NATS == "" && cfg.NATSConfig == "" {
+		if participantPassword, err = loadSecret(filepath.Join(cfg.DataDir, ParticipantSecretFile)); err != nil {
+			return nil, err
+		}
+	}
 	if s.conn, err = natsconn.Connect(ctx, natsconn.Config{URL: cfg.NATS, Dir: filepath.Join(cfg.DataDir, "nats"),
+		ParticipantPassword: participantPassword, AnonymousWrites: cfg.AnonymousWrites,
 		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
 		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log,
@@ -153,6 +160,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.nc, s.fds.NATS = s.conn.NC, s.conn.MaxConn
 	if s.conn.OperatorPassword != "" {
 		s.creds.NATSURL, s.creds.NATSUser, s.creds.NATSPassword = s.conn.URL, natsconn.OperatorUser, s.conn.OperatorPassword
+		s.creds.NATSParticipantUser, s.creds.NATSParticipantPassword = natsconn.ParticipantUser, participantPassword
 	}
 	if s.js, err = jetstream.New(s.nc); err != nil {
 		return nil, fmt.Errorf("service: jetstream: %w", err)
@@ -317,6 +325,21 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 
 // NATSURL is where participants connect.
 func (s *Service) NATSURL() string { return s.conn.URL }
+
+// Participant is the option that connects to the embedded default's
+// server as its participant user (the credentials file's
+// nats_participant_user): a client without credentials may only read. With
+// --nats or --nats-config it adds nothing (those servers have users of
+// their own).
+func (s *Service) Participant() nats.Option {
+	if s.creds.NATSParticipantUser == "" {
+		return func(*nats.Options) error { return nil }
+	}
+	return nats.UserInfo(s.creds.NATSParticipantUser, s.creds.NATSParticipantPassword)
+}
+
+// DataDir is the engine's data directory (where its credentials file is).
+func (s *Service) DataDir() string { return s.cfg.DataDir }
 
 // HTTPAddr is the query API's address.
 func (s *Service) HTTPAddr() string { return s.httpLn.Addr().String() }

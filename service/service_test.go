@@ -34,7 +34,7 @@ func dial(t *testing.T, s *service.Service) *nats.Conn {
 	t.Helper()
 	// A connect deadline well past the default 2 s: on a loaded machine
 	// (the race detector, other suites) the handshake has taken longer.
-	nc, err := nats.Connect(s.NATSURL(), nats.Timeout(15*time.Second))
+	nc, err := nats.Connect(s.NATSURL(), s.Participant(), nats.Timeout(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func engine(t *testing.T) (*service.Service, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestTypeScriptUnitTests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", filepath.Join("dist", "tests"))
-	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+s.NATSURL(), "PARLEY_BARE_NATS_URL="+bare.ClientURL())
+	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+s.NATSURL(), "PARLEY_DATA="+s.DataDir(), "PARLEY_BARE_NATS_URL="+bare.ClientURL())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test: %v\n%s", err, out)
@@ -165,7 +165,7 @@ func userKey(t *testing.T) (nkeys.KeyPair, string, string) {
 // the TypeScript signatures; the reviewer checks the final closure itself.
 func TestTypeScriptParticipantBesideGo(t *testing.T) {
 	node := built(t)
-	_, nc := engine(t)
+	s, nc := engine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -188,7 +188,7 @@ func TestTypeScriptParticipantBesideGo(t *testing.T) {
 	}
 
 	cmd := exec.CommandContext(ctx, node, filepath.Join("dist", "examples", "reviewer.js"))
-	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+nc.ConnectedUrl(), "PARLEY_DELIBERATION="+id,
+	cmd.Env = append(os.Environ(), "PARLEY_NATS_URL="+nc.ConnectedUrl(), "PARLEY_DATA="+s.DataDir(), "PARLEY_DELIBERATION="+id,
 		"PARLEY_TOKEN=reviewer", "PARLEY_SEED="+reviewerSeed)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -328,7 +328,7 @@ func TestTypeScriptRelayParticipant(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), Dir: filepath.Join(dir, "run")})
+	sum, err := relay.Run(ctx, cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: filepath.Join(dir, "run")})
 	if err != nil {
 		invalid, _ := filepath.Glob(filepath.Join(dir, "run", "invalid", "*"))
 		for _, f := range invalid {

@@ -33,7 +33,7 @@ func TestLiveFeedAbuse(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

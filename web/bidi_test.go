@@ -63,7 +63,7 @@ func TestExplorerBidiText(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestBindPage(t *testing.T) {
 		byName[v.Name] = v.Input
 	}
 	s := start(t, "127.0.0.1:0")
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	judge, _ := client.New(nc, "judge")
@@ -273,7 +273,7 @@ func TestBindPage_AfterForgedResolutions(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := start(t, "127.0.0.1:0")
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	judge, _ := client.New(nc, "judge")

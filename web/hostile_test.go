@@ -39,7 +39,7 @@ func TestExplorerHostileText(t *testing.T) {
 	base := "http://" + s.HTTPAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func TestExplorerFollowsLiveRelay(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := relay.Run(context.Background(), cfg, relay.Options{NATS: s.NATSURL(), Dir: t.TempDir(), Progress: p})
+		_, err := relay.Run(context.Background(), cfg, relay.Options{NATS: s.NATSURL(), NATSOptions: []nats.Option{s.Participant()}, Dir: t.TempDir(), Progress: p})
 		done <- err
 	}()
 	id = <-p.id
@@ -214,7 +214,7 @@ func TestExplorerFollowsLiveRelay(t *testing.T) {
 func synthetic(t *testing.T, s *service.Service, n int) string {
 	t.Helper()
 	ctx := context.Background()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestExplorerFitsLargeGraph(t *testing.T) {
 // records them.
 func streamMessages(t *testing.T, s *service.Service, id string) []recording.Message {
 	t.Helper()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestExplorerFork(t *testing.T) {
 	s := start(t, "127.0.0.1:0")
 	base := "http://" + s.HTTPAddr()
 	ctx := context.Background()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +626,7 @@ func TestExplorerRecordedDetails(t *testing.T) {
 	s := start(t, "127.0.0.1:0")
 	base := "http://" + s.HTTPAddr()
 	ctx := context.Background()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func publish(t *testing.T, s *service.Service) record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestExplorer(t *testing.T) {
 
 	// Live: a second deliberation's page, then an objection published;
 	// it arrives without reload.
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")
@@ -533,7 +533,7 @@ func readEvents(t *testing.T, url string, header http.Header, stop func(sseEvent
 func TestLiveFeed(t *testing.T) {
 	s := start(t, "127.0.0.1:0")
 	base := "http://" + s.HTTPAddr()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")
@@ -637,7 +637,7 @@ func TestLiveFeed(t *testing.T) {
 // not yet published is refused and never sent.
 func TestLiveFeedBacklog(t *testing.T) {
 	s := start(t, "127.0.0.1:0")
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")
@@ -716,7 +716,7 @@ func TestLiveFeedShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	alice, _ := client.New(nc, "alice")
 	id, _ := alice.Open(context.Background(), client.Charter{Title: "open feed"})
@@ -791,7 +791,7 @@ func itoa(evs []sseEvent, id string) string {
 // The list's endpoint pages: every deliberation once, newest first.
 func TestListPages(t *testing.T) {
 	s := start(t, "127.0.0.1:0")
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	ctx := context.Background()
 	alice, _ := client.New(nc, "alice")

@@ -94,7 +94,7 @@ func main() {
 		ids[i] = idOn(bigShard, i%2 == 0)
 	}
 	probes := [2]string{idOn(bigShard, true), idOn(bigShard, false)}
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	orch, _ := client.New(nc, "orchestrator")
 	for _, id := range append(slices.Clone(ids), probes[:]...) {
 		if err := orch.OpenID(ctx, id, client.Charter{Title: "elsewhere"}); err != nil {
@@ -145,7 +145,7 @@ func main() {
 		load.Add(1)
 		go func() {
 			defer load.Done()
-			nc := benchkit.Connect(s.NATSURL())
+			nc := benchkit.Connect(s.NATSURL(), s.Participant())
 			defer nc.Close()
 			c, _ := client.New(nc, "probe")
 			var prev *events.Artifact
@@ -399,7 +399,7 @@ func next(prev *events.Artifact, who string, i int) *events.Artifact {
 // paced at rate, or (rate 0) as fast as the projection applies them, with
 // at most lagCap published and not yet applied.
 func publish(ctx context.Context, s *service.Service, id, who string, rate float64, lagCap int, stop <-chan struct{}, published *atomic.Int64) {
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	c, _ := client.New(nc, who, jetstream.WithPublishAsyncMaxPending(1024))
 	var prev *events.Artifact
@@ -443,7 +443,7 @@ func publish(ctx context.Context, s *service.Service, id, who string, rate float
 // (and the supervisor has completed it on its verified final decision).
 func fill(ctx context.Context, s *service.Service, m int) (string, canon.Digest) {
 	t0 := time.Now()
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	c, _ := client.New(nc, "builder")
 	id := uuid.Must(uuid.NewV7()).String()

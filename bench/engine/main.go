@@ -193,7 +193,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 		defer os.RemoveAll(dir)
 		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
 		defer s.Close()
-		nc, _ := nats.Connect(s.NATSURL())
+		nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 		orch, _ := client.New(nc, "orchestrator")
 		ch := client.Charter{Title: "ingest"}
 		if signed {
@@ -228,7 +228,7 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			wg.Add(1)
 			go func(p int) {
 				defer wg.Done()
-				nc, _ := nats.Connect(s.NATSURL())
+				nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 				defer nc.Close()
 				if signed {
 					js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(client.DefaultAsyncMaxPending))
@@ -448,7 +448,7 @@ func concurrent(ctx context.Context, delibs, parts, per int) {
 	defer os.RemoveAll(dir)
 	s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
 	defer s.Close()
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	orch, _ := client.New(nc, "orchestrator")
 	ids := make([]string, delibs)
@@ -469,7 +469,7 @@ func concurrent(ctx context.Context, delibs, parts, per int) {
 		wg.Add(1)
 		go func(p int) {
 			defer wg.Done()
-			nc, _ := nats.Connect(s.NATSURL())
+			nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 			defer nc.Close()
 			c, _ := client.New(nc, fmt.Sprintf("p%d", p))
 			for i, a := range work[p] {

@@ -85,7 +85,7 @@ func main() {
 	defer os.RemoveAll(dir)
 	s := benchkit.StartEngine(ctx, service.Config{DataDir: filepath.Join(dir, "engine")})
 	defer s.Close()
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	base := "http://" + s.HTTPAddr()
 

@@ -206,7 +206,7 @@ func getAll(url string, c int) {
 // open publishes n open control messages asynchronously and returns the
 // last one's position.
 func open(ctx context.Context, s *service.Service, n int) uint64 {
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	js := benchkit.JetStream(nc, 4096)
 	futs := make([]jetstream.PubAckFuture, 0, n)

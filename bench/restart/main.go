@@ -112,7 +112,7 @@ func main() {
 		copyFile(f, filepath.Join(saved, filepath.Base(f)))
 	}
 	fmt.Printf("snapshot of every shard: %s, %d MB in %d files\n", time.Since(t).Round(time.Millisecond), size>>20, len(snapshots()))
-	nc := benchkit.Connect(s.NATSURL())
+	nc := benchkit.Connect(s.NATSURL(), s.Participant())
 	js = benchkit.JetStream(nc, 8192)
 	extend(ids, heads, *tail/delibs, *m/delibs, func(subject string, data []byte) {
 		if _, err := js.PublishAsync(subject, data, jetstream.WithStallWait(time.Minute)); err != nil {

@@ -27,6 +27,19 @@ type checked interface {
 	check() string
 }
 
+// A writer attack publishes to the stream: it runs once as a client
+// without credentials (which the embedded default lets only read, so
+// nothing it sends may be recorded) and once as an insider holding the
+// participant's password (-attackers).
+type writer interface {
+	writes()
+}
+
+func writes(a attack) bool {
+	_, ok := a.(writer)
+	return ok
+}
+
 var attacks []attack
 
 func register(a attack) { attacks = append(attacks, a) }

@@ -21,7 +21,9 @@ const attackerEnv = "PARLEY_SOAK_ATTACKER"
 type attackJob struct {
 	Class             string
 	NATS, HTTP, Token string
+	User, Password    string // the participant's, for an insider
 	Sizes             sizes
+	Insider           bool
 	State             json.RawMessage // the attack as its setup left it
 	Duration          time.Duration
 }
@@ -63,7 +65,7 @@ func runAttacker() {
 	ctx, cancel := context.WithTimeout(context.Background(), job.Duration)
 	defer cancel()
 	var sent atomic.Int64
-	note, err := a.run(ctx, &engine{natsURL: job.NATS, httpAddr: job.HTTP, token: job.Token}, job.Sizes, &sent)
+	note, err := a.run(ctx, &engine{natsURL: job.NATS, httpAddr: job.HTTP, token: job.Token, insider: job.Insider, user: job.User, password: job.Password}, job.Sizes, &sent)
 	res.Sent, res.Note = sent.Load(), note
 	if err != nil {
 		res.Error = err.Error()
@@ -82,7 +84,7 @@ func runAttack(ctx context.Context, a attack, e *engine, sz sizes, d time.Durati
 	if err != nil {
 		return 0, "", err
 	}
-	job, _ := json.Marshal(attackJob{Class: a.name(), NATS: e.natsURL, HTTP: e.httpAddr, Token: e.token, Sizes: sz, State: state, Duration: d})
+	job, _ := json.Marshal(attackJob{Class: a.name(), NATS: e.natsURL, HTTP: e.httpAddr, Token: e.token, Insider: e.insider, User: e.user, Password: e.password, Sizes: sz, State: state, Duration: d})
 	cctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, self)

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/canon"
@@ -40,7 +39,7 @@ func (*closureReads) name() string { return "closure-reads" }
 // (so that its verification walks the whole DAG, and the deliberation
 // goes on), then a tenth as many claims again, each a position to ask at.
 func (c *closureReads) setup(ctx context.Context, e *engine, sz sizes) error {
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}

@@ -33,8 +33,34 @@ type engine struct {
 	natsURL  string
 	httpAddr string
 	token    string // the HTTP token it drew (credentials.json)
-	stderr   *os.File
+	// user and password are the embedded default's participant user
+	// (credentials.json): what the honest relays and the setups connect
+	// with, and the attacker too when it is an insider.
+	user, password string
+	// insider: the attacker holds the participant's password (it read
+	// the data directory); otherwise it connects without credentials.
+	insider bool
+	stderr  *os.File
 }
+
+// participant connects as the participant user.
+func (e *engine) participant(opts ...nats.Option) (*nats.Conn, error) {
+	return nats.Connect(e.natsURL, append(opts, nats.UserInfo(e.user, e.password))...)
+}
+
+// attacker connects as the attacker: the participant when it is an
+// insider, a client without credentials otherwise.
+func (e *engine) attacker(opts ...nats.Option) (*nats.Conn, error) {
+	if e.insider {
+		return e.participant(opts...)
+	}
+	return nats.Connect(e.natsURL, opts...)
+}
+
+// recorded returns how many messages the engine has refused so far, of
+// every code (the sum of parley_rejections_total): what an attacker made
+// the record keep, the honest relays refusing nothing.
+func (e *engine) recorded() int64 { return e.metricSum("parley_rejections_total") }
 
 // buildEngine builds cmd/engine into dir and returns the binary's path.
 func buildEngine(ctx context.Context, dir string) (string, error) {
@@ -122,7 +148,7 @@ func startEngine(ctx context.Context, bin, dir string, fds int, extra ...string)
 		e.stop()
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
-	e.token = creds.HTTPToken
+	e.token, e.user, e.password = creds.HTTPToken, creds.NATSParticipantUser, creds.NATSParticipantPassword
 	return e, nil
 }
 
@@ -211,6 +237,31 @@ func (e *engine) freshHTTP() string {
 // heap returns the engine's Go heap in use (go_memstats_heap_inuse_bytes
 // of its /metrics), in bytes; 0 when it cannot say.
 func (e *engine) heap() int64 { return e.metric("go_memstats_heap_inuse_bytes") }
+
+// metricSum returns the sum of every series of the metric name (labelled
+// or not) of the engine's /metrics; 0 when it cannot say.
+func (e *engine) metricSum(name string) int64 {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + e.httpAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var sum float64
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			f, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += f
+		}
+	}
+	return int64(sum)
+}
 
 // metric returns the value of an unlabelled series of the engine's
 // /metrics; 0 when it cannot say.

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/web"
 )
@@ -42,7 +40,7 @@ func init() { register(&liveFeeds{}) }
 func (*liveFeeds) name() string { return "live-feeds" }
 
 func (f *liveFeeds) setup(ctx context.Context, e *engine, _ sizes) error {
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}

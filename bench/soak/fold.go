@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
@@ -32,7 +31,7 @@ func init() { register(&bigMessages{}) }
 func (*bigMessages) name() string { return "big-messages" }
 
 func (b *bigMessages) setup(ctx context.Context, e *engine, _ sizes) error {
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}
@@ -91,7 +90,7 @@ func init() { register(&junk{}) }
 func (*junk) name() string { return "junk" }
 
 func (j *junk) setup(ctx context.Context, e *engine, _ sizes) error {
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}
@@ -119,3 +118,7 @@ func (j *junk) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) 
 	}
 	return fmt.Sprintf("%d junk claims of about %d bytes", j.N, sent.Load()/int64(max(j.N, 1))), nil
 }
+
+func (*bigMessages) writes() {}
+
+func (*junk) writes() {}

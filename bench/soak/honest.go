@@ -30,7 +30,7 @@ type honest struct {
 // (client.Closure at the decision's position). Each publish's ingest
 // latency runs from the publish to the engine's projection having applied
 // it (client.WaitPosition).
-func runHonest(ctx context.Context, natsURL string, relays int, finish time.Duration) honest {
+func runHonest(ctx context.Context, e *engine, relays int, finish time.Duration) honest {
 	var mu sync.Mutex
 	var out honest
 	var wg sync.WaitGroup
@@ -38,7 +38,7 @@ func runHonest(ctx context.Context, natsURL string, relays int, finish time.Dura
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nc, err := nats.Connect(natsURL, nats.Timeout(10*time.Second))
+			nc, err := e.participant(nats.Timeout(10 * time.Second))
 			if err != nil {
 				mu.Lock()
 				out.errs = append(out.errs, fmt.Sprintf("relay %d: connect: %v", r, err))

@@ -43,7 +43,7 @@ func init() { register(&metricLabels{}) }
 func (*metricLabels) name() string { return "metric-labels" }
 
 func (m *metricLabels) setup(ctx context.Context, e *engine, _ sizes) error {
-	nc, err := nats.Connect(e.natsURL)
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 	if err != nil {
 		return "", err
 	}
-	nc, err := nats.Connect(e.natsURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	nc, err := e.attacker(nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		return "", err
 	}
@@ -145,3 +145,5 @@ func (m *metricLabels) run(ctx context.Context, e *engine, sz sizes, sent *atomi
 	m.Msgs, m.Before, m.After = msgs, before, after
 	return fmt.Sprintf("%d messages and %d HTTP requests of random names; /metrics series %d before, %d after", msgs, reqs, before, after), nil
 }
+
+func (*metricLabels) writes() {}

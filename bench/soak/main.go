@@ -26,9 +26,14 @@
 // (closure verifications at positions never asked before), big-messages
 // (control messages, artifacts with unknown references and opens of
 // about 900 KB, fold.go), junk (small claims from a token the charter
-// does not name, as fast as a client can). A class is a file that
-// registers an attack. Each class runs once per -engine-args (the engine's
-// extra flags), one engine after the other.
+// does not name, as fast as a client can), opens (the smallest opens, each
+// under a new id). A class is a file that registers an attack. Each class
+// runs once per -engine-args (the engine's extra flags), one engine after
+// the other; the classes that write to the stream (big-messages, junk,
+// opens, metric-labels) run once per -attackers: without credentials (the
+// embedded default lets such a client only read: the check is that the
+// record keeps nothing of it) and as the participant user (an insider
+// who read the engine's data directory).
 //
 //	go run ./bench/soak
 //	go run ./bench/soak -short
@@ -63,16 +68,24 @@ type options struct {
 	// the extra flags of its `engine serve` (one variant without any when
 	// empty).
 	engineArgs [][]string
-	verbose    bool
+	// attackers are who the writer classes attack as: "anonymous" (a
+	// client without credentials) and "participant" (an insider with the
+	// participant's password). The other classes run once.
+	attackers []string
+	verbose   bool
 }
 
 // result is one class's figures.
 type result struct {
-	Class                     string `json:"class"`
-	EngineArgs                string `json:"engine_args,omitempty"`
-	BytesSent                 int64  `json:"bytes_sent"`
-	RSSBefore, RSSAfter, Peak int64  `json:"-"`
-	RSSGrowth                 int64  `json:"rss_growth_bytes"`
+	Class      string `json:"class"`
+	EngineArgs string `json:"engine_args,omitempty"`
+	Attacker   string `json:"attacker"`
+	// Recorded counts the messages the engine refused during the attack
+	// (every code): what an attacker made the record keep.
+	Recorded                  int64 `json:"recorded"`
+	BytesSent                 int64 `json:"bytes_sent"`
+	RSSBefore, RSSAfter, Peak int64 `json:"-"`
+	RSSGrowth                 int64 `json:"rss_growth_bytes"`
 	// RSSSettled is the RSS growth once the attack has stopped and the
 	// embedded server's caches of the stream's blocks have expired
 	// (settle): what the engine keeps, against what it held meanwhile.
@@ -120,6 +133,7 @@ func main() {
 	short := flag.Bool("short", false, "small sizes for a quick check (2 s phases, a 3 s settle, 2 relays, 1,024 descriptors, 900 sockets, a 5,000-artifact DAG); flags given with it still apply")
 	asJSON := flag.Bool("json", false, "print the results as JSON")
 	flag.BoolVar(&o.verbose, "v", false, "say what each phase does as it goes")
+	attackers := flag.String("attackers", "anonymous,participant", "who the writer classes attack as, comma-separated: anonymous (no credentials: the embedded default lets it only read) and participant (an insider holding the participant's password)")
 	flag.StringVar(&o.engineBinary, "engine", "", "an engine binary to run instead of building ./cmd/engine (an earlier build, to compare)")
 	flag.Func("engine-args", "extra `flags` of engine serve, space-separated (--memory-limit 512MiB); repeat it to run each class once per variant, one after the other (an empty one: the engine's defaults)", func(v string) error {
 		o.engineArgs = append(o.engineArgs, strings.Fields(v))
@@ -134,6 +148,12 @@ func main() {
 	}
 	if *classes != "" {
 		o.classes = strings.Split(*classes, ",")
+	}
+	o.attackers = strings.Split(*attackers, ",")
+	for _, a := range o.attackers {
+		if a != "anonymous" && a != "participant" {
+			log.Fatalf("-attackers: %q is neither anonymous nor participant", a)
+		}
 	}
 	fmt.Printf("machine: %d CPUs, %s, load average %s\n", runtime.NumCPU(), runtime.Version(), loadAverage())
 	res, err := run(context.Background(), o)
@@ -190,12 +210,21 @@ func run(ctx context.Context, o options) ([]result, error) {
 		if len(o.classes) > 0 && !slices.Contains(o.classes, a.name()) {
 			continue
 		}
+		who := o.attackers
+		if len(who) == 0 {
+			who = []string{"anonymous", "participant"}
+		}
+		if !writes(a) {
+			who = []string{"anonymous"}
+		}
 		for _, args := range variants {
-			r, err := runClass(ctx, o, bin, dir, a, args)
-			if err != nil {
-				return out, fmt.Errorf("%s %s: %w", a.name(), strings.Join(args, " "), err)
+			for _, as := range who {
+				r, err := runClass(ctx, o, bin, dir, a, args, as)
+				if err != nil {
+					return out, fmt.Errorf("%s %s as %s: %w", a.name(), strings.Join(args, " "), as, err)
+				}
+				out = append(out, r)
 			}
-			out = append(out, r)
 		}
 	}
 	return out, nil
@@ -204,12 +233,13 @@ func run(ctx context.Context, o options) ([]result, error) {
 // runClass starts an engine (with the extra flags args), prepares it for
 // the class, runs the honest relays alone for a phase (the baseline), then
 // beside the attack for a phase, and stops the engine.
-func runClass(ctx context.Context, o options, bin, dir string, a attack, args []string) (result, error) {
-	r := result{Class: a.name(), EngineArgs: strings.Join(args, " "), Relays: o.relays}
+func runClass(ctx context.Context, o options, bin, dir string, a attack, args []string, as string) (result, error) {
+	r := result{Class: a.name(), EngineArgs: strings.Join(args, " "), Relays: o.relays, Attacker: as}
 	e, err := startEngine(ctx, bin, dir, o.fds, args...)
 	if err != nil {
 		return r, err
 	}
+	e.insider = as == "participant"
 	defer e.stop()
 	o.logf("%s: engine pid %d, setting up", a.name(), e.cmd.Process.Pid)
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -221,11 +251,12 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack, args []
 	finish := 30 * time.Second
 	o.logf("%s: baseline", a.name())
 	bctx, cancel := context.WithTimeout(ctx, o.phase)
-	base := runHonest(bctx, e.natsURL, o.relays, finish)
+	base := runHonest(bctx, e, o.relays, finish)
 	cancel()
 	r.BaselineP99 = p99(base.latencies)
 
 	o.logf("%s: attack", a.name())
+	recorded := e.recorded()
 	r.RSSBefore, _ = e.memory()
 	r.HeapBefore = e.heap()
 	actx, cancel := context.WithTimeout(ctx, o.phase)
@@ -254,7 +285,7 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack, args []
 		r.FreshNATS, r.FreshHTTP = e.freshNATS(), e.freshHTTP()
 		r.Load = loadAverage()
 	}()
-	hon := runHonest(actx, e.natsURL, o.relays, finish)
+	hon := runHonest(actx, e, o.relays, finish)
 	wg.Wait()
 	if attackErr != nil {
 		return r, attackErr
@@ -271,7 +302,16 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack, args []
 	r.Reclaims = e.metric("parley_memory_reclaims_total")
 	r.LimitHits = e.metric("parley_memory_limit_hits_total")
 	r.Note = note
-	if c, ok := a.(checked); ok {
+	r.Recorded = e.recorded() - recorded
+	switch c, ok := a.(checked); {
+	case writes(a) && !e.insider:
+		// Nothing a client without credentials sends is recorded.
+		if sent == 0 {
+			r.Check = "sent nothing"
+		} else if r.Recorded != 0 {
+			r.Check = fmt.Sprintf("the record kept %d messages of a client without credentials", r.Recorded)
+		}
+	case ok:
 		r.Check = c.check()
 	}
 	r.BytesSent = sent
@@ -291,10 +331,14 @@ func runClass(ctx context.Context, o options, bin, dir string, a attack, args []
 
 // name is the class, with the engine's extra flags when it has some.
 func (r result) name() string {
-	if r.EngineArgs == "" {
-		return r.Class
+	n := r.Class
+	if r.Attacker == "participant" {
+		n += " (participant)"
 	}
-	return r.Class + " [" + r.EngineArgs + "]"
+	if r.EngineArgs == "" {
+		return n
+	}
+	return n + " [" + r.EngineArgs + "]"
 }
 
 // loadAverage is the machine's load average over 1, 5 and 15 minutes
@@ -337,7 +381,7 @@ func report(w *os.File, res []result, o options) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %s; the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d limit.memory hits); load average near the attack's end %s\n", r.name(), r.Note, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
+		fmt.Fprintf(w, "%s: %s; %d messages recorded (refused); the engine's Go heap in use %s before, %s at the end, %s settled (%d reclaims, %d limit.memory hits); load average near the attack's end %s\n", r.name(), r.Note, r.Recorded, mb(r.HeapBefore), mb(r.HeapAfter), mb(r.HeapSettled), r.Reclaims, r.LimitHits, r.Load)
 		if r.Check != "" {
 			fmt.Fprintf(w, "  NOT HELD: %s\n", r.Check)
 		}

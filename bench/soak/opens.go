@@ -63,3 +63,5 @@ func (o *opens) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64)
 	o.Held = e.metric(`parley_deliberations{status="open"}`) + e.metric(`parley_deliberations{status="completed"}`)
 	return fmt.Sprintf("%d opens of %d bytes; the engine holds %d deliberations (its bound: 10,000) and refused %d opens with %s", o.N, len(data), o.Held, o.Refused, projector.CodeDeliberationLimit), nil
 }
+
+func (*opens) writes() {}

@@ -20,14 +20,15 @@ import (
 
 // natsFlags are the connection flags of the commands that talk to a live
 // engine's NATS. Without credentials a client of the embedded default is a
-// participant; a command that needs more (import republishes a
-// recording's _supervisor and principal messages) sets operator, which
-// adds --data and, when no other credential is given, uses the operator
-// user of the credentials file a running engine wrote (in --data, or in
+// reader, who publishes nothing the stream keeps. A command that writes
+// sets participant (open, publish, control, mcp) or operator (import
+// republishes a recording's _supervisor and principal messages); either
+// adds --data and, when no other credential is given, uses that user of
+// the credentials file a running engine wrote (in --data, or in
 // ./parley-data for the engine at the URL that file names).
 type natsFlags struct {
 	url, creds, user, password string
-	operator                   bool
+	operator, participant      bool
 	data                       string
 	// from says where the credentials came from ("" none).
 	from string
@@ -67,8 +68,11 @@ func (n *natsFlags) register(fs interface {
 	fs.StringVar(&n.creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&n.user, "user", "", "NATS user")
 	fs.StringVar(&n.password, "password", "", "NATS password (or PARLEY_NATS_PASSWORD)")
-	if n.operator {
+	switch {
+	case n.operator:
 		fs.StringVar(&n.data, "data", "", "the engine's data directory: connect as the operator user of its credentials.json (default: ./parley-data's, for the engine that wrote it, when no --creds or --user is given)")
+	case n.participant:
+		fs.StringVar(&n.data, "data", "", "the engine's data directory: connect as the participant user of its credentials.json (default: ./parley-data's, for the engine that wrote it, when no --creds or --user is given)")
 	}
 }
 
@@ -99,20 +103,27 @@ func (n *natsFlags) connect(extra ...nats.Option) (*nats.Conn, jetstream.JetStre
 			opts = append(opts, nats.UserInfo(n.user, n.password))
 			n.from = "--user " + n.user
 		}
-	case n.operator:
+	case n.operator || n.participant:
 		c, path, err := engineCredentials(n.data)
 		if err != nil {
 			return nil, nil, err
 		}
-		if c != nil && c.NATSUser == "" && n.data != "" {
+		user, password := "", ""
+		if c != nil {
+			user, password = c.NATSUser, c.NATSPassword
+			if n.participant {
+				user, password = c.NATSParticipantUser, c.NATSParticipantPassword
+			}
+		}
+		if c != nil && user == "" && n.data != "" {
 			return nil, nil, fmt.Errorf("%s holds no NATS user: that engine does not own its server's users (--nats-config or --nats); give --user and --password or --creds", path)
 		}
-		if c != nil && c.NATSUser != "" {
+		if user != "" {
 			if n.url == defaultNATS && c.NATSURL != "" {
 				n.url = c.NATSURL
 			}
 			if n.data != "" || sameEndpoint(n.url, c.NATSURL) {
-				opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+				opts = append(opts, nats.UserInfo(user, password))
 				n.from = path
 			}
 		}

@@ -41,7 +41,7 @@ func TestBind_Terminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	var envs struct {
 		Vectors []struct {

@@ -82,8 +82,8 @@ func TestPublish_UnknownDeliberation(t *testing.T) {
 		return r.Total
 	}
 	for _, args := range [][]string{
-		{"publish", "--nats", s.NATSURL(), "--deliberation", typo, "--as", "alice", "-"},
-		{"control", "--nats", s.NATSURL(), "--deliberation", typo, "round", "1"},
+		{"publish", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", typo, "--as", "alice", "-"},
+		{"control", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", typo, "round", "1"},
 	} {
 		code, out, errs := run(t, claim, args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, `"code":"deliberation.unknown"`) || !strings.Contains(errs, "--force") {
@@ -101,16 +101,16 @@ func TestPublish_UnknownDeliberation(t *testing.T) {
 	if n := unrouted(); n != 0 {
 		t.Fatalf("%d messages for no deliberation recorded after the refusals", n)
 	}
-	code, _, errs := run(t, claim, "publish", "--force", "--nats", s.NATSURL(), "--deliberation", typo, "--as", "alice", "-")
+	code, _, errs := run(t, claim, "publish", "--force", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", typo, "--as", "alice", "-")
 	if code != exitRejected || !strings.Contains(errs, `"outcome":"rejected"`) || unrouted() != 1 {
 		t.Fatalf("--force: exit %d %s", code, errs)
 	}
 	// An opened deliberation is published to as before.
-	code, id, errs := run(t, "", "open", "--nats", s.NATSURL(), "--title", "t", "--quiet")
+	code, id, errs := run(t, "", "open", "--nats", s.NATSURL(), "--data", s.DataDir(), "--title", "t", "--quiet")
 	if code != 0 {
 		t.Fatalf("open: %d %s", code, errs)
 	}
-	if code, _, errs := run(t, claim, "publish", "--nats", s.NATSURL(), "--deliberation", strings.TrimSpace(id), "--as", "alice", "-"); code != 0 {
+	if code, _, errs := run(t, claim, "publish", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", strings.TrimSpace(id), "--as", "alice", "-"); code != 0 {
 		t.Fatalf("publish: %d %s", code, errs)
 	}
 }

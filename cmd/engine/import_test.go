@@ -33,7 +33,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,7 @@ address unless --allow-remote is given.`)
 	fs.StringVar(&participant, "participant", "", "the participant token the server speaks as (default: the NATS --user when it is a token, else mcp)")
 	fs.StringVar(&keyPath, "key", "", "sign every artifact with this nkeys user seed (a file holding the seed alone, or a NATS credentials file)")
 	fs.DurationVar(&maxWait, "max-wait", mcpserver.DefaultMaxWait, "the longest wait_artifacts waits")
+	nf.participant = true
 	nf.register(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code

@@ -33,7 +33,7 @@ func TestRun_MCPStdio(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		var errb bytes.Buffer
-		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL()}, inR, outW, &errb)
+		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--data", s.DataDir()}, inR, outW, &errb)
 		outW.Close()
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
@@ -84,7 +84,7 @@ func TestRun_MCPHTTPNeedsToken(t *testing.T) {
 
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		var out, errb bytes.Buffer
-		if code := Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--http", addr}, nil, &out, &errb); code != exitUsage ||
+		if code := Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--data", s.DataDir(), "--http", addr}, nil, &out, &errb); code != exitUsage ||
 			!strings.Contains(errb.String(), "--allow-remote") {
 			t.Errorf("--http %s: exit %d, %s", addr, code, errb.String())
 		}
@@ -96,7 +96,7 @@ func TestRun_MCPHTTPNeedsToken(t *testing.T) {
 	done := make(chan int, 1)
 	var errb bytes.Buffer
 	go func() {
-		done <- Run(mctx, []string{"mcp", "--nats", s.NATSURL(), "--http", "127.0.0.1:0", "--token-file", tokenFile}, nil, outW, &errb)
+		done <- Run(mctx, []string{"mcp", "--nats", s.NATSURL(), "--data", s.DataDir(), "--http", "127.0.0.1:0", "--token-file", tokenFile}, nil, outW, &errb)
 		outW.Close()
 	}()
 	var printed strings.Builder
@@ -209,7 +209,7 @@ func TestRun_MCPParticipantAndKey(t *testing.T) {
 	os.WriteFile(keyFile, seed, 0o600)
 	for _, bad := range [][]string{{"--participant", "_supervisor"}, {"--key", filepath.Join(t.TempDir(), "none")}, {"--max-wait", "0s"}} {
 		var errb bytes.Buffer
-		if code := Run(ctx, append([]string{"mcp", "--nats", s.NATSURL()}, bad...), strings.NewReader(""), io.Discard, &errb); code != exitUsage {
+		if code := Run(ctx, append([]string{"mcp", "--nats", s.NATSURL(), "--data", s.DataDir()}, bad...), strings.NewReader(""), io.Discard, &errb); code != exitUsage {
 			t.Errorf("%v: exit %d (%s)", bad, code, errb.String())
 		}
 	}
@@ -218,7 +218,7 @@ func TestRun_MCPParticipantAndKey(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		var errb bytes.Buffer
-		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--participant", "alice", "--key", keyFile}, inR, outW, &errb)
+		done <- Run(ctx, []string{"mcp", "--nats", s.NATSURL(), "--data", s.DataDir(), "--participant", "alice", "--key", keyFile}, inR, outW, &errb)
 		outW.Close()
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)

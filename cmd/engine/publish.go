@@ -75,6 +75,7 @@ func unknownDeliberation(ctx context.Context, e *env, cl *client.Client, id stri
 }
 
 func (l *liveFlags) register(fs *flag.FlagSet, quiet string) {
+	l.nats.participant = true
 	l.nats.register(fs)
 	fs.DurationVar(&l.timeout, "timeout", 10*time.Second, "how long to wait for the engine's verdict (and to publish)")
 	fs.BoolVar(&l.quiet, "quiet", false, quiet)

@@ -20,7 +20,8 @@ import (
 )
 
 // liveEngine starts an engine for the publishing commands and returns it
-// with the --nats flag that reaches it.
+// with the --nats flag that reaches it and the --data flag whose
+// credentials file holds its participant user.
 func liveEngine(t *testing.T) (*service.Service, []string) {
 	t.Helper()
 	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
@@ -28,7 +29,7 @@ func liveEngine(t *testing.T) (*service.Service, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, []string{"--nats", s.NATSURL()}
+	return s, []string{"--nats", s.NATSURL(), "--data", s.DataDir()}
 }
 
 // lastSeq is the stream's last sequence.

@@ -29,7 +29,7 @@ func TestReceipt_FetchAndAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestReceipt_FetchAndAudit(t *testing.T) {
 	dec := events.MustSeal(events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "keep", Status: events.Final},
 		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}})
 	decReceipt := filepath.Join(dir, "decision.tlog-proof")
-	if code, _, errs := run(t, string(dec.Canonical), "publish", "--nats", s.NATSURL(), "--deliberation", id, "--as", "alice", "--quiet",
+	if code, _, errs := run(t, string(dec.Canonical), "publish", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", id, "--as", "alice", "--quiet",
 		"--receipt", decReceipt, "--receipt-wait", "30s", "-"); code != exitOK {
 		t.Fatalf("publish --receipt: %d %s", code, errs)
 	}

@@ -35,14 +35,17 @@ over HTTP and as the NATS micro service "parley". Stops gracefully on
 SIGINT or SIGTERM.
 
 The embedded server is not open: without --nats-config, a client without
-credentials is a participant (it may publish artifacts under any token but
-_supervisor and the principals', and control messages, and read), and the
-engine generates its own user and an operator user at each start. Resolving
-a binding moment over HTTP needs a token: the engine draws one at each start
-(unless --http-token gives them). Both go to credentials.json in the data
-directory, mode 0600, removed at stop, with the /bind address that signs a
-browser in (sign_in_url), which is printed only when standard output is a
-terminal: never to a log. docs/SECURITY.md says who may do what.`)
+credentials may only read. Participants publish as the participant user
+(artifacts under any token but _supervisor and the principals', and control
+messages), whose password is drawn at the first start and kept in
+DATA/participant.secret; engine open, publish, control and mcp and relay
+run --nats use it from credentials.json by default. The engine generates its
+own user and an operator user at each start. Resolving a binding moment over
+HTTP needs a token: the engine draws one at each start (unless --http-token
+gives them). All go to credentials.json in the data directory, mode 0600,
+removed at stop, with the /bind address that signs a browser in
+(sign_in_url), which is printed only when standard output is a terminal:
+never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.DataDir, "data", "./parley-data", "data directory: the embedded server's store and the projection snapshot")
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server for participants (port 0 picks one)")
 	fs.StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address of the HTTP query API, /healthz and /metrics (port 0 picks one)")
@@ -55,6 +58,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "client certificate file for NATS TLS")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS TLS")
 	fs.StringVar(&cfg.EngineKey, "engine-key", "", "the engine's key, an nkeys user seed file (engine keygen --out FILE); default DATA/engine.nk, created at the first start. It signs the supervisor's emissions and the checkpoints (docs/VERIFY.md)")
+	fs.BoolVar(&cfg.AnonymousWrites, "anonymous-writes", false, "let clients without credentials publish as participants on the embedded default: whoever reaches the server may then write to the record, and make the engine and its server hold what it writes (docs/SECURITY.md)")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server (for example deploy/nats.conf)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
@@ -137,7 +141,10 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 		fmt.Fprintf(e.stderr, "engine serve: %s\n", msg)
 		return 1
 	}
-	where := "embedded; clients without credentials are participants"
+	where := "embedded; participants connect with the participant user of credentials.json, clients without credentials only read"
+	if cfg.AnonymousWrites {
+		where = "embedded; clients without credentials are participants (--anonymous-writes)"
+	}
 	switch {
 	case cfg.NATS != "":
 		where = "cluster"
@@ -157,7 +164,7 @@ terminal: never to a log. docs/SECURITY.md says who may do what.`)
 	default:
 		bind = c.HTTPURL + "/bind (sign in at the sign_in_url of " + credsPath + "; the token is not printed where standard output is not a terminal)"
 	}
-	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the operator's secrets and the HTTP token, mode 0600)\n  key   %s (the engine's public key: engine audit --trusted-key)\n",
+	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the participant's and operator's NATS passwords and the HTTP token, mode 0600)\n  key   %s (the engine's public key: engine audit --trusted-key)\n",
 		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath, c.EngineKey)
 	started := []any{"nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir}
 	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {

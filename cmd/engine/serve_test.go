@@ -93,15 +93,16 @@ func TestServe_HTTPTokens(t *testing.T) {
 	data := t.TempDir()
 	out := serve(t, "--data", data)
 	m := regexp.MustCompile(`bind  (http://127\.0\.0\.1:\d+)/bind \(sign in at the sign_in_url of ([^;]+);`).FindStringSubmatch(out)
-	if m == nil || !strings.Contains(out, "clients without credentials are participants") || m[2] != filepath.Join(data, service.CredentialsFile) {
+	if m == nil || !strings.Contains(out, "clients without credentials only read") || m[2] != filepath.Join(data, service.CredentialsFile) {
 		t.Fatalf("serve printed %q", out)
 	}
 	c, err := service.ReadCredentials(data)
 	if err != nil || len(c.HTTPToken) != 64 || c.HTTPURL != m[1] || c.NATSUser != natsconn.OperatorUser ||
+		c.NATSParticipantUser != natsconn.ParticipantUser || len(c.NATSParticipantPassword) != 64 ||
 		c.SignInURL != m[1]+"/bind?token="+c.HTTPToken {
 		t.Fatalf("credentials %+v %v", c, err)
 	}
-	if strings.Contains(out, c.HTTPToken) {
+	if strings.Contains(out, c.HTTPToken) || strings.Contains(out, c.NATSParticipantPassword) {
 		t.Fatalf("the token is on standard output: %q", out)
 	}
 	write := m[1] + "/api/v1/deliberations/0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b/bindings/sha256:" + strings.Repeat("0", 64)

@@ -104,7 +104,7 @@ func TestWatch_Live(t *testing.T) {
 	s := start()
 	defer func() { s.Close() }()
 	url := s.NATSURL()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(url, s.Participant(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestWatch_Errors(t *testing.T) {
 	s, natsArg := liveEngine(t)
 	unknown := "01a2317d-feca-7918-92ea-3e2dca781370"
 	start := time.Now()
-	code, _, errs := run(t, "", append(append([]string{"watch"}, natsArg...), unknown)...)
+	code, _, errs := run(t, "", append(append([]string{"watch"}, natsArg[:2]...), unknown)...)
 	if code != exitRejected || !strings.Contains(errs, "deliberation "+unknown+": the engine at "+s.NATSURL()+" does not know it") {
 		t.Errorf("unknown: exit %d %q", code, errs)
 	}
@@ -352,7 +352,7 @@ func TestWatch_NoSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, _ := nats.Connect(s.NATSURL())
+	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	c, _ := client.New(nc, "alice")
 	id, err := c.Open(ctx, client.Charter{Title: "no supervisor"})

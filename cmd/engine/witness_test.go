@@ -72,7 +72,7 @@ func TestWitness_CosignsForTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}

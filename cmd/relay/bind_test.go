@@ -50,7 +50,7 @@ func TestRun_BindAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	nc, err := nats.Connect(s.NATSURL())
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestRun_BindAddress(t *testing.T) {
 	var notices lockedBuffer
 	stopped, stop := context.WithCancel(ctx)
 	go func() {
-		done <- Run(stopped, []string{"run", "--nats", s.NATSURL(), "--dir", t.TempDir(), "--quiet", config}, io.Discard, &notices)
+		done <- Run(stopped, []string{"run", "--nats", s.NATSURL(), "--data", dataDir, "--dir", t.TempDir(), "--quiet", config}, io.Discard, &notices)
 	}()
 	next()
 	if !eventually.Within(30*time.Second, func() bool { return strings.Contains(notices.String(), "answer at ") }) {

@@ -244,7 +244,7 @@ func (e *engineFlags) register(fs *flag.FlagSet, withHTTP bool) {
 	e.auth.register(fs)
 	if withHTTP {
 		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints (default: its credentials file's)")
-		fs.StringVar(&e.data, "data", "", "the data directory of the engine at --nats: its credentials.json gives the address that opens /bind signed in (default ./parley-data, when it is that engine's)")
+		fs.StringVar(&e.data, "data", "", "the data directory of the engine at --nats: its credentials.json gives the participant user the relay connects as (without --user or --creds) and the address that opens /bind signed in (default ./parley-data, when it is that engine's)")
 	}
 }
 
@@ -306,6 +306,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Record: *record, Replay: *replay,
 			Notices: stderr}
 		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
+		opts.NATSOptions = ef.auth.orParticipant(opts.NATSOptions, opts.Credentials)
 		if !*quiet && (*progress || isTerminal(stderr)) {
 			opts.Progress = stderr
 		}
@@ -393,6 +394,11 @@ func replayFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Contex
 			o.Progress = stderr
 		}
 		o.NATSOptions = auth.options()
+		if o.NATS != "" && len(o.NATSOptions) == 0 {
+			if c, err := service.ReadCredentials("./parley-data"); err == nil && sameEndpoint(c.NATSURL, strings.Split(o.NATS, ",")[0]) {
+				o.NATSOptions = auth.orParticipant(nil, c)
+			}
+		}
 		f, err := os.Open(pos[0])
 		if err != nil {
 			fmt.Fprintln(stderr, failure("relay replay", err))
@@ -446,6 +452,7 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
 			Notices: stderr}
 		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
+		opts.NATSOptions = ef.auth.orParticipant(opts.NATSOptions, opts.Credentials)
 		if isTerminal(stderr) {
 			opts.Progress = stderr
 		}
@@ -512,6 +519,16 @@ func (a *natsAuth) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.creds, "creds", "", "NATS credentials file for the engine at --nats")
 	fs.StringVar(&a.user, "user", "", "NATS user for the engine at --nats (the operator user of its credentials.json for replay and fork)")
 	fs.StringVar(&a.password, "password", "", "NATS password (or PARLEY_NATS_PASSWORD)")
+}
+
+// orParticipant returns opts, or, when no credentials were given, the
+// participant user of the engine's credentials file c (nil: none): a
+// client of the embedded default without credentials may only read.
+func (a *natsAuth) orParticipant(opts []nats.Option, c *service.Credentials) []nats.Option {
+	if len(opts) > 0 || c == nil || c.NATSParticipantUser == "" {
+		return opts
+	}
+	return []nats.Option{nats.UserInfo(c.NATSParticipantUser, c.NATSParticipantPassword)}
 }
 
 func (a *natsAuth) options() []nats.Option {

@@ -157,9 +157,9 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 		}
 		return sum
 	}
-	run("run", "--nats", s.NATSURL(), "--json", "--quiet", "--dir", t.TempDir(), "../../examples/relay/fleet.json")
-	orig := run("run", "--nats", s.NATSURL(), "--json", "--quiet", "--dir", t.TempDir(), "../../examples/relay/twelve-round.json")
-	nc, err := nats.Connect(s.NATSURL())
+	run("run", "--nats", s.NATSURL(), "--data", s.DataDir(), "--json", "--quiet", "--dir", t.TempDir(), "../../examples/relay/fleet.json")
+	orig := run("run", "--nats", s.NATSURL(), "--data", s.DataDir(), "--json", "--quiet", "--dir", t.TempDir(), "../../examples/relay/twelve-round.json")
+	nc, err := nats.Connect(s.NATSURL(), s.Participant())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 		t.Fatalf("message 25 of the recording: %+v, round %s", at25, round)
 	}
 
-	fork := run("fork", rec, "--at", "25", "--nats", s.NATSURL(), "--json", "--dir", t.TempDir(), "../../examples/relay/fork.json")
+	fork := run("fork", rec, "--at", "25", "--nats", s.NATSURL(), "--data", s.DataDir(), "--json", "--dir", t.TempDir(), "../../examples/relay/fork.json")
 	if fork.Termination != "completed" || !fork.ClosureOK {
 		t.Fatalf("fork %+v", fork)
 	}
@@ -229,12 +229,12 @@ func TestRun_ForkDocumentedExample(t *testing.T) {
 	}
 	// The human summary says where it forked.
 	var out, errb bytes.Buffer
-	if code := Run(ctx, []string{"fork", rec, "--at", "25", "--nats", s.NATSURL(), "--dir", t.TempDir(), "../../examples/relay/fork.json"}, &out, &errb); code != 0 ||
+	if code := Run(ctx, []string{"fork", rec, "--at", "25", "--nats", s.NATSURL(), "--data", s.DataDir(), "--dir", t.TempDir(), "../../examples/relay/fork.json"}, &out, &errb); code != 0 ||
 		!strings.Contains(out.String(), "  forked after    message 25 of "+rec) {
 		t.Errorf("fork: exit %d %s %s", code, out.String(), errb.String())
 	}
 	// --at past the end of the recording, and neither --at nor --at-position.
-	if code := Run(ctx, []string{"fork", rec, "--at", "1000", "--nats", s.NATSURL(), "--dir", t.TempDir(), "../../examples/relay/fork.json"}, &out, &errb); code != 2 ||
+	if code := Run(ctx, []string{"fork", rec, "--at", "1000", "--nats", s.NATSURL(), "--data", s.DataDir(), "--dir", t.TempDir(), "../../examples/relay/fork.json"}, &out, &errb); code != 2 ||
 		!strings.Contains(errb.String(), "the recorded deliberation has only") {
 		t.Errorf("--at 1000: exit %d %s", code, errb.String())
 	}

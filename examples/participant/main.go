@@ -26,16 +26,23 @@ import (
 
 func main() {
 	url := flag.String("nats", "nats://127.0.0.1:4222", "the engine's NATS URL")
+	data := flag.String("data", "./parley-data", "the engine's data directory, whose credentials.json holds the participant user")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := run(ctx, *url, os.Stdout); err != nil {
+	// On the embedded default a client without credentials may only read:
+	// a participant connects as the engine's participant user.
+	creds, err := client.LocalCredentials(*data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := run(ctx, *url, os.Stdout, creds); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, url string, out io.Writer) error {
-	nc, err := nats.Connect(url)
+func run(ctx context.Context, url string, out io.Writer, opts ...nats.Option) error {
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to the engine at %s: %w", url, err)
 	}

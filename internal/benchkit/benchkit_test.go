@@ -56,7 +56,7 @@ func TestStartEngine(t *testing.T) {
 	defer os.RemoveAll(dir)
 	s := StartEngine(t.Context(), service.Config{DataDir: filepath.Join(dir, "engine"), NoSupervisor: true})
 	defer s.Close()
-	nc := Connect(s.NATSURL())
+	nc := Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	js := JetStream(nc, 0)
 	if _, err := js.Publish(t.Context(), wire.ControlSubject("0190d3a0-0000-7000-8000-000000000000"), []byte(`{"op":"open","charter":{"title":"t"}}`)); err != nil {

@@ -1,10 +1,10 @@
 // The example of README.md, compiled with the library (tests/readme.test.ts
 // checks that both are the same).
 
-import { Participant, RejectedError } from "@parley-engine/parley";
+import { Participant, RejectedError, localCredentials } from "@parley-engine/parley";
 
 const id = process.argv[2]; // the deliberation
-const me = await Participant.connect("nats://127.0.0.1:4222", "reviewer", { seed: process.env.PARLEY_SEED });
+const me = await Participant.connect("nats://127.0.0.1:4222", "reviewer", { seed: process.env.PARLEY_SEED, nats: localCredentials("./parley-data") });
 for await (const m of me.watch(id)) {
   if (!m.artifact || m.participant === me.token) continue;
   if (m.artifact.artifact_type === "TERMINATION") break;

@@ -3,14 +3,21 @@
 // with EVIDENCE that supports it and a blocking OBJECTION, and once the
 // deliberation ends reports the final decision's closure as one JSON line.
 //
-//   PARLEY_NATS_URL=nats://127.0.0.1:4222 PARLEY_DELIBERATION=<id> \
+//   PARLEY_NATS_URL=nats://127.0.0.1:4222 PARLEY_DATA=./parley-data PARLEY_DELIBERATION=<id> \
 //   PARLEY_TOKEN=reviewer PARLEY_SEED=SU... node dist/examples/reviewer.js
+//
+// PARLEY_DATA is the engine's data directory, whose credentials.json holds
+// its participant user; PARLEY_NATS_USER and PARLEY_NATS_PASSWORD give
+// another engine's user instead.
 
-import { Participant } from "../src/index.js";
+import { Participant, localCredentials } from "../src/index.js";
 
 const env = (k: string, d?: string) => process.env[k] ?? d ?? (() => { throw new Error(`${k} is not set`); })();
 const id = env("PARLEY_DELIBERATION");
-const me = await Participant.connect(env("PARLEY_NATS_URL"), env("PARLEY_TOKEN", "reviewer"), { seed: process.env.PARLEY_SEED });
+const nats = process.env.PARLEY_NATS_USER
+  ? { user: process.env.PARLEY_NATS_USER, pass: process.env.PARLEY_NATS_PASSWORD ?? "" }
+  : localCredentials(env("PARLEY_DATA", "./parley-data"));
+const me = await Participant.connect(env("PARLEY_NATS_URL"), env("PARLEY_TOKEN", "reviewer"), { seed: process.env.PARLEY_SEED, nats });
 
 const mine: string[] = [];
 let end: { state: string; decision?: string } | undefined;

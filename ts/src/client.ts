@@ -4,6 +4,8 @@
 // with read-your-writes, waits for verdicts and watches a deliberation
 // through an ordered push consumer.
 
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { connect, headers as natsHeaders, type ConnectionOptions, type Msg, type MsgHdrs, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, type JetStreamClient, type JsMsg, type PubAck } from "@nats-io/jetstream";
 import { open, seal, type Artifact, type Draft } from "./artifact.js";
@@ -21,6 +23,29 @@ import {
   validDeliberation,
   validToken,
 } from "./wire.js";
+
+/**
+ * The participant user of a local engine's embedded default, read from its
+ * data directory's credentials.json (`nats_participant_user`,
+ * `nats_participant_password`): a client without credentials may only read
+ * there. Give the result as the `nats` option of `Participant.connect`.
+ * Throws when the file is missing (no engine runs with that data
+ * directory) or names no participant user (the engine runs on a NATS
+ * configuration of its own, whose users you are given instead).
+ */
+export function localCredentials(dataDir = "./parley-data"): { user: string; pass: string } {
+  const path = join(dataDir, "credentials.json");
+  let c: { nats_participant_user?: string; nats_participant_password?: string };
+  try {
+    c = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new Error(`parley: ${path}: ${(e as Error).message} (is an engine running with --data ${dataDir}?)`);
+  }
+  if (!c.nats_participant_user || !c.nats_participant_password) {
+    throw new Error(`parley: ${path} names no participant user: that engine does not own its server's users; connect with the credentials you were given`);
+  }
+  return { user: c.nats_participant_user, pass: c.nats_participant_password };
+}
 
 /** The charter of a new deliberation (the open control message). */
 export interface Charter {

@@ -5,10 +5,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createUser } from "@nats-io/nkeys";
-import { Participant, RejectedError, ServiceError, seal, newDeliberationId, artifactSubject, H } from "../src/index.js";
+import { Participant, RejectedError, ServiceError, seal, newDeliberationId, artifactSubject, H, localCredentials } from "../src/index.js";
+import { connect } from "@nats-io/transport-node";
 
 const url = process.env.PARLEY_NATS_URL;
-const skip = url ? false : "PARLEY_NATS_URL is not set (ts_test.go sets it)";
+const data = process.env.PARLEY_DATA;
+const skip = url && data ? false : "PARLEY_NATS_URL and PARLEY_DATA are not set (ts_test.go sets them)";
+// The engine's participant user, from its data directory.
+const nats = () => localCredentials(data);
 
 function userSeed(): { seed: string; key: string } {
   const kp = createUser();
@@ -27,9 +31,9 @@ async function rejects(p: Promise<unknown>): Promise<any> {
 test("open, publish, verdicts, state, reads and watch", { skip }, async () => {
   const alice = userSeed();
   const bob = userSeed();
-  const a = await Participant.connect(url!, "alice", { seed: alice.seed });
-  const b = await Participant.connect(url!, "bob", { seed: bob.seed });
-  const unsigned = await Participant.connect(url!, "alice");
+  const a = await Participant.connect(url!, "alice", { seed: alice.seed, nats: nats() });
+  const b = await Participant.connect(url!, "bob", { seed: bob.seed, nats: nats() });
+  const unsigned = await Participant.connect(url!, "alice", { nats: nats() });
   try {
     // A charter the engine refuses: the open's verdict says why.
     const bad = await rejects(a.open({ title: "x", limits: { max_artifactz: 3 } } as any));
@@ -139,7 +143,7 @@ test("open, publish, verdicts, state, reads and watch", { skip }, async () => {
 
 test("publish headers: dedupe id, expected stream and the signature on the stored message", { skip }, async () => {
   const k = userSeed();
-  const p = await Participant.connect(url!, "carol", { seed: k.seed });
+  const p = await Participant.connect(url!, "carol", { seed: k.seed, nats: nats() });
   try {
     const { id } = await p.open({ title: "headers" });
     const a = seal({ artifact_type: "CLAIM", payload: { statement: "headers" } });
@@ -158,4 +162,16 @@ test("publish headers: dedupe id, expected stream and the signature on the store
   } finally {
     await p.close();
   }
+});
+
+test("a client without credentials reads but cannot write; localCredentials says what is missing", { skip }, async () => {
+  const nc = await connect({ servers: url! });
+  const anon = new Participant(nc, "mallory", { attemptTimeoutMs: 300, retryForMs: 1500 });
+  try {
+    const e = await rejects(anon.open({ title: "junk" }));
+    assert.match(String(e), /permission|Permissions|timeout|TIMEOUT/i, String(e));
+  } finally {
+    await nc.close();
+  }
+  assert.throws(() => localCredentials("/nonexistent-parley-data"), /is an engine running with --data/);
 });
