@@ -84,6 +84,8 @@ type Lease struct {
 	// token.
 	Revision uint64
 	nonce    string // this acquisition's, in the value
+	// unsure: a renewal's answer was lost; it may have been written.
+	unsure bool
 }
 
 // value is what a lease key holds.
@@ -172,19 +174,23 @@ func (l *Lease) value() []byte {
 func (m *Leases) Renew(ctx context.Context, l *Lease) error {
 	rev, err := m.kv.Update(ctx, Key(l.Partition), l.value(), l.Revision)
 	if err == nil {
-		l.Revision = rev
+		l.Revision, l.unsure = rev, false
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		l.unsure = true
 		return &Error{Code: CodeUnavailable, Op: "renew", Key: Key(l.Partition), Revision: l.Revision, Err: err}
 	}
 	// Was the last revision this acquisition's own renewal, whose answer
 	// was lost? Only the same acquisition writes its nonce.
+	if !l.unsure {
+		return m.lost("renew", l, err)
+	}
 	cur, gerr := m.kv.Get(ctx, Key(l.Partition))
 	if gerr == nil && cur.Revision() > l.Revision {
 		var v value
 		if json.Unmarshal(cur.Value(), &v) == nil && v.Nonce == l.nonce && v.Owner == l.Owner {
-			l.Revision = cur.Revision()
+			l.Revision, l.unsure = cur.Revision(), false
 			return m.Renew(ctx, l)
 		}
 	}
@@ -285,6 +291,9 @@ func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, e
 	defer t.Stop()
 	for {
 		l, err := m.Acquire(ctx, p)
+		if err != nil && ctx.Err() != nil {
+			return nil, &Error{Code: CodeHeld, Op: "wait", Key: Key(p), Err: context.Cause(ctx)}
+		}
 		if err == nil || !errors.Is(err, ErrHeld) {
 			return l, err
 		}
