@@ -183,18 +183,30 @@ func (m *Leases) Renew(ctx context.Context, l *Lease) error {
 	}
 	// Was the last revision this acquisition's own renewal, whose answer
 	// was lost? Only the same acquisition writes its nonce.
-	if !l.unsure {
-		return m.lost("renew", l, err)
-	}
-	cur, gerr := m.kv.Get(ctx, Key(l.Partition))
-	if gerr == nil && cur.Revision() > l.Revision {
-		var v value
-		if json.Unmarshal(cur.Value(), &v) == nil && v.Nonce == l.nonce && v.Owner == l.Owner {
-			l.Revision, l.unsure = cur.Revision(), false
-			return m.Renew(ctx, l)
-		}
+	if m.settle(ctx, l) {
+		return m.Renew(ctx, l)
 	}
 	return m.lost("renew", l, err)
+}
+
+// settle resolves a lease whose last renewal's answer was lost: when the
+// key's last revision carries this acquisition's nonce (only this
+// acquisition writes it), that renewal was written, and its revision is
+// l's. It reports whether l's revision changed.
+func (m *Leases) settle(ctx context.Context, l *Lease) bool {
+	if !l.unsure {
+		return false
+	}
+	cur, err := m.kv.Get(ctx, Key(l.Partition))
+	if err != nil || cur.Revision() <= l.Revision {
+		return false
+	}
+	var v value
+	if json.Unmarshal(cur.Value(), &v) != nil || v.Nonce != l.nonce || v.Owner != l.Owner {
+		return false
+	}
+	l.Revision, l.unsure = cur.Revision(), false
+	return true
 }
 
 func (m *Leases) lost(op string, l *Lease, err error) error {
@@ -212,6 +224,7 @@ func (m *Leases) lost(op string, l *Lease, err error) error {
 // revision is the key's last). It is a read: a check that passes says
 // nothing of a moment later (see Guarded).
 func (m *Leases) Check(ctx context.Context, l *Lease) error {
+	m.settle(ctx, l)
 	cur, err := m.kv.Get(ctx, Key(l.Partition))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -228,6 +241,7 @@ func (m *Leases) Check(ctx context.Context, l *Lease) error {
 // so that a contender need not wait for it to expire. ErrLost when it was
 // no longer l's to give.
 func (m *Leases) Release(ctx context.Context, l *Lease) error {
+	m.settle(ctx, l)
 	err := m.kv.Delete(ctx, Key(l.Partition), jetstream.LastRevision(l.Revision))
 	switch {
 	case err == nil:
@@ -260,7 +274,10 @@ func (m *Leases) Keep(ctx context.Context, l *Lease, interval time.Duration) err
 		if time.Since(last) >= m.ttl {
 			return &Error{Code: CodeLost, Op: "keep", Key: Key(l.Partition), Revision: l.Revision, Err: fmt.Errorf("no renewal for %v", time.Since(last).Round(time.Millisecond))}
 		}
-		rctx, cancel := context.WithTimeout(ctx, interval)
+		// A renewal runs to its answer even when ctx ends meanwhile, so
+		// that Keep returns with l's revision known (a Release then
+		// needs no expiry).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		err := m.Renew(rctx, l)
 		cancel()
 		switch {
@@ -274,7 +291,9 @@ func (m *Leases) Keep(ctx context.Context, l *Lease, interval time.Duration) err
 
 // Wait acquires partition p as soon as it is free: it watches the key and
 // tries again at each change (a release, the marker of an expiry), and at
-// least every poll (TTL/4 when poll is 0), until ctx ends.
+// least every poll (TTL/4 when poll is 0), until ctx ends. An attempt the
+// server does not answer (ErrUnavailable, such as during a leader
+// election of the bucket's stream) is tried again too.
 func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, error) {
 	if err := checkPartition("wait", p); err != nil {
 		return nil, err
@@ -290,12 +309,19 @@ func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, e
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
-		l, err := m.Acquire(ctx, p)
+		// Each attempt has its own deadline: a request lost while the
+		// bucket's stream changes leader is not waited for past it.
+		actx, cancel := context.WithTimeout(ctx, max(poll, time.Second))
+		l, err := m.Acquire(actx, p)
+		cancel()
 		if err != nil && ctx.Err() != nil {
 			return nil, &Error{Code: CodeHeld, Op: "wait", Key: Key(p), Err: context.Cause(ctx)}
 		}
-		if err == nil || !errors.Is(err, ErrHeld) {
-			return l, err
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrHeld) && !errors.Is(err, ErrUnavailable) {
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
