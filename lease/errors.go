@@ -25,6 +25,9 @@ const (
 	CodeInvalid = "lease.invalid"
 )
 
+// Codes are the package's error codes.
+var Codes = []string{CodeHeld, CodeLost, CodeConflict, CodeUnavailable, CodeBucket, CodeInvalid}
+
 // Error is the package's error.
 type Error struct {
 	Code     string

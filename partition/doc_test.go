@@ -5,8 +5,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/partition"
 )
+
+// docs/ERRORS.md lists every code of partition and lease in a table row.
+func TestErrorsDoc_Codes(t *testing.T) {
+	b, err := os.ReadFile("../docs/ERRORS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range append(append([]string{}, partition.Codes...), lease.Codes...) {
+		if !strings.Contains(string(b), "| `"+c+"` |") {
+			t.Errorf("docs/ERRORS.md does not list %s", c)
+		}
+	}
+}
 
 // docs/SCALING.md shows the mapping block the code makes, at the top
 // level and inside an account.

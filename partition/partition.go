@@ -114,6 +114,9 @@ const (
 	CodeStreams = "partition.streams"
 )
 
+// Codes are the package's error codes.
+var Codes = []string{CodeNotMapped, CodeMisplaced, CodeStreams}
+
 // Error is the package's error: a code and what it is about.
 type Error struct {
 	Code    string
