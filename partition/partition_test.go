@@ -124,6 +124,12 @@ func TestLayout_StreamOf(t *testing.T) {
 		if _, err := partition.NewLayout(n); !errors.Is(err, partition.ErrStreams) {
 			t.Fatalf("NewLayout(%d): %v, want %v", n, err, partition.ErrStreams)
 		}
+		if _, err := partition.Streams(n); !errors.Is(err, partition.ErrStreams) {
+			t.Fatalf("Streams(%d): %v, want %v", n, err, partition.ErrStreams)
+		}
+	}
+	if rs, err := partition.Streams(4); err != nil || len(rs) != 4 || rs[3] != (partition.Range{Index: 3, First: 768, End: 1024}) {
+		t.Fatalf("Streams(4) = %v, %v", rs, err)
 	}
 }
 

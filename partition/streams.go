@@ -81,3 +81,12 @@ func (l Layout) Stream(deliberation string) Range {
 	k := l.StreamOf(Of(deliberation))
 	return Range{Index: k, First: k * Count / l.n, End: (k + 1) * Count / l.n}
 }
+
+// Streams returns the ranges of n streams: NewLayout(n).Streams().
+func Streams(n int) ([]Range, error) {
+	l, err := NewLayout(n)
+	if err != nil {
+		return nil, err
+	}
+	return l.Streams(), nil
+}
