@@ -37,6 +37,9 @@ var cores = map[string][]string{
 	// are not a core.
 	"signing": {"canon", "wire"},
 	"tlog":    {"wire"},
+	// The partition of a deliberation and the stream layouts: a function
+	// of subjects every client computes, no NATS.
+	"partition": {"wire"},
 }
 
 // exempt are the banned imports a core may have, and why.
