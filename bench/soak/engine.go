@@ -238,46 +238,47 @@ func (e *engine) freshHTTP() string {
 // of its /metrics), in bytes; 0 when it cannot say.
 func (e *engine) heap() int64 { return e.metric("go_memstats_heap_inuse_bytes") }
 
-// metricSum returns the sum of every series of the metric name (labelled
-// or not) of the engine's /metrics; 0 when it cannot say.
-func (e *engine) metricSum(name string) int64 {
+// metrics calls fn with each line of the engine's /metrics until fn
+// returns false (nothing when it cannot be read).
+func (e *engine) metrics(fn func(line string) bool) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get("http://" + e.httpAddr + "/metrics")
 	if err != nil {
-		return 0
+		return
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	var sum float64
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			f, _ := strconv.ParseFloat(line[i+1:], 64)
-			sum += f
-		}
+	for sc.Scan() && fn(sc.Text()) {
 	}
+}
+
+// metricSum returns the sum of every series of the metric name (labelled
+// or not) of the engine's /metrics; 0 when it cannot say.
+func (e *engine) metricSum(name string) int64 {
+	var sum float64
+	e.metrics(func(line string) bool {
+		rest, ok := strings.CutPrefix(line, name)
+		if ok && (rest == "" || rest[0] == ' ' || rest[0] == '{') {
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				f, _ := strconv.ParseFloat(line[i+1:], 64)
+				sum += f
+			}
+		}
+		return true
+	})
 	return int64(sum)
 }
 
 // metric returns the value of an unlabelled series of the engine's
 // /metrics; 0 when it cannot say.
 func (e *engine) metric(name string) int64 {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + e.httpAddr + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return int64(f)
+	var v float64
+	e.metrics(func(line string) bool {
+		s, ok := strings.CutPrefix(line, name+" ")
+		if ok {
+			v, _ = strconv.ParseFloat(s, 64)
 		}
-	}
-	return 0
+		return !ok
+	})
+	return int64(v)
 }
