@@ -34,12 +34,30 @@ import (
 	"github.com/parley-engine/parley/termination"
 )
 
-// waitJS waits until expression is truthy in the page.
+// waitJS waits until expression is truthy in the page. A page that
+// navigates while the poll runs takes the poll's execution context with
+// it ("Cannot find context with specified id"); the poll then starts
+// again in the new page, for up to 20 s in all.
 func waitJS(t *testing.T, ctx context.Context, what, expression string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expression)); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expression))
+		if err == nil {
+			return
+		}
+		if !contextGone(err) || time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// contextGone reports whether err is the browser saying that the page's
+// JavaScript context went away under a command (a navigation).
+func contextGone(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot find context with specified id") || strings.Contains(s, "Execution context was destroyed")
 }
 
 // newestInView reports the newest artifact drawn in the graph (its
