@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ const sweepEvery = 15
 // consumerAdvisory is the advisory of a consumer created on the stream.
 const consumerAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + wire.StreamName + "."
 
+// consumerDeletedAdvisory is the advisory of a consumer of the stream
+// deleted (by its reader, the server for idleness, or the engine).
+const consumerDeletedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + wire.StreamName + "."
+
 // allowedConsumer reports whether a consumer of the stream may stay: a
 // pull consumer, or a push consumer delivering to an inbox.
 func allowedConsumer(cfg jetstream.ConsumerConfig) bool {
@@ -49,18 +54,133 @@ func (w *Watch) onConsumerCreated(subject string) {
 	select {
 	case w.consumers <- name:
 	default:
+		// A full queue: the next check sweeps every consumer.
+		w.sweepDue.Store(true)
 	}
 }
 
-// inspectConsumer deletes the consumer name if it may not stay.
+// DefaultMaxConsumers bounds the consumers of the stream that are not the
+// engine's own (Config.MaxConsumers): the readers' (participants read the
+// stream with ordered push consumers; a client without credentials may
+// create none), an export's, a witness's. A consumer lives in the server
+// until it is deleted or idle for a time its creator chooses, so without
+// a bound one reader could make the server hold as many as it sends
+// requests for.
+const DefaultMaxConsumers = 1024
+
+// ConsumerStats are the consumer bound's counts.
+type ConsumerStats struct {
+	Max     int       // the bound
+	InUse   int       // consumers of the stream not the engine's the watch knows of
+	Limited uint64    // consumers deleted past the bound
+	LastHit time.Time // the last one
+}
+
+// ConsumerBound returns the consumer bound's counts as
+// metrics.BoundSources.Consumers reads them.
+func (w *Watch) ConsumerBound() (limit, inUse int, hits uint64, last time.Time) {
+	st := w.ConsumerStats()
+	return st.Max, st.InUse, st.Limited, st.LastHit
+}
+
+// ConsumerStats returns the consumer bound's counts.
+func (w *Watch) ConsumerStats() ConsumerStats {
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
+	return ConsumerStats{Max: w.maxConsumers, InUse: len(w.known), Limited: w.limited, LastHit: w.lastLimited}
+}
+
+// consumerInfo reads a consumer's information, a push one's or a pull
+// one's.
+func (w *Watch) consumerInfo(ctx context.Context, name string) *jetstream.ConsumerInfo {
+	if c, err := w.stream.PushConsumer(ctx, name); err == nil {
+		return c.CachedInfo()
+	}
+	if c, err := w.stream.Consumer(ctx, name); err == nil {
+		return c.CachedInfo()
+	}
+	return nil // gone already, or unreadable (the sweep tries again)
+}
+
+// inspectConsumer deletes the consumer name if it may not stay: a push
+// consumer delivering outside the inboxes, or, past the bound, the newest
+// of the consumers not the engine's.
 func (w *Watch) inspectConsumer(ctx context.Context, name string) {
+	if w.own(name) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := w.stream.PushConsumer(ctx, name)
-	if err != nil {
-		return // a pull consumer, gone already, or unreadable (the sweep tries again)
+	info := w.consumerInfo(ctx, name)
+	if info == nil {
+		return
 	}
-	w.judgeConsumer(ctx, c.CachedInfo())
+	if !allowedConsumer(info.Config) {
+		w.judgeConsumer(ctx, info)
+		return
+	}
+	w.cmu.Lock()
+	w.known[info.Name] = info.Created
+	over := w.overBound()
+	w.cmu.Unlock()
+	for _, n := range over {
+		w.limitConsumer(ctx, n)
+	}
+}
+
+// overBound returns the newest of the known consumers past the bound and
+// forgets them (w.cmu held).
+func (w *Watch) overBound() []string {
+	if len(w.known) <= w.maxConsumers {
+		return nil
+	}
+	type c struct {
+		name    string
+		created time.Time
+	}
+	all := make([]c, 0, len(w.known))
+	for n, t := range w.known {
+		all = append(all, c{n, t})
+	}
+	slices.SortFunc(all, func(a, b c) int {
+		if d := a.created.Compare(b.created); d != 0 {
+			return d
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	var over []string
+	for _, x := range all[w.maxConsumers:] {
+		over = append(over, x.name)
+		delete(w.known, x.name)
+	}
+	return over
+}
+
+// onConsumerDeleted forgets a consumer the server deleted.
+func (w *Watch) onConsumerDeleted(subject string) {
+	name := subject[len(consumerDeletedAdvisory):]
+	w.cmu.Lock()
+	delete(w.known, name)
+	w.cmu.Unlock()
+}
+
+// own reports whether the consumer is the engine's own.
+func (w *Watch) own(name string) bool { return w.r != nil && w.r.OwnsConsumer(name) }
+
+// limitConsumer deletes a consumer past the bound.
+func (w *Watch) limitConsumer(ctx context.Context, name string) {
+	if err := w.stream.DeleteConsumer(ctx, name); err != nil {
+		return // gone already; the sweep tries again
+	}
+	w.cmu.Lock()
+	w.limited++
+	w.lastLimited = time.Now()
+	n := w.limited
+	w.cmu.Unlock()
+	w.m.ConsumerLimited()
+	if n == 1 || n%1000 == 0 {
+		w.log.Warn("deleted a consumer of the stream past the bound on consumers", "consumer", name, "bound", w.maxConsumers, "deleted_so_far", n)
+	}
 }
 
 func (w *Watch) judgeConsumer(ctx context.Context, info *jetstream.ConsumerInfo) {
@@ -76,18 +196,35 @@ func (w *Watch) judgeConsumer(ctx context.Context, info *jetstream.ConsumerInfo)
 	w.log.Warn("deleted a push consumer that delivered the stream outside the inboxes", "consumer", info.Name, "deliver_subject", info.Config.DeliverSubject)
 }
 
-// sweepConsumers judges every consumer of the stream.
+// sweepConsumers judges every consumer of the stream: it deletes those
+// delivering outside the inboxes, then, past the bound, the newest of
+// the others (the oldest readers keep theirs).
 func (w *Watch) sweepConsumers(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	l := w.stream.ListConsumers(ctx)
 	var bad []*jetstream.ConsumerInfo
+	known := map[string]time.Time{}
 	for info := range l.Info() {
-		if !allowedConsumer(info.Config) {
+		switch {
+		case w.own(info.Name):
+		case !allowedConsumer(info.Config):
 			bad = append(bad, info)
+		default:
+			known[info.Name] = info.Created
 		}
+	}
+	if l.Err() != nil {
+		return
 	}
 	for _, info := range bad {
 		w.judgeConsumer(ctx, info)
+	}
+	w.cmu.Lock()
+	w.known = known
+	over := w.overBound()
+	w.cmu.Unlock()
+	for _, n := range over {
+		w.limitConsumer(ctx, n)
 	}
 }

@@ -141,6 +141,9 @@ type Metrics interface {
 	Write(result string)
 	Storage(used uint64, limit int64)
 	ConsumerRemoved()
+	// ConsumerLimited counts a consumer deleted past the bound on the
+	// stream's consumers.
+	ConsumerLimited()
 }
 
 // Report reports the watch's problems, whether the stream answers, and
@@ -191,6 +194,15 @@ type Watch struct {
 	// consumers are consumers whose creation an advisory announced, to
 	// inspect (consumers.go).
 	consumers chan string
+	// sweepDue: the queue of consumers overflowed; the next check sweeps.
+	sweepDue atomic.Bool
+
+	// The consumer bound (consumers.go).
+	cmu          sync.Mutex
+	maxConsumers int
+	known        map[string]time.Time // the stream's consumers not the engine's, by name: when created
+	limited      uint64
+	lastLimited  time.Time
 
 	mu         sync.Mutex
 	problems   map[string]*HealthProblem
@@ -222,6 +234,10 @@ type Config struct {
 	// Halt stops the engine's judging; it is called once, at the first
 	// halting problem.
 	Halt func(reason string)
+	// MaxConsumers bounds the stream's consumers that are not the
+	// engine's own (0: DefaultMaxConsumers): past it each new one is
+	// deleted (CodeConsumers).
+	MaxConsumers int
 }
 
 // New returns a watch of cfg.Stream; it watches once Subscribe and Run
@@ -232,7 +248,8 @@ func New(cfg Config) *Watch {
 		every = DefaultStreamCheckEvery
 	}
 	w := &Watch{js: cfg.JS, stream: cfg.Stream, r: cfg.Runner, srv: cfg.Server, m: cfg.Metrics, log: cfg.Log, every: every, halt: cfg.Halt,
-		kick: make(chan string, 1), consumers: make(chan string, 256), problems: map[string]*HealthProblem{}}
+		kick: make(chan string, 1), consumers: make(chan string, 4096), problems: map[string]*HealthProblem{},
+		maxConsumers: cmp.Or(max(cfg.MaxConsumers, 0), DefaultMaxConsumers), known: map[string]time.Time{}}
 	if ci := cfg.Stream.CachedInfo(); ci != nil {
 		w.created = ci.Created
 	}
@@ -250,7 +267,7 @@ func (w *Watch) SetBounds(bounds func(now time.Time) []metrics.Bound) { w.bounds
 // every JetStream API request, purges and message deletes included
 // (which have no stream advisory of their own).
 func advisorySubjects() []string {
-	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + wire.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*"}
+	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + wire.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*", consumerDeletedAdvisory + "*"}
 }
 
 // Subscribe subscribes to the advisories. A refused subscription (the
@@ -322,6 +339,10 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 		w.onConsumerCreated(msg.Subject)
 		return
 	}
+	if strings.HasPrefix(msg.Subject, consumerDeletedAdvisory) {
+		w.onConsumerDeleted(msg.Subject)
+		return
+	}
 	kind, by := "", msg.Subject
 	if rest, ok := strings.CutPrefix(msg.Subject, "$JS.EVENT.ADVISORY.STREAM."); ok {
 		kind, _, _ = strings.Cut(rest, ".")
@@ -378,7 +399,7 @@ func (w *Watch) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			w.check(ctx, "check")
-			if n++; n%sweepEvery == 0 {
+			if n++; n%sweepEvery == 0 || w.sweepDue.Swap(false) {
 				w.sweepConsumers(ctx)
 			}
 		case subj := <-w.kick:

@@ -43,6 +43,10 @@ type BoundSources struct {
 	// Memory watches the runtime's soft memory limit: in the report only
 	// while one is set.
 	Memory *MemoryLimit
+	// Consumers reads the bound on the stream's consumers that are not
+	// the engine's (health.Watch's, limit.consumers): the bound, the
+	// consumers at the last count, those deleted past it, the last.
+	Consumers func() (limit, inUse int, hits uint64, last time.Time)
 }
 
 // CodeInFlightBytes names the bound on the bytes read from the stream and
@@ -55,6 +59,12 @@ const CodeInFlightBytes = "limit.in_flight_bytes"
 // It refuses nothing: past it the oldest summaries are dropped (counts,
 // totals and state digests still cover them).
 const CodeKeptBytes = "limit.kept_bytes"
+
+// CodeConsumers names the bound on the stream's consumers that are not
+// the engine's own (health.DefaultMaxConsumers, engine serve
+// --max-consumers): past it each new one is deleted as the engine learns
+// of it.
+const CodeConsumers = "limit.consumers"
 
 // Report is the bounds as /healthz reports them at now.
 func (b BoundSources) Report(now time.Time) []Bound {
@@ -88,6 +98,10 @@ func (b BoundSources) Report(now time.Time) []Bound {
 			hits += n
 		}
 		add(api.CodeReadBudget, st.Concurrent, st.Running, hits, st.LastHit)
+	}
+	if b.Consumers != nil {
+		limit, inUse, hits, last := b.Consumers()
+		add(CodeConsumers, limit, inUse, hits, last)
 	}
 	if b.Memory != nil {
 		if st := b.Memory.Stats(); st.Limit > 0 {

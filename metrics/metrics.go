@@ -38,6 +38,7 @@ type Metrics struct {
 	// What the engine refused to act on (microapi, the stream watch's removal of consumers).
 	ignored          *prometheus.CounterVec
 	consumersRemoved prometheus.Counter
+	consumersLimited prometheus.Counter
 }
 
 // New registers the metrics.
@@ -78,6 +79,8 @@ func New() *Metrics {
 			Help: "Messages on the query API's subjects the engine did not act on, by reason: jetstream_delivery (stream messages the server delivered there, for a participant's consumer), reply_subject (a request whose reply subject is a parley or $ subject)."}, []string{"reason"}),
 		consumersRemoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_consumers_removed_total",
 			Help: "Push consumers of the stream the engine deleted because their deliver subject is not under _INBOX."}),
+		consumersLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "parley_consumers_limited_total",
+			Help: "Consumers of the stream the engine deleted past its bound on consumers (limit.consumers)."}),
 	}
 	for _, r := range []string{microapi.IgnoredDelivery, microapi.IgnoredReplySubject} {
 		m.ignored.WithLabelValues(r)
@@ -86,7 +89,7 @@ func New() *Metrics {
 		m.writes.WithLabelValues(r)
 	}
 	m.Registry.MustRegister(m.messages, m.accepted, m.rejections, m.position, m.lag, m.bindingMoments, m.bindingSuppressed, m.bindingResolutions,
-		m.problems, m.advisories, m.writes, m.healthy, m.halted, m.storageUsed, m.storageLimit, m.ignored, m.consumersRemoved,
+		m.problems, m.advisories, m.writes, m.healthy, m.halted, m.storageUsed, m.storageLimit, m.ignored, m.consumersRemoved, m.consumersLimited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,6 +131,10 @@ func (m *Metrics) Ignored(reason string) { m.ignored.WithLabelValues(reason).Inc
 
 // ConsumerRemoved counts a push consumer the engine deleted.
 func (m *Metrics) ConsumerRemoved() { m.consumersRemoved.Inc() }
+
+// ConsumerLimited counts a consumer the engine deleted past the bound on
+// the stream's consumers.
+func (m *Metrics) ConsumerLimited() { m.consumersLimited.Inc() }
 
 // BindingMoment counts a binding moment admitted, by decider (a label
 // value: the caller bounds them), and whether its envelope suppresses an

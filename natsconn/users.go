@@ -65,12 +65,21 @@ var streamAdmin = []string{
 // read the stream with ordered push consumers, which the server never
 // lets deliver onto a subject of the stream, and single messages through
 // the query API (parley.api.artifact, parley.api.outcome).
-var participantReads = append([]string{
+var participantReads = append(slices.Clone(queryReads), ledger.ReaderSubjects...)
+
+// queryReads are the reads of a client without credentials: the query
+// service, micro discovery and stream info, each a request the engine or
+// the server answers and forgets. Not the stream's consumers: a consumer
+// lives in the server until it is deleted or idle, and delivers the whole
+// stream, so a client that may create them may make the server hold as
+// many as it likes (docs/OPERATIONS.md, "Hostile clients"). Those who read
+// the stream itself hold the participant's password.
+var queryReads = []string{
 	wire.MicroPrefix + ".>",
 	"$SRV.>",
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO." + wire.StreamName,
-}, ledger.ReaderSubjects...)
+}
 
 // ReservedTokens are the participant tokens the embedded default refuses
 // to clients without credentials: the supervisor's and those the engine
@@ -110,9 +119,10 @@ func embeddedUsers(enginePassword, operatorPassword, participantPassword string,
 		// .../bindings reads from the record anyway).
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.BindingSubject("*")}},
 	}
-	// The reader publishes only to read: nothing it sends is stored.
+	// The reader publishes only to ask: nothing it sends is stored, and
+	// nothing it asks for outlives the answer.
 	reader := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: slices.Clone(participantReads)},
+		Publish:   &server.SubjectPermission{Allow: slices.Clone(queryReads)},
 		Subscribe: participant.Subscribe,
 	}
 	engine := &server.Permissions{

@@ -56,9 +56,9 @@ const Reverifiers = 8
 // consumer ended first (the connection closed, the stream deleted), an
 // error that says so and why, once everything it started has stopped.
 func (r *Runner) Run(ctx context.Context) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, NamePrefix: r.consumerPrefix}
 	if r.start > 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1}
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1, NamePrefix: r.consumerPrefix}
 	}
 	cons, err := r.js.OrderedConsumer(ctx, wire.StreamName, cfg)
 	if err != nil {

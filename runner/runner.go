@@ -5,11 +5,13 @@ import (
 	"context"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
@@ -53,6 +55,10 @@ type Runner struct {
 	dispatched atomic.Uint64    // the last position handed to a shard
 	start      uint64           // the position the stream is read from (after the snapshots)
 	clock      func() time.Time // Config.Clock
+	// consumerPrefix names the runner's consumers (OwnsConsumer): drawn at
+	// random, so that nobody who cannot list the stream's consumers can
+	// name one like them.
+	consumerPrefix string
 	// moved is notified whenever the applied position may have advanced
 	// (advanced; Position, WaitFor, WaitForIn).
 	moved notifier
@@ -103,7 +109,7 @@ type Config struct {
 // cfg.SnapshotPath when there are usable ones.
 func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg Config) (*Runner, error) {
 	r := &Runner{js: js, stream: stream, log: cfg.Logger, observe: cfg.Observe, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
-		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify, clock: cfg.Clock}
+		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify, clock: cfg.Clock, consumerPrefix: "parley_engine_" + nuid.Next()}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
@@ -196,4 +202,11 @@ func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 	r.dispatched.Store(m.Seq)
 	r.advanced()
 	return out
+}
+
+// OwnsConsumer reports whether the stream's consumer name is the runner's
+// own (its ordered consumer, under every name it takes): the engine's
+// watch never counts or removes it.
+func (r *Runner) OwnsConsumer(name string) bool {
+	return strings.HasPrefix(name, r.consumerPrefix+"_")
 }

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/parley-engine/parley/health"
+
 	"github.com/parley-engine/parley/httpapi"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/readmodel"
@@ -36,6 +38,10 @@ type Config struct {
 	// over the projection's shards; an open past it is refused
 	// (deliberation.limit).
 	MaxDeliberations int
+	// MaxConsumers bounds the stream's consumers that are not the
+	// engine's own (health.DefaultMaxConsumers when 0): past it the
+	// engine deletes each new one (limit.consumers).
+	MaxConsumers int
 	// MaxKeptBytes bounds the bytes of the summaries kept of rejected, late
 	// and foreign messages across every deliberation
 	// (projector.DefaultMaxKeptBytes when 0, none when negative), spread
@@ -127,3 +133,7 @@ func maxDeliberations(n int) int {
 	}
 	return n
 }
+
+// DefaultMaxConsumers is the default bound on the stream's consumers that
+// are not the engine's own (Config.MaxConsumers).
+const DefaultMaxConsumers = health.DefaultMaxConsumers

@@ -64,6 +64,16 @@ func (o *outsider) violated(subject string) bool {
 	})
 }
 
+// violatedPrefix reports whether the server refused the outsider a
+// publish on a subject beginning with prefix.
+func (o *outsider) violatedPrefix(prefix string) bool {
+	return eventually.Within(10*time.Second, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return strings.Contains(strings.Join(o.errs, "\n"), `Permissions Violation for Publish to "`+prefix)
+	})
+}
+
 // streamNames lists the streams of the engine's account, read with the
 // engine's own connection.
 func streamNames(t *testing.T, s *service.Service) []string {
@@ -528,12 +538,28 @@ func TestEmbeddedDefault_AnonymousClientsOnlyRead(t *testing.T) {
 	if err != nil || v.Artifacts != 1 {
 		t.Fatalf("a client without credentials reads the state: %+v %v", v.Artifacts, err)
 	}
-	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
-	if err != nil {
-		t.Fatalf("a client without credentials reads the stream: %v", err)
+	// But not the stream itself: a consumer outlives the request that
+	// made it, and a client without credentials may make none.
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	rd, err := ledger.Read(short, o.nc, wire.DeliberationFilter(id), 0)
+	if err == nil {
+		_, err = rd.Next(short)
+		rd.Stop()
 	}
-	defer rd.Stop()
-	if m, err := rd.Next(ctx); err != nil || m.Subject != wire.ControlSubject(id) {
+	cancelShort()
+	if err == nil {
+		t.Errorf("a client without credentials read the stream with a consumer")
+	}
+	if consumer := "$JS.API.CONSUMER.CREATE." + wire.StreamName; !o.violatedPrefix(consumer) {
+		t.Errorf("no permissions violation for %s…", consumer)
+	}
+	// The participant reads it.
+	prd, err := ledger.Read(ctx, p.nc, wire.DeliberationFilter(id), 0)
+	if err != nil {
+		t.Fatalf("the participant reads the stream: %v", err)
+	}
+	defer prd.Stop()
+	if m, err := prd.Next(ctx); err != nil || m.Subject != wire.ControlSubject(id) {
 		t.Fatalf("first message %v %v", m, err)
 	}
 	s.Close()

@@ -206,7 +206,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
 	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.conn.Server, Metrics: s.Metrics,
-		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery,
+		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery, MaxConsumers: cfg.MaxConsumers,
 		Halt: func(reason string) {
 			// The supervisor emits nothing more; the API answers 503
 			// (httpapi.Guard, microapi's guard).
@@ -272,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, httpAPI.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	mem := metrics.NewMemoryLimit()
-	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner, Memory: mem}
+	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner, Memory: mem, Consumers: w.ConsumerBound}
 	s.Metrics.WatchBounds(bounds)
 	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
 	w.SetBounds(bounds.Report)

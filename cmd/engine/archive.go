@@ -159,7 +159,10 @@ func (n *natsFlags) refused() string {
 }
 
 func runExport(ctx context.Context, e *env, args []string) int {
-	var nf natsFlags
+	// It reads the stream: a client without credentials may not (it asks
+	// the query service only), so it reads as the participant user of a
+	// local engine's credentials when it finds them.
+	nf := natsFlags{participant: true}
 	var id, format, out string
 	var rootDirs roots
 	fs := newFlags(e, "export", "--deliberation ID [--format log|stream] [--out FILE] [--nats URL] [--root DIR]...", `Writes a deliberation of a live engine (or straight from its NATS cluster) as

@@ -98,7 +98,10 @@ type watcher struct {
 }
 
 func runWatch(ctx context.Context, e *env, args []string) int {
-	var nf natsFlags
+	// It reads the stream: a client without credentials may not (it asks
+	// the query service only), so it reads as the participant user of a
+	// local engine's credentials when it finds them.
+	nf := natsFlags{participant: true}
 	w := &watcher{e: e, ordinals: map[canon.Digest]uint64{}}
 	fs := newFlags(e, "watch", "[--json] [--from N] [--timeout D] [--nats URL] DELIBERATION", watchAbout)
 	fs.BoolVar(&w.asJSON, "json", false, "one JSON object per line")

@@ -39,7 +39,10 @@ parley.witness.<name>.checkpoint and answers requests (allow_responses):
 docs/OPERATIONS.md has the user block.`
 
 func runWitness(ctx context.Context, e *env, args []string) int {
-	var nf natsFlags
+	// It reads the stream: a client without credentials may not (it asks
+	// the query service only), so it reads as the participant user of a
+	// local engine's credentials when it finds them.
+	nf := natsFlags{participant: true}
 	var engineKeys roots
 	fs := newFlags(e, "witness", "--key FILE --engine-key KEY [--engine-key KEY]... [--name NAME] [--dir DIR] [--nats URL]", witnessAbout)
 	keyFile := fs.String("key", "", "the witness's nkeys seed file (engine keygen --out FILE); required")
