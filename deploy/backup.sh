@@ -7,6 +7,9 @@
 #   PARLEY_HTTP=http://127.0.0.1:8080 PARLEY_NATS=nats://127.0.0.1:4222 \
 #   PARLEY_NATS_USER=orchestrator PARLEY_NATS_PASSWORD=… deploy/backup.sh DIR
 #
+# On the embedded default, without PARLEY_NATS_USER, export reads the
+# stream as the participant of the engine's credentials.json:
+# PARLEY_DATA names the engine's data directory (default ./parley-data).
 # PAGE (1000) is how many deliberations one request lists.
 # Needs curl and jq, and engine on PATH (or ENGINE=/path/to/engine).
 # PARLEY_HTTP_TOKEN is sent as the bearer token when set (an engine whose
@@ -26,7 +29,7 @@ while :; do
   headers=$(mktemp)
   curl -sSf -D "$headers" ${auth:+-H "$auth"} "$http/api/v1/deliberations?limit=${PAGE:-1000}${cursor:+&cursor=$cursor}" -o "$dir/.page.json"
   for id in $(jq -r '.[].id' "$dir/.page.json"); do
-    "$engine" export --deliberation "$id" --nats "$nats" ${PARLEY_NATS_USER:+--user "$PARLEY_NATS_USER"} --out "$dir/$id.jsonl.tmp"
+    "$engine" export --deliberation "$id" --nats "$nats" ${PARLEY_NATS_USER:+--user "$PARLEY_NATS_USER"} ${PARLEY_DATA:+--data "$PARLEY_DATA"} --out "$dir/$id.jsonl.tmp"
     mv "$dir/$id.jsonl.tmp" "$dir/$id.jsonl"
     n=$((n + 1))
   done

@@ -153,7 +153,7 @@ func TestProvenance_Live(t *testing.T) {
 	// Offline, with the same root: engine closure and engine audit agree
 	// with the live engine.
 	recFile := filepath.Join(t.TempDir(), "rec.jsonl")
-	if out, err := exec.Command(engineBin, "export", "--root", root, "--nats", s.NATSURL(), "--deliberation", id2, "--out", recFile).CombinedOutput(); err != nil {
+	if out, err := exec.Command(engineBin, "export", "--root", root, "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", id2, "--out", recFile).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	out, err := exec.Command(engineBin, "closure", "--root", root, "--decision", dec2.ID.String(), recFile).Output()

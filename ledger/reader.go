@@ -58,11 +58,18 @@ type Reader struct {
 	js     nats.JetStreamContext
 	filter string
 
+	nc      *nats.Conn
 	mu      sync.Mutex
 	sub     *nats.Subscription
 	next    uint64 // the first stream position not read yet (0: from the first)
 	stopped bool
 }
+
+// ErrDenied is returned by Read when the server refuses the connection
+// the creation of a consumer of the stream: on the embedded default, a
+// client without credentials asks the query service only, and reads the
+// stream as a participant.
+var ErrDenied = errors.New("the server refused this connection a consumer of the stream (on the embedded default a client without credentials may not read the stream: connect as the participant user, whose password is in the engine's credentials.json)")
 
 // ErrReaderStopped is returned by Next after Stop.
 var ErrReaderStopped = errors.New("ledger: the reader is stopped")
@@ -76,7 +83,7 @@ func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Read
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{js: js, filter: filter, next: from}
+	r := &Reader{nc: nc, js: js, filter: filter, next: from}
 	if err := r.subscribe(ctx); err != nil {
 		return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 	}
@@ -111,30 +118,61 @@ func (r *Reader) subscribe(ctx context.Context) error {
 		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(wire.StreamName), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
 		done <- created{sub, err}
 	}()
-	select {
-	case c := <-done:
-		if c.err != nil {
-			return c.err
-		}
-		// The server's flow control does not bound the pending messages:
-		// the library answers a stalled consumer's heartbeat at once.
-		c.sub.SetPendingLimits(readerPending.msgs, readerPending.bytes)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.stopped {
-			go c.sub.Unsubscribe()
-			return ErrReaderStopped
-		}
-		r.sub = c.sub
-		return nil
-	case <-ctx.Done():
-		go func() {
-			if c := <-done; c.sub != nil {
-				c.sub.Unsubscribe()
+	// A refused creation gets no answer, only the server's asynchronous
+	// permissions error on the connection: it is looked for meanwhile.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if denied(r.nc) {
+				go func() {
+					if c := <-done; c.sub != nil {
+						c.sub.Unsubscribe()
+					}
+				}()
+				return ErrDenied
 			}
-		}()
-		return ctx.Err()
+			continue
+		case c := <-done:
+			return r.created(c.sub, c.err)
+		case <-ctx.Done():
+			go func() {
+				if c := <-done; c.sub != nil {
+					c.sub.Unsubscribe()
+				}
+			}()
+			return ctx.Err()
+		}
 	}
+}
+
+// denied reports whether the server refused the connection a consumer of
+// the stream.
+func denied(nc *nats.Conn) bool {
+	err := nc.LastError()
+	return err != nil && strings.Contains(err.Error(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+wire.StreamName)
+}
+
+// created takes the subscription SubscribeSync made.
+func (r *Reader) created(sub *nats.Subscription, err error) error {
+	if err != nil {
+		if denied(r.nc) {
+			return ErrDenied
+		}
+		return err
+	}
+	// The server's flow control does not bound the pending messages:
+	// the library answers a stalled consumer's heartbeat at once.
+	sub.SetPendingLimits(readerPending.msgs, readerPending.bytes)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		go sub.Unsubscribe()
+		return ErrReaderStopped
+	}
+	r.sub = sub
+	return nil
 }
 
 // Next returns the next message, waiting for it until ctx ends. Through a

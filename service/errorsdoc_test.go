@@ -18,7 +18,7 @@ func TestErrorsDoc_Bounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, api.CodeReadBudget, api.CodeBehind, metrics.CodeInFlightBytes, metrics.CodeKeptBytes, metrics.CodeMemoryLimit} {
+	for _, code := range []string{httplimit.CodeConnections, web.CodeLiveFeeds, api.CodeReadBudget, api.CodeBehind, metrics.CodeInFlightBytes, metrics.CodeKeptBytes, metrics.CodeMemoryLimit, metrics.CodeConsumers} {
 		if !strings.Contains(string(b), "| `"+code+"` |") {
 			t.Errorf("docs/ERRORS.md does not list %s", code)
 		}

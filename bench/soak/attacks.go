@@ -40,6 +40,20 @@ func writes(a attack) bool {
 	return ok
 }
 
+// A credentialed attack uses what the embedded default gives only to
+// participants (not to publish: a consumer of the stream, say): it too
+// runs once without credentials and once as an insider, and its check
+// says what each may get.
+type credentialed interface {
+	credentialed()
+}
+
+// asBoth reports whether the class runs as both attackers.
+func asBoth(a attack) bool {
+	_, ok := a.(credentialed)
+	return ok || writes(a)
+}
+
 var attacks []attack
 
 func register(a attack) { attacks = append(attacks, a) }

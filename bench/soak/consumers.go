@@ -29,9 +29,10 @@ import (
 // ones created in the moment before the engine saw them), and a fresh
 // reader still reads.
 type consumers struct {
+	Insider          bool
 	Created, Refused int64
-	Most             int   // the stream's consumers, most seen
-	Reader           error // a fresh reader's first message
+	Most             int    // the stream's consumers, most seen
+	Reader           string // a fresh reader's first message: "" when read
 }
 
 func init() { register(&consumers{}) }
@@ -70,19 +71,26 @@ func (c *consumers) setup(ctx context.Context, e *engine, _ sizes) error {
 // created in the moment before the engine read their advisories.
 const slack = 256
 
+func (*consumers) credentialed() {}
+
 func (c *consumers) check() string {
 	switch {
+	case !c.Insider && c.Created > 0:
+		return fmt.Sprintf("a client without credentials created %d consumers", c.Created)
+	case !c.Insider:
+		return ""
 	case c.Created == 0:
 		return "created no consumer"
 	case c.Most > health.DefaultMaxConsumers+slack:
 		return fmt.Sprintf("the stream held %d consumers (bound %d)", c.Most, health.DefaultMaxConsumers)
-	case c.Reader != nil:
-		return fmt.Sprintf("a fresh reader: %v", c.Reader)
+	case c.Reader != "":
+		return "a fresh reader: " + c.Reader
 	}
 	return ""
 }
 
 func (c *consumers) run(ctx context.Context, e *engine, _ sizes, sent *atomic.Int64) (string, error) {
+	c.Insider = e.insider
 	var created, refused atomic.Int64
 	var most atomic.Int64
 	var wg sync.WaitGroup
@@ -109,8 +117,11 @@ func (c *consumers) run(ctx context.Context, e *engine, _ sizes, sent *atomic.In
 				}})
 				subject := "$JS.API.CONSUMER.CREATE." + wire.StreamName + "." + name
 				sent.Add(int64(len(req) + len(subject)))
-				m, err := nc.RequestWithContext(ctx, subject, req)
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				m, err := nc.RequestWithContext(rctx, subject, req)
+				cancel()
 				if err != nil {
+					refused.Add(1)
 					sub.Unsubscribe()
 					if ctx.Err() == nil {
 						time.Sleep(10 * time.Millisecond)
@@ -151,18 +162,24 @@ func (c *consumers) run(ctx context.Context, e *engine, _ sizes, sent *atomic.In
 			}
 		}
 	}()
-	// A fresh reader, near the end.
+	// A fresh reader (a participant), near the end.
 	if dl, ok := ctx.Deadline(); ok {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(dl) * 4 / 5):
-			c.Reader = freshReader(e)
+			if err := freshReader(e); err != nil {
+				c.Reader = err.Error()
+			}
 		}
 	}
 	wg.Wait()
 	c.Created, c.Refused, c.Most = created.Load(), refused.Load(), int(most.Load())
-	return fmt.Sprintf("%d consumers created, %d refused; the stream held at most %d at once (bound %d); a fresh reader: %v",
-		c.Created, c.Refused, c.Most, health.DefaultMaxConsumers, c.Reader), nil
+	reader := "read"
+	if c.Reader != "" {
+		reader = c.Reader
+	}
+	return fmt.Sprintf("%d consumers created, %d refused or unanswered; the stream held at most %d at once (bound %d); a fresh participant's reader: %s",
+		c.Created, c.Refused, c.Most, health.DefaultMaxConsumers, reader), nil
 }
 
 // freshReader reads the first message of the stream as a participant's
@@ -170,7 +187,7 @@ func (c *consumers) run(ctx context.Context, e *engine, _ sizes, sent *atomic.In
 func freshReader(e *engine) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := e.attacker()
+	nc, err := e.participant()
 	if err != nil {
 		return err
 	}

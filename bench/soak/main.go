@@ -214,7 +214,7 @@ func run(ctx context.Context, o options) ([]result, error) {
 		if len(who) == 0 {
 			who = []string{"anonymous", "participant"}
 		}
-		if !writes(a) {
+		if !asBoth(a) {
 			who = []string{"anonymous"}
 		}
 		for _, args := range variants {

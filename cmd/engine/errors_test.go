@@ -91,7 +91,7 @@ func TestPublish_UnknownDeliberation(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "rec.jsonl")
-	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", typo, "--out", out); code != 1 ||
+	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", typo, "--out", out); code != 1 ||
 		!strings.Contains(errs, "holds no deliberation "+typo+": check the id") {
 		t.Errorf("export: exit %d %s", code, errs)
 	}
@@ -112,5 +112,11 @@ func TestPublish_UnknownDeliberation(t *testing.T) {
 	}
 	if code, _, errs := run(t, claim, "publish", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", strings.TrimSpace(id), "--as", "alice", "-"); code != 0 {
 		t.Fatalf("publish: %d %s", code, errs)
+	}
+	// Without credentials a command that reads the stream is refused, and
+	// told why (not a timeout).
+	code, _, errs = run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", strings.TrimSpace(id), "--out", out)
+	if code != 1 || !strings.Contains(errs, "a client without credentials may not read the stream") {
+		t.Errorf("export without credentials: exit %d: %s", code, errs)
 	}
 }

@@ -51,7 +51,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 	rec := filepath.Join(dir, "rec.jsonl")
 	// Reading is a participant's right: export needs no credentials.
 	t.Chdir(t.TempDir())
-	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", id, "--out", rec); code != 0 {
+	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", id, "--out", rec); code != 0 {
 		t.Fatalf("export: %d %s", code, errs)
 	}
 	if b, _ := os.ReadFile(rec); !strings.Contains(string(b), ".art._supervisor") {
@@ -84,7 +84,7 @@ func TestImport_OperatorCredentials(t *testing.T) {
 	// messages by the ones they restore, with the same ordinals.
 	watch := func(d string) string {
 		t.Helper()
-		code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), d)
+		code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), "--data", s.DataDir(), d)
 		if code != 0 {
 			t.Fatalf("watch %s: %d %s", d, code, errs)
 		}

@@ -65,7 +65,7 @@ func TestReceipt_FetchAndAudit(t *testing.T) {
 	defer wcancel()
 	alice.Watch(wctx, id, func(v api.View) bool { return v.Status != api.StatusCompleted || v.Log.CheckpointDue })
 	rec := filepath.Join(dir, "rec.jsonl")
-	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", id, "--out", rec); code != 0 {
+	if code, _, errs := run(t, "", "export", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", id, "--out", rec); code != 0 {
 		t.Fatalf("export: %d %s", code, errs)
 	}
 	keyFile := filepath.Join(dir, "engine.pub")

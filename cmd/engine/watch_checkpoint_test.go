@@ -58,7 +58,7 @@ func TestWatch_Checkpoint(t *testing.T) {
 	if err := alice.Cancel(ctx, id, "enough"); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), id)
+	code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), "--data", s.DataDir(), id)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

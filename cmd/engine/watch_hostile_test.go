@@ -54,11 +54,11 @@ func TestWatch_HostileText(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb syncBuf
-	if c := Run(ctx, []string{"watch", "--nats", s.NATSURL(), "--timeout", "10s", id}, strings.NewReader(""), &out, &errb); c != 0 {
+	if c := Run(ctx, []string{"watch", "--nats", s.NATSURL(), "--data", s.DataDir(), "--timeout", "10s", id}, strings.NewReader(""), &out, &errb); c != 0 {
 		t.Fatalf("exit %d: %s", c, errb.String())
 	}
 	var jout, jerr syncBuf
-	if c := Run(ctx, []string{"watch", "--json", "--nats", s.NATSURL(), "--timeout", "10s", id}, strings.NewReader(""), &jout, &jerr); c != 0 {
+	if c := Run(ctx, []string{"watch", "--json", "--nats", s.NATSURL(), "--data", s.DataDir(), "--timeout", "10s", id}, strings.NewReader(""), &jout, &jerr); c != 0 {
 		t.Fatalf("exit %d: %s", c, jerr.String())
 	}
 	o, e := out.String(), errb.String()

@@ -134,7 +134,7 @@ func TestWatch_Live(t *testing.T) {
 	out, errb := newLines(), &syncBuf{}
 	code := make(chan int, 1)
 	go func() {
-		code <- Run(ctx, []string{"watch", "--json", "--nats", url, "--timeout", "5s", id}, strings.NewReader(""), out, errb)
+		code <- Run(ctx, []string{"watch", "--json", "--nats", url, "--data", data, "--timeout", "5s", id}, strings.NewReader(""), out, errb)
 		out.pw.Close()
 	}()
 	type got struct {
@@ -272,7 +272,7 @@ func TestWatch_Live(t *testing.T) {
 
 	// The same deliberation, ended, for people: it is read whole and ends.
 	var human, herr syncBuf
-	c := Run(ctx, []string{"watch", "--nats", url, id}, strings.NewReader(""), &human, &herr)
+	c := Run(ctx, []string{"watch", "--nats", url, "--data", data, id}, strings.NewReader(""), &human, &herr)
 	h := human.String()
 	for _, want := range []string{
 		"#1    control      open        \"Adopt the cache?\" participants alice, bob\n",
@@ -296,7 +296,7 @@ func TestWatch_Live(t *testing.T) {
 	}
 	// --from prints from an ordinal on.
 	human = syncBuf{}
-	if c := Run(ctx, []string{"watch", "--nats", url, "--from", "9", id}, strings.NewReader(""), &human, &herr); c != 0 ||
+	if c := Run(ctx, []string{"watch", "--nats", url, "--data", data, "--from", "9", id}, strings.NewReader(""), &human, &herr); c != 0 ||
 		!strings.HasPrefix(human.String(), "#9    control      cancel") {
 		t.Errorf("--from 9: exit %d %q", c, human.String())
 	}
@@ -363,7 +363,7 @@ func TestWatch_NoSupervisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), "--grace", "1s", id)
+	code, out, errs := run(t, "", "watch", "--nats", s.NATSURL(), "--data", s.DataDir(), "--grace", "1s", id)
 	if code != 0 || !strings.Contains(out, "#2    control      cancel      done\n") || !strings.Contains(out, "ended: cancelled after 2 messages") ||
 		!strings.Contains(out, "note: the deliberation ended with no TERMINATION on the record within --grace") {
 		t.Errorf("exit %d %q %q", code, out, errs)

@@ -93,7 +93,7 @@ func TestWitness_CosignsForTheAudit(t *testing.T) {
 	var out, errs bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(wctx, []string{"witness", "--nats", s.NATSURL(), "--key", keyFile, "--engine-key", engineKeyFile, "--name", "w1", "--dir", notes},
+		done <- Run(wctx, []string{"witness", "--nats", s.NATSURL(), "--data", s.DataDir(), "--key", keyFile, "--engine-key", engineKeyFile, "--name", "w1", "--dir", notes},
 			strings.NewReader(""), &out, &errs)
 	}()
 
@@ -129,7 +129,7 @@ func TestWitness_CosignsForTheAudit(t *testing.T) {
 	})
 	// The recording, as the engine holds it now.
 	rec := filepath.Join(dir, "rec.jsonl")
-	if code, _, e := run(t, "", "export", "--nats", s.NATSURL(), "--deliberation", id, "--out", rec); code != 0 {
+	if code, _, e := run(t, "", "export", "--nats", s.NATSURL(), "--data", s.DataDir(), "--deliberation", id, "--out", rec); code != 0 {
 		t.Fatalf("export: %d %s", code, e)
 	}
 	// The operator, who holds the engine's key, signs another log of the
