@@ -95,7 +95,7 @@ func (c *consumers) run(ctx context.Context, e *engine, _ sizes, sent *atomic.In
 	var most atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
-		nc, err := e.attacker(nats.MaxReconnects(-1))
+		nc, err := e.attacker(nats.MaxReconnects(-1), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 		if err != nil {
 			return "", err
 		}
