@@ -63,10 +63,14 @@ func (w *Watch) onConsumerCreated(subject string) {
 // engine's own (Config.MaxConsumers): the readers' (participants read the
 // stream with ordered push consumers; a client without credentials may
 // create none), an export's, a witness's. A consumer lives in the server
-// until it is deleted or idle for a time its creator chooses, so without
-// a bound one reader could make the server hold as many as it sends
-// requests for.
-const DefaultMaxConsumers = 1024
+// until it is deleted or idle for a time its creator chooses. The server
+// refuses a stream's consumers past 1,000 (nats-server's default, for a
+// stream and an account that set none): without this bound one reader
+// could fill those, and the engine could not make its own consumer again
+// (after a lost connection, say) nor any honest reader one. Half of the
+// server's leaves the rest to the engine, and to the new consumers made
+// in the moment before the engine learns of them.
+const DefaultMaxConsumers = 500
 
 // ConsumerStats are the consumer bound's counts.
 type ConsumerStats struct {
