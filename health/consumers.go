@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -49,10 +50,52 @@ func allowedConsumer(cfg jetstream.ConsumerConfig) bool {
 
 // onConsumerCreated queues the consumer an advisory names for inspection
 // (the watch's goroutine reads it; a full queue leaves it to the sweep).
+// Once the API audit names created consumers (onConsumerAudit), with
+// their configuration, the bare advisory is left alone: the audit costs
+// no request to the server, which matters when the server is busiest,
+// under a flood of creations.
 func (w *Watch) onConsumerCreated(subject string) {
-	name := subject[len(consumerAdvisory):]
+	if w.audited.Load() {
+		return
+	}
+	w.queueConsumer(&jetstream.ConsumerInfo{Name: subject[len(consumerAdvisory):]}, false)
+}
+
+// consumerCreate begins the API subjects a consumer of the stream is
+// created on (…PARLEY alone, the old form, and …PARLEY.<name>[.<filter>]).
+const consumerCreate = "$JS.API.CONSUMER.CREATE." + wire.StreamName + "."
+
+// onConsumerAudit queues a consumer the API audit says was created, with
+// its configuration and creation time from the server's answer.
+func (w *Watch) onConsumerAudit(data []byte) {
+	var a struct {
+		Subject  string `json:"subject"`
+		Response string `json:"response"`
+	}
+	if json.Unmarshal(data, &a) != nil || !strings.HasPrefix(a.Subject+".", consumerCreate) {
+		return
+	}
+	var info struct {
+		jetstream.ConsumerInfo
+		Error *struct{} `json:"error"`
+	}
+	if json.Unmarshal([]byte(a.Response), &info) != nil || info.Error != nil || info.Name == "" {
+		return
+	}
+	w.audited.Store(true)
+	w.queueConsumer(&info.ConsumerInfo, true)
+}
+
+// seenConsumer is a consumer to inspect: its information, whole when the
+// audit gave it, else only its name.
+type seenConsumer struct {
+	info  *jetstream.ConsumerInfo
+	whole bool
+}
+
+func (w *Watch) queueConsumer(info *jetstream.ConsumerInfo, whole bool) {
 	select {
-	case w.consumers <- name:
+	case w.consumers <- seenConsumer{info, whole}:
 	default:
 		// A full queue: the next check sweeps every consumer.
 		w.sweepDue.Store(true)
@@ -109,15 +152,17 @@ func (w *Watch) consumerInfo(ctx context.Context, name string) *jetstream.Consum
 // inspectConsumer deletes the consumer name if it may not stay: a push
 // consumer delivering outside the inboxes, or, past the bound, the newest
 // of the consumers not the engine's.
-func (w *Watch) inspectConsumer(ctx context.Context, name string) {
-	if w.own(name) {
+func (w *Watch) inspectConsumer(ctx context.Context, c seenConsumer) {
+	if w.own(c.info.Name) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info := w.consumerInfo(ctx, name)
-	if info == nil {
-		return
+	info := c.info
+	if !c.whole {
+		if info = w.consumerInfo(ctx, info.Name); info == nil {
+			return
+		}
 	}
 	if !allowedConsumer(info.Config) {
 		w.judgeConsumer(ctx, info)

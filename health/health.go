@@ -193,7 +193,10 @@ type Watch struct {
 	kick    chan string         // an advisory asks for a check now
 	// consumers are consumers whose creation an advisory announced, to
 	// inspect (consumers.go).
-	consumers chan string
+	consumers chan seenConsumer
+	// audited: the API audit has named a created consumer (so the bare
+	// creation advisories are left alone).
+	audited atomic.Bool
 	// sweepDue: the queue of consumers overflowed; the next check sweeps.
 	sweepDue atomic.Bool
 
@@ -248,7 +251,7 @@ func New(cfg Config) *Watch {
 		every = DefaultStreamCheckEvery
 	}
 	w := &Watch{js: cfg.JS, stream: cfg.Stream, r: cfg.Runner, srv: cfg.Server, m: cfg.Metrics, log: cfg.Log, every: every, halt: cfg.Halt,
-		kick: make(chan string, 1), consumers: make(chan string, 4096), problems: map[string]*HealthProblem{},
+		kick: make(chan string, 1), consumers: make(chan seenConsumer, 4096), problems: map[string]*HealthProblem{},
 		maxConsumers: cmp.Or(max(cfg.MaxConsumers, 0), DefaultMaxConsumers), known: map[string]time.Time{}}
 	if ci := cfg.Stream.CachedInfo(); ci != nil {
 		w.created = ci.Created
@@ -347,9 +350,14 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 	if rest, ok := strings.CutPrefix(msg.Subject, "$JS.EVENT.ADVISORY.STREAM."); ok {
 		kind, _, _ = strings.Cut(rest, ".")
 	} else {
-		// The audit of every API request of the account: only those on
-		// this stream's administration count, which a cheap test finds
-		// before any decoding.
+		// The audit of every API request of the account: the creations
+		// of the stream's consumers (consumers.go), and the requests on
+		// this stream's administration, which a cheap test finds before
+		// any decoding.
+		if bytes.Contains(msg.Data, []byte(consumerCreate[:len(consumerCreate)-1])) {
+			w.onConsumerAudit(msg.Data)
+			return
+		}
 		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(wire.StreamName)) {
 			return
 		}
@@ -404,8 +412,8 @@ func (w *Watch) Run(ctx context.Context) {
 			}
 		case subj := <-w.kick:
 			w.check(ctx, subj)
-		case name := <-w.consumers:
-			w.inspectConsumer(ctx, name)
+		case c := <-w.consumers:
+			w.inspectConsumer(ctx, c)
 		}
 	}
 }
