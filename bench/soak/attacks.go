@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/parley-engine/parley/health"
 )
 
 // An attack is one class of hostile client, run against the engine beside
@@ -71,4 +73,16 @@ type sizes struct {
 	Readers int
 	// LabelRate: hostile messages a second of the label flood.
 	LabelRate int
+	// Consumers: the engine's bound on the stream's consumers not its own
+	// (engine serve --max-consumers; 0: its default, which is also
+	// health.DefaultMaxConsumers).
+	Consumers int
+}
+
+// consumerBound is the engine's bound on consumers the soak runs with.
+func (sz sizes) consumerBound() int {
+	if sz.Consumers > 0 {
+		return sz.Consumers
+	}
+	return health.DefaultMaxConsumers
 }

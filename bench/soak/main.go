@@ -49,6 +49,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -169,7 +170,7 @@ func main() {
 
 func shortOptions(o options) options {
 	o.phase, o.relays, o.fds, o.settle = 2*time.Second, 2, 1024, 3*time.Second
-	o.sz = sizes{Sockets: 900, Feeds: 40, DAG: 5000, Readers: 8, LabelRate: 500}
+	o.sz = sizes{Sockets: 900, Feeds: 40, DAG: 5000, Readers: 8, LabelRate: 500, Consumers: 50}
 	return o
 }
 
@@ -235,7 +236,11 @@ func run(ctx context.Context, o options) ([]result, error) {
 // beside the attack for a phase, and stops the engine.
 func runClass(ctx context.Context, o options, bin, dir string, a attack, args []string, as string) (result, error) {
 	r := result{Class: a.name(), EngineArgs: strings.Join(args, " "), Relays: o.relays, Attacker: as}
-	e, err := startEngine(ctx, bin, dir, o.fds, args...)
+	extra := args
+	if o.sz.Consumers > 0 {
+		extra = append(slices.Clone(args), "--max-consumers", strconv.Itoa(o.sz.Consumers))
+	}
+	e, err := startEngine(ctx, bin, dir, o.fds, extra...)
 	if err != nil {
 		return r, err
 	}
