@@ -1,0 +1,285 @@
+package lease
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// memberPrefix begins the keys by which the engines of a group say they
+// are alive (member.<name>), in the leases' bucket: the bucket's TTL
+// expires them as it expires leases.
+const memberPrefix = "member."
+
+// MemberKey is the key by which the engine named name says it is alive.
+func MemberKey(name string) string { return memberPrefix + name }
+
+// GroupConfig configures a Group.
+type GroupConfig struct {
+	// Partitions is how many partitions the group shares (the partition
+	// package's Count, 1,024; 1 to 10,000).
+	Partitions int
+	// Every is the interval of a round (default TTL/3): the membership
+	// heartbeat, the renewal of every lease held, and the acquisitions
+	// and releases that bring the engine to its share.
+	Every time.Duration
+	// OnChange, when set, is called from the group's goroutine with the
+	// partitions the engine holds, in increasing order, whenever they
+	// change (and once after the first round). The leases are the
+	// fencing tokens of what it writes for them (Group.Lease).
+	OnChange func(held []int)
+}
+
+// A Group shares a number of partitions among the live engines that run
+// one over the same bucket: each takes about the same share, through the
+// partitions' leases, and holds it while it lives. An engine that stops
+// (Run's context ended) releases its leases at once; one that dies stops
+// renewing them and the bucket's TTL expires them. Every round, each
+// engine counts the live members (their member.<name> keys), takes free
+// partitions up to its share (⌈partitions / members⌉) in an order of its
+// own (rendezvous hashing of its name and the partition, so that engines
+// seldom race for the same key), and releases those past its share, the
+// least preferred first, for the others to take. A partition whose lease
+// expired is free: the dead engine's partitions are taken within TTL and
+// a round or two of its last renewal.
+type Group struct {
+	leases *Leases
+	kv     jetstream.KeyValue
+	name   string
+	cfg    GroupConfig
+
+	mu   sync.Mutex
+	held map[int]*Lease
+}
+
+// NewGroup returns the group member named by m's owner (each engine of a
+// group must have a name of its own), sharing cfg.Partitions partitions.
+func NewGroup(m *Leases, cfg GroupConfig) (*Group, error) {
+	if cfg.Partitions < 1 || cfg.Partitions > 10000 {
+		return nil, &Error{Code: CodeInvalid, Op: "group", Err: fmt.Errorf("%d partitions: want 1 to 10,000", cfg.Partitions)}
+	}
+	if strings.ContainsAny(m.owner, ".*> ") {
+		return nil, &Error{Code: CodeInvalid, Op: "group", Err: fmt.Errorf("owner %q: a group member's name is a key token (no '.', '*', '>')", m.owner)}
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = m.ttl / 3
+	}
+	return &Group{leases: m, kv: m.kv, name: m.owner, cfg: cfg, held: map[int]*Lease{}}, nil
+}
+
+// Held returns the partitions the engine holds, in increasing order.
+func (g *Group) Held() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]int, 0, len(g.held))
+	for p := range g.held {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Lease returns the engine's lease of partition p, or nil: the fencing
+// token of a write for p (Leases.Guarded).
+func (g *Group) Lease(p int) *Lease {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held[p]
+}
+
+// Run takes and keeps the engine's share until ctx ends, then releases
+// every lease it holds and its membership. It returns ctx's end, or the
+// error that stopped it (the bucket gone).
+func (g *Group) Run(ctx context.Context) error {
+	t := time.NewTicker(g.cfg.Every)
+	defer t.Stop()
+	defer g.leave()
+	var last []int
+	first := true
+	for {
+		if err := g.round(ctx); err != nil && ctx.Err() == nil {
+			var le *Error
+			if errors.As(err, &le) && le.Code == CodeBucket {
+				return err
+			}
+		}
+		if held := g.Held(); first || !slices.Equal(held, last) {
+			first, last = false, held
+			if g.cfg.OnChange != nil {
+				g.cfg.OnChange(held)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// round is one heartbeat, renewal, and move towards the share.
+func (g *Group) round(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, g.leases.ttl)
+	defer cancel()
+	if _, err := g.kv.Put(rctx, MemberKey(g.name), []byte(g.name)); err != nil {
+		return &Error{Code: CodeUnavailable, Op: "heartbeat", Key: MemberKey(g.name), Err: err}
+	}
+	g.renew(rctx)
+	members, taken, err := g.look(rctx)
+	if err != nil {
+		return err
+	}
+	share := (g.cfg.Partitions + members - 1) / members
+	held := g.Held()
+	order := g.preference()
+	switch {
+	case len(held) > share:
+		// The least preferred first.
+		rank := make(map[int]int, len(order))
+		for i, p := range order {
+			rank[p] = i
+		}
+		slices.SortFunc(held, func(a, b int) int { return rank[b] - rank[a] })
+		for _, p := range held[:len(held)-share] {
+			g.release(rctx, p)
+		}
+	case len(held) < share:
+		for _, p := range order {
+			if len(g.Held()) >= share || rctx.Err() != nil {
+				break
+			}
+			if taken[p] {
+				continue
+			}
+			l, err := g.leases.Acquire(rctx, p)
+			if err != nil {
+				continue // someone took it first, or the server did not answer: next round
+			}
+			g.mu.Lock()
+			g.held[p] = l
+			g.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// renew renews every lease held, a few at a time; a lost one is
+// forgotten (the owner no longer acts for it).
+func (g *Group) renew(ctx context.Context) {
+	g.mu.Lock()
+	ls := make([]*Lease, 0, len(g.held))
+	for _, l := range g.held {
+		ls = append(ls, l)
+	}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, l := range ls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := g.leases.Renew(ctx, l); errors.Is(err, ErrLost) {
+				g.mu.Lock()
+				if g.held[l.Partition] == l {
+					delete(g.held, l.Partition)
+				}
+				g.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// look lists the bucket: the live members (this one included) and the
+// partitions someone holds.
+func (g *Group) look(ctx context.Context) (members int, taken map[int]bool, err error) {
+	keys, err := g.kv.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 0, nil, &Error{Code: CodeBucket, Op: "look", Err: err}
+		}
+		return 0, nil, &Error{Code: CodeUnavailable, Op: "look", Err: err}
+	}
+	taken = map[int]bool{}
+	self := false
+	for k := range keys.Keys() {
+		if name, ok := strings.CutPrefix(k, memberPrefix); ok {
+			members++
+			self = self || name == g.name
+			continue
+		}
+		var p int
+		if _, err := fmt.Sscanf(k, "partition.%d", &p); err == nil {
+			taken[p] = true
+		}
+	}
+	if !self {
+		members++ // its heartbeat is not listed yet
+	}
+	return members, taken, nil
+}
+
+// preference is the order in which the engine takes partitions:
+// rendezvous hashing of its name with each partition, highest first.
+func (g *Group) preference() []int {
+	type w struct {
+		p int
+		h uint64
+	}
+	ws := make([]w, g.cfg.Partitions)
+	var b [4]byte
+	for p := range ws {
+		h := fnv.New64a()
+		h.Write([]byte(g.name))
+		binary.BigEndian.PutUint32(b[:], uint32(p))
+		h.Write(b[:])
+		ws[p] = w{p, h.Sum64()}
+	}
+	slices.SortFunc(ws, func(a, b w) int {
+		switch {
+		case a.h > b.h:
+			return -1
+		case a.h < b.h:
+			return 1
+		}
+		return a.p - b.p
+	})
+	out := make([]int, len(ws))
+	for i, x := range ws {
+		out[i] = x.p
+	}
+	return out
+}
+
+func (g *Group) release(ctx context.Context, p int) {
+	g.mu.Lock()
+	l := g.held[p]
+	delete(g.held, p)
+	g.mu.Unlock()
+	if l != nil {
+		_ = g.leases.Release(ctx, l)
+	}
+}
+
+// leave releases every lease and the membership, for a handover without
+// waiting for the TTL.
+func (g *Group) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, p := range g.Held() {
+		g.release(ctx, p)
+	}
+	_ = g.kv.Delete(ctx, MemberKey(g.name))
+	if g.cfg.OnChange != nil {
+		g.cfg.OnChange(nil)
+	}
+}

@@ -1,0 +1,214 @@
+package lease_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/internal/eventually"
+	"github.com/parley-engine/parley/lease"
+	"github.com/parley-engine/parley/partition"
+)
+
+// member is one engine of a group in a test: its own connection, its
+// group, and the way to stop it.
+type member struct {
+	name   string
+	nc     *nats.Conn
+	g      *lease.Group
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func join(t *testing.T, s *server.Server, name string) *member {
+	t.Helper()
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), lease.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lease.New(context.Background(), kv, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := lease.NewGroup(l, lease.GroupConfig{Partitions: partition.Count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{name: name, nc: nc, g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); nc.Close() })
+	return m
+}
+
+// owners reads every partition's lease from the bucket: its owner by
+// partition ("" when none holds it).
+func owners(t *testing.T, kv jetstream.KeyValue) []string {
+	t.Helper()
+	out := make([]string, partition.Count)
+	keys, err := kv.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys.Keys() {
+		var p int
+		if _, err := fmt.Sscanf(k, "partition.%d", &p); err != nil {
+			continue
+		}
+		e, err := kv.Get(context.Background(), k)
+		if err != nil {
+			continue
+		}
+		var v struct{ Owner string }
+		json.Unmarshal(e.Value(), &v)
+		out[p] = v.Owner
+	}
+	return out
+}
+
+// shared reports whether the members hold every partition between them,
+// none twice, each about its share (⌈Count/len(ms)⌉ at most), and the
+// bucket agrees with what each says it holds.
+func shared(t *testing.T, kv jetstream.KeyValue, ms ...*member) (bool, string) {
+	t.Helper()
+	share := (partition.Count + len(ms) - 1) / len(ms)
+	by := owners(t, kv)
+	seen := make([]string, partition.Count)
+	var sizes []int
+	for _, m := range ms {
+		held := m.g.Held()
+		sizes = append(sizes, len(held))
+		if len(held) > share {
+			return false, fmt.Sprintf("%s holds %d, the share is %d", m.name, len(held), share)
+		}
+		for _, p := range held {
+			if seen[p] != "" {
+				return false, fmt.Sprintf("partition %d held by %s and %s", p, seen[p], m.name)
+			}
+			seen[p] = m.name
+			if by[p] != m.name {
+				return false, fmt.Sprintf("partition %d: %s says it holds it, the bucket says %q", p, m.name, by[p])
+			}
+		}
+	}
+	if i := slices.Index(seen, ""); i >= 0 {
+		return false, fmt.Sprintf("partition %d held by none (sizes %v)", i, sizes)
+	}
+	return true, fmt.Sprint(sizes)
+}
+
+// Three engines share the 1,024 partitions, each about a third, none
+// twice; one dies (its connection closed, nothing released) and the two
+// others take its partitions once its leases expire; a fourth joins and
+// the shares even out again; one stops and hands its partitions over at
+// once, without waiting for the TTL.
+func TestGroup_SharesTakesOverAndHandsOver(t *testing.T) {
+	s, _, kv := start(t)
+	a, b, c := join(t, s, "a"), join(t, s, "b"), join(t, s, "c")
+	var why string
+	if !eventually.Within(20*time.Second, func() (ok bool) { ok, why = shared(t, kv, a, b, c); return }) {
+		t.Fatalf("three engines never shared the partitions: %s", why)
+	}
+	t.Logf("three engines: %s", why)
+
+	// b dies: its connection goes, its leases are not released.
+	died := time.Now()
+	b.nc.Close()
+	if !eventually.Within(20*time.Second, func() (ok bool) { ok, why = shared(t, kv, a, c); return }) {
+		t.Fatalf("the two others never took b's partitions: %s", why)
+	}
+	t.Logf("b died; a and c hold every partition %v later: %s", time.Since(died).Round(10*time.Millisecond), why)
+
+	// d joins.
+	d := join(t, s, "d")
+	if !eventually.Within(20*time.Second, func() (ok bool) { ok, why = shared(t, kv, a, c, d); return }) {
+		t.Fatalf("a new engine never got its share: %s", why)
+	}
+	t.Logf("d joined: %s", why)
+
+	// a stops: it releases what it holds, and the others take it before
+	// its leases would have expired.
+	stopped := time.Now()
+	a.cancel()
+	<-a.done
+	if held := a.g.Held(); len(held) != 0 {
+		t.Errorf("a still holds %d partitions after it stopped", len(held))
+	}
+	if !eventually.Within(20*time.Second, func() (ok bool) { ok, why = shared(t, kv, c, d); return }) {
+		t.Fatalf("the others never took a's partitions: %s", why)
+	}
+	t.Logf("a stopped; c and d hold every partition %v later: %s", time.Since(stopped).Round(10*time.Millisecond), why)
+}
+
+// OnChange tells the engine what it holds, and nothing once it stops.
+func TestGroup_OnChange(t *testing.T) {
+	s, _, kv := start(t)
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	l, err := lease.New(context.Background(), kv, "solo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := make(chan []int, 16)
+	g, err := lease.NewGroup(l, lease.GroupConfig{Partitions: 16, OnChange: func(h []int) { changes <- h }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	var last []int
+	for deadline := time.After(10 * time.Second); len(last) < 16; {
+		select {
+		case last = <-changes:
+		case <-deadline:
+			t.Fatalf("a lone engine holds %v, want all 16", last)
+		}
+	}
+	for p := range 16 {
+		if g.Lease(p) == nil {
+			t.Errorf("no lease of partition %d", p)
+		}
+	}
+	cancel()
+	<-done
+	for {
+		select {
+		case h := <-changes:
+			if h == nil {
+				return
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no change to nothing after the engine stopped")
+		}
+	}
+}
+
+func TestGroup_Invalid(t *testing.T) {
+	_, _, kv := start(t)
+	l, _ := lease.New(context.Background(), kv, "a.b")
+	if _, err := lease.NewGroup(l, lease.GroupConfig{Partitions: 1024}); err == nil {
+		t.Error("a member named a.b: no error")
+	}
+	l, _ = lease.New(context.Background(), kv, "ok")
+	for _, n := range []int{0, -1, 10001} {
+		if _, err := lease.NewGroup(l, lease.GroupConfig{Partitions: n}); err == nil {
+			t.Errorf("%d partitions: no error", n)
+		}
+	}
+}
