@@ -57,7 +57,14 @@ type Group struct {
 	cfg    GroupConfig
 
 	mu   sync.Mutex
-	held map[int]*Lease
+	held map[int]*holding
+}
+
+// holding is a lease held, with the lock every use of it takes (the
+// group's renewals, an owner's write through Group.Renew).
+type holding struct {
+	mu sync.Mutex
+	l  *Lease
 }
 
 // NewGroup returns the group member named by m's owner (each engine of a
@@ -72,7 +79,7 @@ func NewGroup(m *Leases, cfg GroupConfig) (*Group, error) {
 	if cfg.Every <= 0 {
 		cfg.Every = m.ttl / 3
 	}
-	return &Group{leases: m, kv: m.kv, name: m.owner, cfg: cfg, held: map[int]*Lease{}}, nil
+	return &Group{leases: m, kv: m.kv, name: m.owner, cfg: cfg, held: map[int]*holding{}}, nil
 }
 
 // Held returns the partitions the engine holds, in increasing order.
@@ -87,12 +94,44 @@ func (g *Group) Held() []int {
 	return out
 }
 
-// Lease returns the engine's lease of partition p, or nil: the fencing
-// token of a write for p (Leases.Guarded).
-func (g *Group) Lease(p int) *Lease {
+// Holds reports whether the engine holds partition p's lease.
+func (g *Group) Holds(p int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held[p]
+	return g.held[p] != nil
+}
+
+// Renew renews the engine's lease of partition p right before a write
+// for p, and returns its stamp (partition.<nnnn>@<revision>, for the
+// write's Header). It is the barrier a stale owner stops at: ErrLost
+// when the engine does not hold p, or no longer does (and then forgets
+// it); ErrUnavailable when the server did not answer (write nothing).
+func (g *Group) Renew(ctx context.Context, p int) (string, error) {
+	g.mu.Lock()
+	h := g.held[p]
+	g.mu.Unlock()
+	if h == nil {
+		return "", &Error{Code: CodeLost, Op: "renew", Key: Key(p), Err: errors.New("not held")}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := g.leases.Renew(ctx, h.l)
+	if err != nil {
+		if errors.Is(err, ErrLost) {
+			g.forget(p, h)
+		}
+		return "", err
+	}
+	return h.l.Stamp(), nil
+}
+
+// forget drops h, p's holding, if it is still the one held.
+func (g *Group) forget(p int, h *holding) {
+	g.mu.Lock()
+	if g.held[p] == h {
+		delete(g.held, p)
+	}
+	g.mu.Unlock()
 }
 
 // Run takes and keeps the engine's share until ctx ends, then releases
@@ -152,8 +191,10 @@ func (g *Group) round(ctx context.Context) error {
 			g.release(rctx, p)
 		}
 	case len(held) < share:
+		// Not past half a round: the next renewals must come in time.
+		stop := time.Now().Add(g.cfg.Every / 2)
 		for _, p := range order {
-			if len(g.Held()) >= share || rctx.Err() != nil {
+			if len(g.Held()) >= share || rctx.Err() != nil || time.Now().After(stop) {
 				break
 			}
 			if taken[p] {
@@ -164,7 +205,7 @@ func (g *Group) round(ctx context.Context) error {
 				continue // someone took it first, or the server did not answer: next round
 			}
 			g.mu.Lock()
-			g.held[p] = l
+			g.held[p] = &holding{l: l}
 			g.mu.Unlock()
 		}
 	}
@@ -175,24 +216,23 @@ func (g *Group) round(ctx context.Context) error {
 // forgotten (the owner no longer acts for it).
 func (g *Group) renew(ctx context.Context) {
 	g.mu.Lock()
-	ls := make([]*Lease, 0, len(g.held))
-	for _, l := range g.held {
-		ls = append(ls, l)
+	hs := make(map[int]*holding, len(g.held))
+	for p, h := range g.held {
+		hs[p] = h
 	}
 	g.mu.Unlock()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for _, l := range ls {
+	for p, h := range hs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := g.leases.Renew(ctx, l); errors.Is(err, ErrLost) {
-				g.mu.Lock()
-				if g.held[l.Partition] == l {
-					delete(g.held, l.Partition)
-				}
-				g.mu.Unlock()
+			h.mu.Lock()
+			err := g.leases.Renew(ctx, h.l)
+			h.mu.Unlock()
+			if errors.Is(err, ErrLost) {
+				g.forget(p, h)
 			}
 		}()
 	}
@@ -262,11 +302,13 @@ func (g *Group) preference() []int {
 
 func (g *Group) release(ctx context.Context, p int) {
 	g.mu.Lock()
-	l := g.held[p]
+	h := g.held[p]
 	delete(g.held, p)
 	g.mu.Unlock()
-	if l != nil {
-		_ = g.leases.Release(ctx, l)
+	if h != nil {
+		h.mu.Lock()
+		_ = g.leases.Release(ctx, h.l)
+		h.mu.Unlock()
 	}
 }
 
