@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/signing"
@@ -59,6 +60,17 @@ type Supervisor struct {
 	// publish. Zero: DefaultMaxWait.
 	MaxWait time.Duration
 
+	// Fence, when set, makes the supervisor one of several engines that
+	// share the deliberations by partition leases (lease.Group): it
+	// judges only the deliberations whose lease Fence holds, and renews
+	// that lease right before each publish, the barrier a stale owner
+	// stops at; the publish carries the lease's stamp (lease.Header). The
+	// expected-last-sequence guard of every publish does the rest: an
+	// owner that lost its lease between the renewal and the publish
+	// finds the deliberation moved on if the new owner wrote first
+	// (docs/SCALING.md, "Fencing a write").
+	Fence Fence
+
 	mu     sync.Mutex
 	judged map[string]uint64 // deliberation -> position last judged with nothing to do
 	seen   map[string]seenAt // deliberation -> position and when it was first seen
@@ -67,6 +79,22 @@ type Supervisor struct {
 	// deliberation is not judged again for projector.ClockSkew.
 	refused map[string]time.Time
 }
+
+// Fence is what a supervisor that shares the deliberations with other
+// engines asks before it judges and writes (Supervisor.Fence).
+type Fence interface {
+	// Holds reports whether the engine holds the lease of the
+	// deliberation's partition.
+	Holds(deliberation string) bool
+	// Renew renews that lease right before a write, and returns its stamp
+	// for the write's lease.Header; an error means: write nothing.
+	Renew(ctx context.Context, deliberation string) (stamp string, err error)
+}
+
+// ErrNotOwner is returned, wrapped, when the supervisor's fence refused a
+// write: the engine no longer holds the deliberation's partition (another
+// engine does, or will once the lease expires), or could not renew it.
+var ErrNotOwner = errors.New("service: this engine does not hold the deliberation's partition")
 
 type seenAt struct {
 	position uint64
@@ -116,6 +144,9 @@ func (s *Supervisor) judge(now time.Time, settle time.Duration) []Job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.r.EachDeliberation(func(d *projector.Deliberation) {
+		if s.Fence != nil && !s.Fence.Holds(d.ID) {
+			return
+		}
 		if j, ok := s.decide(d, now, settle); ok {
 			jobs = append(jobs, j)
 		}
@@ -129,6 +160,9 @@ func (s *Supervisor) judgeOne(id string, now time.Time) (Job, bool) {
 	var ok bool
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.Fence != nil && !s.Fence.Holds(id) {
+		return j, false
+	}
 	s.r.ReadDeliberation(id, func(d *projector.Deliberation) { j, ok = s.decide(d, now, 0) })
 	return j, ok
 }
@@ -233,12 +267,22 @@ func (s *Supervisor) Publish(ctx context.Context, j Job) (int, error) {
 }
 
 func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
+	stamp := ""
+	if s.Fence != nil {
+		var err error
+		if stamp, err = s.Fence.Renew(ctx, j.Deliberation); err != nil {
+			return 0, j.Position, fmt.Errorf("%w: %s: %v", ErrNotOwner, j.Deliberation, err)
+		}
+	}
 	if j.Checkpoint != nil {
-		return s.publishCheckpoint(ctx, j)
+		return s.publishCheckpoint(ctx, j, stamp)
 	}
 	expect := j.Position
 	for i, e := range j.Emissions {
 		msg := &nats.Msg{Subject: wire.ArtifactSubject(j.Deliberation, wire.SupervisorToken), Data: e.Artifact.Canonical, Header: nats.Header{}}
+		if stamp != "" {
+			msg.Header.Set(lease.Header, stamp)
+		}
 		if s.Key != nil {
 			h, err := signing.Sign(s.Key, j.Deliberation, wire.SupervisorToken, e.Artifact.ID.String())
 			if err != nil {
@@ -288,6 +332,8 @@ func (s *Supervisor) Step(ctx context.Context) int {
 				s.log.Debug("supervisor: lost the race, judge again", "err", err)
 			case errors.Is(err, ErrUnsettled):
 				s.log.Info("supervisor: no answer, judge again", "err", err)
+			case errors.Is(err, ErrNotOwner):
+				s.log.Info("supervisor: not the owner, nothing written", "err", err)
 			case err != nil:
 				s.log.Error("supervisor", "err", err)
 			}
@@ -350,12 +396,15 @@ func (s *Supervisor) checkpoint(d *projector.Deliberation) (Job, error) {
 // publishCheckpoint publishes j's checkpoint, guarded as an emission is:
 // it covers the log up to the position judged, so it must come right
 // after it.
-func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job) (int, uint64, error) {
+func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job, stamp string) (int, uint64, error) {
 	pub, err := s.Key.PublicKey()
 	if err != nil {
 		return 0, j.Position, err
 	}
 	msg := &nats.Msg{Subject: wire.CheckpointSubject(j.Deliberation), Data: j.Checkpoint, Header: nats.Header{signing.KeyHeader: []string{pub}}}
+	if stamp != "" {
+		msg.Header.Set(lease.Header, stamp)
+	}
 	ack, err := s.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgIDs.For("checkpoint", j.Deliberation, strconv.FormatUint(j.Size, 10), strconv.FormatUint(j.Position, 10))),
 		jetstream.WithExpectStream(wire.StreamName),
