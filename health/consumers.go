@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/parley-engine/parley/wire"
 )
 
 // Participants read the stream with consumers, so they may create them;
@@ -34,7 +32,9 @@ const consumerInbox = "_INBOX."
 const sweepEvery = 15
 
 // consumerAdvisory is the advisory of a consumer created on the stream.
-const consumerAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + wire.StreamName + "."
+func (w *Watch) consumerAdvisory() string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + w.name + "."
+}
 
 // allowedConsumer reports whether a consumer of the stream may stay: a
 // pull consumer, or a push consumer delivering to an inbox.
@@ -45,7 +45,7 @@ func allowedConsumer(cfg jetstream.ConsumerConfig) bool {
 // onConsumerCreated queues the consumer an advisory names for inspection
 // (the watch's goroutine reads it; a full queue leaves it to the sweep).
 func (w *Watch) onConsumerCreated(subject string) {
-	name := subject[len(consumerAdvisory):]
+	name := subject[len(w.consumerAdvisory()):]
 	select {
 	case w.consumers <- name:
 	default:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/wire"
@@ -151,6 +152,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 type refusal struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	stream string // the record's stream, once found (ledger.Locate)
 }
 
 func newRefusal(ctx context.Context) *refusal {
@@ -168,12 +170,20 @@ func (r *refusal) option() nats.Option {
 	})
 }
 
-// publish publishes data on subject into the PARLEY stream, failing with
-// the server's permission violation when there is one.
+// publish publishes data on subject into the record's stream (PARLEY, or
+// PARLEY_0000_1023 partitioned: ledger.Locate), failing with the server's
+// permission violation when there is one.
 func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(wire.StreamName))
+	if r.stream == "" {
+		l, _, err := ledger.Locate(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		r.stream = l.Stream()
+	}
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(r.stream))
 	if err != nil && context.Cause(r.ctx) != nil {
 		err = context.Cause(r.ctx)
 	}

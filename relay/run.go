@@ -1094,7 +1094,11 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	defer cancel()
 	// The principal's artifacts, with an ordered push consumer (a
 	// participant may not pull: ledger.Reader).
-	rd, err := ledger.Read(wctx, nc, wire.ArtifactSubject(r.id, r.cfg.Principal), 0)
+	l, err := ledger.LocateConn(wctx, nc)
+	if err != nil {
+		return "", err
+	}
+	rd, err := l.Read(wctx, nc, l.Stored(wire.ArtifactSubject(r.id, r.cfg.Principal)), 0)
 	if err != nil {
 		return "", err
 	}
