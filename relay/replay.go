@@ -44,6 +44,9 @@ type ReplayOptions struct {
 	// ProvenanceRoots are the embedded engine's re-verification roots, for
 	// a recorded charter with a provenance policy.
 	ProvenanceRoots []string
+	// Partitioned runs the embedded engine with the record partitioned
+	// (engine serve --partitioned, docs/SCALING.md).
+	Partitioned bool
 }
 
 // ReplayResult says what a replay did.
@@ -64,7 +67,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if rec.Format() != recording.Stream {
 		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
-	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Dir: opts.Dir, Roots: opts.ProvenanceRoots})
+	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Dir: opts.Dir, Roots: opts.ProvenanceRoots, Partitioned: opts.Partitioned})
 	if err != nil {
 		return nil, err
 	}
