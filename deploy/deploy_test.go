@@ -84,13 +84,25 @@ func TestClusterConfig_AccountsMatch(t *testing.T) {
 // orchestrator, the participants) reads the stream as a ledger.Reader
 // does, and may not pull nor make a direct get: the server would deliver
 // onto any reply subject they named, a stream subject included.
+//
+// The same of deploy/nats-partitioned.conf, for its stream.
 func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
-	o, err := server.ProcessConfigFile("nats.conf")
+	for _, c := range []struct {
+		file   string
+		layout ledger.Layout
+	}{{"nats.conf", ledger.Unpartitioned}, {"nats-partitioned.conf", ledger.Partitioned}} {
+		t.Run(c.file, func(t *testing.T) { participantsDoNotPull(t, c.file, c.layout) })
+	}
+}
+
+func participantsDoNotPull(t *testing.T, file string, l ledger.Layout) {
+	o, err := server.ProcessConfigFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + ".c", "$JS.API.DIRECT.GET." + wire.StreamName,
-		"$JS.API.DIRECT.GET." + wire.StreamName + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + wire.StreamName}
+	stream := l.Stream()
+	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + stream + ".c", "$JS.API.DIRECT.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + stream}
 	readers := 0
 	for _, u := range o.Users {
 		if u.Username == "admin" || u.Username == "engine" {
@@ -98,7 +110,7 @@ func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
 		}
 		readers++
 		allow := u.Permissions.Publish.Allow
-		for _, s := range ledger.ReaderSubjects {
+		for _, s := range l.ReaderSubjects() {
 			if !slices.Contains(allow, s) {
 				t.Errorf("%s may not publish %s (a ledger.Reader does)", u.Username, s)
 			}

@@ -618,3 +618,68 @@ func TestEmbeddedDefault_ParticipantPasswordKept(t *testing.T) {
 		t.Errorf("a short secret: %v", err)
 	}
 }
+
+// deploy/nats-partitioned.conf on the embedded server, the record
+// partitioned: its users' permissions are on the mapped subjects. The
+// orchestrator opens, alice publishes as alice and the engine's
+// supervisor completes the deliberation; alice publishing as bob is
+// refused on bob's mapped subject, and her publish straight to her own
+// mapped subject is refused too (mapped to parley.refused). Nothing of
+// either is stored.
+func TestStart_PartitionedNATSConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		NATSConfig: "../deploy/nats-partitioned.conf", User: "engine", Password: "change-me-engine", Partitioned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.Runner.Layout()
+	if !l.Partitioned() {
+		t.Fatalf("the engine reads the %s record", l)
+	}
+	orch := connectOutsider(t, s.NATSURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
+	oc, _ := client.New(orch.nc, "orchestrator")
+	id, err := oc.Open(ctx, client.Charter{Title: "Adopt the cache?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := connectOutsider(t, s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
+	alice, _ := client.New(a.nc, "alice")
+	claim, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}})
+	if err != nil {
+		t.Fatalf("alice cannot publish as alice: %v", err)
+	}
+	forged := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "bob says so"}})
+	for _, subject := range []string{wire.ArtifactSubject(id, "bob"), l.Stored(wire.ArtifactSubject(id, "alice"))} {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := a.js.Publish(short, subject, forged.Canonical)
+		cancel()
+		if err == nil {
+			t.Errorf("alice published on %s", subject)
+		}
+	}
+	for _, subject := range []string{l.Stored(wire.ArtifactSubject(id, "bob")), partition.Refused} {
+		if !a.violated(subject) {
+			t.Errorf("no permissions violation for %s", subject)
+		}
+	}
+	if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Adopt it.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}}); err != nil {
+		t.Fatal(err)
+	}
+	var v api.View
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := alice.Watch(wctx, id, func(w api.View) bool { v = w; return w.Status != api.StatusCompleted }); err != nil {
+		t.Fatalf("never completed: %v (%+v)", err, v)
+	}
+	if v.Artifacts != 3 {
+		t.Errorf("%d artifacts: alice's two and the supervisor's TERMINATION, and nothing as bob", v.Artifacts)
+	}
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, l.Stored(wire.ArtifactSubject(id, "bob"))); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a message as bob is stored: %v", err)
+	}
+}
