@@ -145,3 +145,40 @@ func TestStart_BadCredentials(t *testing.T) {
 		}
 	}
 }
+
+// The embedded server's store holds the record of one layout: an engine
+// started on it with the other refuses to start and says why, rather
+// than create a second stream beside it (the server would then hold both
+// layouts, which no engine reads); started again as before, it serves the
+// record it had.
+func TestStart_OtherLayoutRefused(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned first", true: "partitioned first"}[first], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: first}
+			s, err := service.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := s.Runner.Layout().Stream()
+			s.Close()
+			other := cfg
+			other.Partitioned = !first
+			if s, err := service.Start(ctx, other); err == nil {
+				s.Close()
+				t.Fatal("started on the other layout")
+			} else if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--partitioned") {
+				t.Errorf("the refusal does not say why: %v", err)
+			}
+			s, err = service.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.Runner.Layout().Stream(); got != want {
+				t.Errorf("reads %s, not %s", got, want)
+			}
+		})
+	}
+}
