@@ -181,7 +181,7 @@ type Watch struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	r       *runner.Runner
-	name    string // the stream's
+	name    string         // the stream's
 	srv     *server.Server // the embedded server, for its storage limit
 	m       Metrics
 	log     *slog.Logger
