@@ -21,7 +21,7 @@
 // server's subject mapping, the one stream PARLEY_0000_1023;
 // docs/SCALING.md), beside the unpartitioned one in each round.
 //
-//     go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
+//	go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
 package main
 
 import (
