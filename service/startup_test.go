@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/embedded"
-
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -180,5 +183,66 @@ func TestStart_OtherLayoutRefused(t *testing.T) {
 				t.Errorf("reads %s, not %s", got, want)
 			}
 		})
+	}
+}
+
+// On a cluster (--nats), whose configuration carries the mapping, the
+// engine reads the layout the server holds: the partitioned stream even
+// without Partitioned. With Partitioned it refuses the unpartitioned
+// stream, and a server holding both layouts is refused either way (not
+// supported yet: one stream).
+func TestStart_ClusterLayout(t *testing.T) {
+	ctx := context.Background()
+	var mappings []embedded.Mapping
+	for _, m := range partition.Mappings() {
+		mappings = append(mappings, embedded.Mapping{From: m.From, To: m.To})
+	}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1, Mappings: mappings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := ledger.Partitioned.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := func(partitioned bool) (*service.Service, error) {
+		return service.Start(ctx, service.Config{DataDir: t.TempDir(), HTTP: "127.0.0.1:0", NATS: srv.ClientURL(), Partitioned: partitioned})
+	}
+	for _, partitioned := range []bool{false, true} {
+		s, err := start(partitioned)
+		if err != nil {
+			t.Fatalf("partitioned %v: %v", partitioned, err)
+		}
+		l := s.Runner.Layout()
+		s.Close()
+		if !l.Partitioned() {
+			t.Errorf("partitioned %v: reads the %s record", partitioned, l)
+		}
+	}
+	if _, err := ledger.Unpartitioned.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, partitioned := range []bool{false, true} {
+		if s, err := start(partitioned); err == nil {
+			s.Close()
+			t.Errorf("partitioned %v: started on both layouts", partitioned)
+		} else if !errors.Is(err, ledger.ErrLayout) || !strings.Contains(err.Error(), "not supported yet: one stream") {
+			t.Errorf("partitioned %v: %v", partitioned, err)
+		}
+	}
+	if err := js.DeleteStream(ctx, ledger.Partitioned.Stream()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := start(true); err == nil {
+		s.Close()
+		t.Error("--partitioned started on the unpartitioned record")
+	} else if !strings.Contains(err.Error(), "PARLEY") || !strings.Contains(err.Error(), "--partitioned") {
+		t.Errorf("the refusal does not say why: %v", err)
 	}
 }
