@@ -3,7 +3,9 @@
 // it whole, the ordered consumer participants read it with (Reader), and
 // the JetStream API errors the engine tells apart (IsWrongLastSequence,
 // IsLostRace and the others: errors.go). Its name, subjects and the
-// publishers' dedupe ids are wire's.
+// publishers' dedupe ids are wire's; the partitioned record, stored under
+// the server's subject mapping in PARLEY_0000_1023, is the other Layout
+// (layout.go, docs/SCALING.md).
 //
 // The stream is the record. Its configuration must make dropping or
 // erasing a message impossible through the engine: file storage, no age,
