@@ -333,3 +333,43 @@ func TestClusterConfig_Processes(t *testing.T) {
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// deploy/nats-partitioned.conf has deploy/nats.conf's users, with the same
+// passwords; their publish permissions differ only in the JetStream
+// stream's name and the mapped forms of artifact and control subjects.
+func TestNATSConf_PartitionedUsersMatch(t *testing.T) {
+	plain, err := server.ProcessConfigFile("nats.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := server.ProcessConfigFile("nats-partitioned.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := strings.NewReplacer("parley.*.art.", "parley.p.*.*.art.", "parley.*.ctl", "parley.p.*.*.ctl", "PARLEY", "PARLEY_0000_1023")
+	byName := map[string]*server.User{}
+	for _, u := range part.Users {
+		byName[u.Username] = u
+	}
+	if len(part.Users) != len(plain.Users) {
+		t.Errorf("%d users, deploy/nats.conf %d", len(part.Users), len(plain.Users))
+	}
+	for _, w := range plain.Users {
+		g := byName[w.Username]
+		if g == nil || g.Password != w.Password || g.Account == nil || g.Account.Name != w.Account.Name {
+			t.Errorf("user %s differs from deploy/nats.conf's", w.Username)
+			continue
+		}
+		if w.Permissions == nil || w.Permissions.Publish == nil {
+			continue
+		}
+		var want []string
+		for _, a := range w.Permissions.Publish.Allow {
+			want = append(want, mapped.Replace(a))
+		}
+		got := slices.DeleteFunc(slices.Clone(g.Permissions.Publish.Allow), func(s string) bool { return s == "$JS.API.STREAM.INFO.PARLEY" })
+		if !slices.Equal(got, want) {
+			t.Errorf("%s may publish %v, want %v", w.Username, got, want)
+		}
+	}
+}
