@@ -27,7 +27,8 @@ type Stream struct {
 	// installs) a stream of the other layout is refused.
 	Adopt bool
 	// DataDir is the engine's data directory, and Snapshot where the
-	// projection's snapshots are kept in it (Snapshot.<i>-of-<n>).
+	// projection's snapshots of the unpartitioned record are kept in it
+	// (Snapshot.<i>-of-<n>; SnapshotName for the partitioned one).
 	DataDir, Snapshot string
 	Logger            *slog.Logger
 }
@@ -52,11 +53,14 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	snaps, _ := filepath.Glob(filepath.Join(c.DataDir, c.Snapshot+".*-of-*"))
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var st jetstream.Stream
+		var snaps []string
 		l, err := layout(actx, js, c)
+		if err == nil {
+			snaps, _ = filepath.Glob(filepath.Join(c.DataDir, SnapshotName(c.Snapshot, l)+".*-of-*"))
+		}
 		switch {
 		case errors.Is(err, ledger.ErrLayout), errors.Is(err, errOtherLayout):
 			cancel()
@@ -88,6 +92,19 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// SnapshotName is the name of the projection's snapshots in the data
+// directory for the record's layout: base for the unpartitioned record,
+// and base after the stream's name for the partitioned one
+// (PARLEY_0000_1023.projection.snapshot), so that a projection folded
+// from one stream is never restored over the other (an engine on a
+// cluster reads whichever layout it finds).
+func SnapshotName(base string, l ledger.Layout) string {
+	if !l.Partitioned() {
+		return base
+	}
+	return l.Stream() + "." + base
 }
 
 // errOtherLayout is returned, wrapped, for a stream of the other layout

@@ -192,8 +192,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.Metrics.WatchReverifier(s.Reverifier)
 	}
 	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
+	record, err := ledger.LayoutOf(s.Stream.CachedInfo().Config.Name)
+	if err != nil {
+		return nil, err
+	}
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
-		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
+		// Each layout's own: a projection is never restored over the other
+		// stream.
+		SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotName(SnapshotFile, record)),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
@@ -230,7 +236,6 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
 	writer.Key = s.Key
-	record := s.Runner.Layout()
 	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
 		Stream: record.Stream(), Partitioned: record.Partitioned()})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
