@@ -644,12 +644,12 @@ func TestStart_PartitionedNATSConfig(t *testing.T) {
 	if code := get(t, s, "/api/v1/engine", &info); code != 200 || info.Stream != "PARLEY_0000_1023" || !info.Partitioned || info.Key == "" {
 		t.Errorf("GET /api/v1/engine: %d %+v", code, info)
 	}
-	if m, err := s.Conn().Request(wire.MicroPrefix+".engine", []byte("{}"), 5*time.Second); err != nil {
+	orch := connectOutsider(t, s.NATSURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
+	if m, err := orch.nc.Request(wire.MicroPrefix+".engine", []byte("{}"), 5*time.Second); err != nil {
 		t.Errorf("%s.engine: %v", wire.MicroPrefix, err)
 	} else if info = (api.EngineInfo{}); json.Unmarshal(m.Data, &info) != nil || info.Stream != "PARLEY_0000_1023" || !info.Partitioned {
 		t.Errorf("%s.engine: %s", wire.MicroPrefix, m.Data)
 	}
-	orch := connectOutsider(t, s.NATSURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
 	oc, _ := client.New(orch.nc, "orchestrator")
 	id, err := oc.Open(ctx, client.Charter{Title: "Adopt the cache?"})
 	if err != nil {
