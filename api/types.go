@@ -267,7 +267,12 @@ type ReceiptItem struct {
 
 // EngineInfo is what an engine says of itself: its public key, which
 // signs its supervisor's emissions, its principals' resolutions and its
-// checkpoints (docs/VERIFY.md).
+// checkpoints (docs/VERIFY.md), and the record it reads: the stream's
+// name, and whether the server's subject mapping stores its subjects by
+// partition (docs/SCALING.md). A client reads with them; an engine that
+// says neither reads the unpartitioned stream PARLEY.
 type EngineInfo struct {
-	Key string `json:"engine_key"`
+	Key         string `json:"engine_key"`
+	Stream      string `json:"stream,omitempty"`
+	Partitioned bool   `json:"partitioned,omitempty"`
 }

@@ -77,11 +77,13 @@ func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) (re
 // after it is numbered on from the last original position by its distance
 // in this stream, so that the positions of a recording always increase.
 func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
-	s, err := js.Stream(ctx, wire.StreamName)
+	// The record's stream and layout: the subjects are stored mapped in
+	// the partitioned one, and the Reader gives them back as published.
+	l, s, err := ledger.Locate(ctx, js)
 	if err != nil {
 		return 0, err
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(wire.DeliberationFilter(id)))
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(l.Filter(id)))
 	if err != nil {
 		return 0, err
 	}
@@ -92,12 +94,12 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 	if total == 0 {
 		return 0, nil
 	}
-	imported := info.State.Subjects[wire.ImportSubject(id)] > 0
+	imported := info.State.Subjects[l.Stored(wire.ImportSubject(id))] > 0
 	begun := false                  // an importer's message was read
 	var lastOrig, lastStream uint64 // the last imported message's original and stream positions
 	// An ordered push consumer: whoever exports may be a participant, and
 	// participants may not pull (ledger.Reader).
-	rd, err := ledger.Read(ctx, js.Conn(), wire.DeliberationFilter(id), 0)
+	rd, err := l.Read(ctx, js.Conn(), l.Filter(id), 0)
 	if err != nil {
 		return 0, err
 	}
@@ -307,7 +309,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	}
 	ended := d != nil && !d.Importing()
 	res.Skipped = existing
-	stream, err := js.Stream(ctx, wire.StreamName)
+	l, stream, err := ledger.Locate(ctx, js)
 	if err != nil {
 		return res, err
 	}
@@ -332,11 +334,11 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 			}
 
 			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
-			msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
+			msg.Header.Set(jetstream.ExpectedStreamHeader, l.Stream())
 			msgs = append(msgs, msg)
 		}
 		if res.Atomic {
-			seq, err := publishAtomic(ctx, js, to, msgs, lastSeq)
+			seq, err := publishAtomic(ctx, js, l, to, msgs, lastSeq)
 			if err != nil {
 				return res, err
 			}
@@ -361,9 +363,11 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		end := &nats.Msg{Subject: wire.ImportSubject(to), Header: nats.Header{}}
 		end.Header.Set(wire.ImportEndHeader, "true")
 		end.Header.Set(jetstream.MsgIDHeader, ids.For("import-end", to))
-		end.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
+		end.Header.Set(jetstream.ExpectedStreamHeader, l.Stream())
 		end.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
-		end.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(to))
+		// The importer's subject as stored: the server does not map this
+		// header (docs/SCALING.md).
+		end.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.Stored(wire.ImportSubject(to)))
 		if _, err := js.PublishMsg(ctx, end); err != nil {
 			return res, fmt.Errorf("archive: end the import of %s: %w (every message is in; run the import again to end it)", to, err)
 		}
@@ -377,9 +381,9 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 // stream is still at last: two imports of one deliberation never
 // interleave. (Anyone else's messages may; they do not count until the
 // import is complete.) It returns the batch's last position.
-func publishAtomic(ctx context.Context, js jetstream.JetStream, id string, msgs []*nats.Msg, last uint64) (uint64, error) {
+func publishAtomic(ctx context.Context, js jetstream.JetStream, l ledger.Layout, id string, msgs []*nats.Msg, last uint64) (uint64, error) {
 	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.ImportSubject(id))
+	msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, l.Stored(wire.ImportSubject(id)))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
 	if err != nil {
 		if ledger.IsWrongLastSequence(err) {

@@ -153,8 +153,11 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 			wr.writes.Wrote(err) // the batch goes around wr.js's PublishMsg
 		}
 	} else {
-		ack, err = wr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(last, wire.DeliberationFilter(id)))
+		ack, err = wr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wr.r.Layout().Stream()),
+			// The filter as stored: the server does not map this header, and
+			// a published-form filter under the mapping names nothing
+			// stored, so it would guard nothing (docs/SCALING.md).
+			jetstream.WithExpectLastSequenceForSubject(last, wr.r.Layout().Filter(id)))
 	}
 	if err != nil {
 		if ledger.IsWrongLastSequence(err) {
@@ -199,9 +202,9 @@ var msgIDs = wire.NewMsgIDs()
 // returns the artifact's acknowledgement.
 func (wr *Writer) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
-	msg.Header.Set(jetstream.ExpectedStreamHeader, wire.StreamName)
+	msg.Header.Set(jetstream.ExpectedStreamHeader, wr.r.Layout().Stream())
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wire.DeliberationFilter(id))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wr.r.Layout().Filter(id))
 	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))
 	ack, err := jetstreamext.PublishMsgBatch(ctx, wr.js, []*nats.Msg{msg, ctl})

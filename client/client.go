@@ -39,6 +39,62 @@ type Client struct {
 	opts        Options
 	signer      *signing.Signer // Options.SigningKey's, nil without one
 	seen        atomic.Uint64   // the highest position of an acknowledged publish
+	// layout is the record's layout once known (0: not yet; layoutKnown
+	// + 0 unpartitioned, + 1 partitioned): from a publish's
+	// acknowledgement (its stream), or asked for (ledger.Locate).
+	layout atomic.Int32
+}
+
+const layoutKnown = 1
+
+// known returns the record's layout, if the client knows it yet.
+func (c *Client) known() (ledger.Layout, bool) {
+	switch c.layout.Load() {
+	case layoutKnown:
+		return ledger.Unpartitioned, true
+	case layoutKnown + 1:
+		return ledger.Partitioned, true
+	}
+	return ledger.Layout{}, false
+}
+
+// learn keeps the layout of the stream an acknowledgement names.
+func (c *Client) learn(stream string) {
+	if l, err := ledger.LayoutOf(stream); err == nil {
+		c.keep(l)
+	}
+}
+
+func (c *Client) keep(l ledger.Layout) {
+	v := int32(layoutKnown)
+	if l.Partitioned() {
+		v++
+	}
+	c.layout.Store(v)
+}
+
+// record returns the record's layout and its stream, asking the server
+// (ledger.Locate: the stream's info) when the client does not know it
+// yet. The client is told nothing: the record is PARLEY, or
+// PARLEY_0000_1023 under the server's partition mapping
+// (docs/SCALING.md), and it reads and expects whichever holds it.
+func (c *Client) record(ctx context.Context) (ledger.Layout, jetstream.Stream, error) {
+	l, s, err := ledger.Locate(ctx, c.js)
+	if err != nil {
+		return ledger.Layout{}, nil, err
+	}
+	c.keep(l)
+	return l, s, nil
+}
+
+// expectStream is the Nats-Expected-Stream of a publish: the record's
+// stream once the client knows it, none before (the first acknowledgement
+// names it).
+func (c *Client) expectStream() []jetstream.PublishOpt {
+	if l, ok := c.known(); ok {
+		return []jetstream.PublishOpt{jetstream.WithExpectStream(l.Stream())}
+	}
+	return nil
 }
 
 // New returns a client publishing as participant over nc, with the default
@@ -207,7 +263,7 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 	if err != nil {
 		return nil, err
 	}
-	opts := []jetstream.PublishOpt{jetstream.WithExpectStream(wire.StreamName)}
+	opts := c.expectStream()
 	// Without a dedupe id, a publish whose answer was lost may have been
 	// stored: send it again only when nobody answered at all.
 	retryable := func(err error) bool {
@@ -246,6 +302,9 @@ func (c *Client) publishMsg(ctx context.Context, op string, msg *nats.Msg, retry
 		return nil, err
 	}
 	c.Saw(ack.Sequence)
+	if _, ok := c.known(); !ok {
+		c.learn(ack.Stream)
+	}
 	return ack, nil
 }
 
@@ -275,7 +334,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 		return nil, err
 	}
 	ack, err := c.publishMsg(ctx, "publish "+a.ID.String(), msg, retryablePublish,
-		jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName))
+		append(c.expectStream(), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -291,8 +350,8 @@ func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.js.PublishMsgAsync(msg, jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wire.StreamName),
-		jetstream.WithStallWait(30*time.Second))
+	f, err := c.js.PublishMsgAsync(msg, append(c.expectStream(), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())),
+		jetstream.WithStallWait(30*time.Second))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -529,7 +588,14 @@ func (c *Client) WaitOutcome(ctx context.Context, id string, seq uint64, artifac
 func (c *Client) Watch(ctx context.Context, id string, fn func(api.View) bool) error {
 	// An ordered push consumer (participants may not pull:
 	// ledger.Reader), stopped no later than Watch's return.
-	rd, err := ledger.Read(ctx, c.nc, wire.DeliberationFilter(id), 0)
+	l, ok := c.known()
+	if !ok {
+		var err error
+		if l, _, err = c.record(ctx); err != nil {
+			return err
+		}
+	}
+	rd, err := l.Read(ctx, c.nc, l.Filter(id), 0)
 	if err != nil {
 		return err
 	}

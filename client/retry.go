@@ -14,7 +14,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/wire"
+	"github.com/parley-engine/parley/partition"
 )
 
 // Options configure a client's deadlines and retries (NewWithOptions).
@@ -140,10 +140,15 @@ func (e *DeniedError) Unwrap() error { return e.Server }
 
 // denied returns a *DeniedError when the server has reported a
 // permissions violation for publishing on subject on this connection
-// (nil otherwise).
+// (nil otherwise). Under the server's partition mapping the violation
+// names the mapped subject (partition.Subject), which the server checks.
 func (c *Client) denied(subject string) error {
 	err := c.nc.LastError()
-	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `Publish to "`+subject+`"`) {
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
+	}
+	mapped, ok := partition.Subject(subject)
+	if !strings.Contains(err.Error(), `Publish to "`+subject+`"`) && (!ok || !strings.Contains(err.Error(), `Publish to "`+mapped+`"`)) {
 		return nil
 	}
 	return &DeniedError{Subject: subject, Server: err}
@@ -286,7 +291,7 @@ func (c *Client) Seen() uint64 { return c.seen.Load() }
 func (c *Client) CatchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	st, err := c.js.Stream(ctx, wire.StreamName)
+	_, st, err := c.record(ctx)
 	if err != nil {
 		return fmt.Errorf("client: the stream's last position: %w", err)
 	}

@@ -84,13 +84,25 @@ func TestClusterConfig_AccountsMatch(t *testing.T) {
 // orchestrator, the participants) reads the stream as a ledger.Reader
 // does, and may not pull nor make a direct get: the server would deliver
 // onto any reply subject they named, a stream subject included.
+//
+// The same of deploy/nats-partitioned.conf, for its stream.
 func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
-	o, err := server.ProcessConfigFile("nats.conf")
+	for _, c := range []struct {
+		file   string
+		layout ledger.Layout
+	}{{"nats.conf", ledger.Unpartitioned}, {"nats-partitioned.conf", ledger.Partitioned}} {
+		t.Run(c.file, func(t *testing.T) { participantsDoNotPull(t, c.file, c.layout) })
+	}
+}
+
+func participantsDoNotPull(t *testing.T, file string, l ledger.Layout) {
+	o, err := server.ProcessConfigFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + wire.StreamName + ".c", "$JS.API.DIRECT.GET." + wire.StreamName,
-		"$JS.API.DIRECT.GET." + wire.StreamName + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + wire.StreamName}
+	stream := l.Stream()
+	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + stream + ".c", "$JS.API.DIRECT.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + stream}
 	readers := 0
 	for _, u := range o.Users {
 		if u.Username == "admin" || u.Username == "engine" {
@@ -98,7 +110,7 @@ func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
 		}
 		readers++
 		allow := u.Permissions.Publish.Allow
-		for _, s := range ledger.ReaderSubjects {
+		for _, s := range l.ReaderSubjects() {
 			if !slices.Contains(allow, s) {
 				t.Errorf("%s may not publish %s (a ledger.Reader does)", u.Username, s)
 			}
@@ -321,3 +333,43 @@ func TestClusterConfig_Processes(t *testing.T) {
 }
 
 func jsonDecode(resp *http.Response, v any) error { return json.NewDecoder(resp.Body).Decode(v) }
+
+// deploy/nats-partitioned.conf has deploy/nats.conf's users, with the same
+// passwords; their publish permissions differ only in the JetStream
+// stream's name and the mapped forms of artifact and control subjects.
+func TestNATSConf_PartitionedUsersMatch(t *testing.T) {
+	plain, err := server.ProcessConfigFile("nats.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := server.ProcessConfigFile("nats-partitioned.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := strings.NewReplacer("parley.*.art.", "parley.p.*.*.art.", "parley.*.ctl", "parley.p.*.*.ctl", "PARLEY", "PARLEY_0000_1023")
+	byName := map[string]*server.User{}
+	for _, u := range part.Users {
+		byName[u.Username] = u
+	}
+	if len(part.Users) != len(plain.Users) {
+		t.Errorf("%d users, deploy/nats.conf %d", len(part.Users), len(plain.Users))
+	}
+	for _, w := range plain.Users {
+		g := byName[w.Username]
+		if g == nil || g.Password != w.Password || g.Account == nil || g.Account.Name != w.Account.Name {
+			t.Errorf("user %s differs from deploy/nats.conf's", w.Username)
+			continue
+		}
+		if w.Permissions == nil || w.Permissions.Publish == nil {
+			continue
+		}
+		var want []string
+		for _, a := range w.Permissions.Publish.Allow {
+			want = append(want, mapped.Replace(a))
+		}
+		got := slices.DeleteFunc(slices.Clone(g.Permissions.Publish.Allow), func(s string) bool { return s == "$JS.API.STREAM.INFO.PARLEY" })
+		if !slices.Equal(got, want) {
+			t.Errorf("%s may publish %v, want %v", w.Username, got, want)
+		}
+	}
+}

@@ -59,6 +59,19 @@ type Config struct {
 	// anything, as the tests that start a bare server want.
 	Users      []*server.User
 	NoAuthUser string
+	// Mappings, when set, are subject mappings the server applies to
+	// what clients publish (a configuration file's mappings block): in
+	// the global account, and in every account a ConfigFile declares but
+	// the system account. A mapping of the same source as one of the
+	// file's replaces it.
+	Mappings []Mapping
+}
+
+// Mapping is a subject mapping: a publish on From is delivered and
+// stored as To (with the server's mapping functions, {{wildcard(1)}},
+// {{partition(n,1)}}, …).
+type Mapping struct {
+	From, To string
 }
 
 // DefaultMaxPayload is 4 MiB.
@@ -94,6 +107,9 @@ func StartContext(ctx context.Context, cfg Config) (*server.Server, error) {
 		opts.NoAuthUser = cfg.NoAuthUser
 	} else if cfg.NoAuthUser != "" {
 		return nil, errors.New("embedded: NoAuthUser names none of the users")
+	}
+	if err := addMappings(opts, cfg.Mappings); err != nil {
+		return nil, err
 	}
 	opts.JetStream = true
 	opts.StoreDir = filepath.Clean(cfg.Dir)
@@ -186,6 +202,32 @@ func StartContext(ctx context.Context, cfg Config) (*server.Server, error) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// addMappings adds ms to the global account and every account of opts
+// but the system account.
+func addMappings(opts *server.Options, ms []Mapping) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	global := false
+	for _, a := range opts.Accounts {
+		global = global || a.Name == server.DEFAULT_GLOBAL_ACCOUNT
+	}
+	if !global {
+		opts.Accounts = append(opts.Accounts, server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT))
+	}
+	for _, a := range opts.Accounts {
+		if a.Name == server.DEFAULT_SYSTEM_ACCOUNT || (opts.SystemAccount != "" && a.Name == opts.SystemAccount) {
+			continue
+		}
+		for _, m := range ms {
+			if err := a.AddMapping(m.From, m.To); err != nil {
+				return fmt.Errorf("embedded: mapping %s to %s in account %s: %w", m.From, m.To, a.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Stop shuts s down and waits for it.

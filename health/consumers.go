@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/parley-engine/parley/wire"
 )
 
 // Participants read the stream with consumers, so they may create them;
@@ -36,11 +34,15 @@ const consumerInbox = "_INBOX."
 const sweepEvery = 15
 
 // consumerAdvisory is the advisory of a consumer created on the stream.
-const consumerAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + wire.StreamName + "."
+func (w *Watch) consumerAdvisory() string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.CREATED." + w.name + "."
+}
 
 // consumerDeletedAdvisory is the advisory of a consumer of the stream
 // deleted (by its reader, the server for idleness, or the engine).
-const consumerDeletedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + wire.StreamName + "."
+func (w *Watch) consumerDeletedAdvisory() string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + w.name + "."
+}
 
 // allowedConsumer reports whether a consumer of the stream may stay: a
 // pull consumer, or a push consumer delivering to an inbox.
@@ -58,12 +60,14 @@ func (w *Watch) onConsumerCreated(subject string) {
 	if w.audited.Load() {
 		return
 	}
-	w.queueConsumer(&jetstream.ConsumerInfo{Name: subject[len(consumerAdvisory):]}, false)
+	w.queueConsumer(&jetstream.ConsumerInfo{Name: subject[len(w.consumerAdvisory()):]}, false)
 }
 
 // consumerCreate begins the API subjects a consumer of the stream is
 // created on (…PARLEY alone, the old form, and …PARLEY.<name>[.<filter>]).
-const consumerCreate = "$JS.API.CONSUMER.CREATE." + wire.StreamName + "."
+func (w *Watch) consumerCreate() string {
+	return "$JS.API.CONSUMER.CREATE." + w.name + "."
+}
 
 // onConsumerAudit queues a consumer the API audit says was created, with
 // its configuration and creation time from the server's answer.
@@ -72,7 +76,7 @@ func (w *Watch) onConsumerAudit(data []byte) {
 		Subject  string `json:"subject"`
 		Response string `json:"response"`
 	}
-	if json.Unmarshal(data, &a) != nil || !strings.HasPrefix(a.Subject+".", consumerCreate) {
+	if json.Unmarshal(data, &a) != nil || !strings.HasPrefix(a.Subject+".", w.consumerCreate()) {
 		return
 	}
 	var info struct {
@@ -207,7 +211,7 @@ func (w *Watch) overBound() []string {
 
 // onConsumerDeleted forgets a consumer the server deleted.
 func (w *Watch) onConsumerDeleted(subject string) {
-	name := subject[len(consumerDeletedAdvisory):]
+	name := subject[len(w.consumerDeletedAdvisory()):]
 	w.cmu.Lock()
 	delete(w.known, name)
 	w.cmu.Unlock()

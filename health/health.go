@@ -184,6 +184,7 @@ type Watch struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	r       *runner.Runner
+	name    string         // the stream's
 	srv     *server.Server // the embedded server, for its storage limit
 	m       Metrics
 	log     *slog.Logger
@@ -253,8 +254,9 @@ func New(cfg Config) *Watch {
 	w := &Watch{js: cfg.JS, stream: cfg.Stream, r: cfg.Runner, srv: cfg.Server, m: cfg.Metrics, log: cfg.Log, every: every, halt: cfg.Halt,
 		kick: make(chan string, 1), consumers: make(chan seenConsumer, 4096), problems: map[string]*HealthProblem{},
 		maxConsumers: cmp.Or(max(cfg.MaxConsumers, 0), DefaultMaxConsumers), known: map[string]time.Time{}}
+	w.name = wire.StreamName
 	if ci := cfg.Stream.CachedInfo(); ci != nil {
-		w.created = ci.Created
+		w.created, w.name = ci.Created, ci.Config.Name
 	}
 	w.m.SetHealthy(true)
 	return w
@@ -269,8 +271,8 @@ func (w *Watch) SetBounds(bounds func(now time.Time) []metrics.Bound) { w.bounds
 // snapshots, restores, abandoned batches) and the API audit, which names
 // every JetStream API request, purges and message deletes included
 // (which have no stream advisory of their own).
-func advisorySubjects() []string {
-	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + wire.StreamName, "$JS.EVENT.ADVISORY.API", consumerAdvisory + "*", consumerDeletedAdvisory + "*"}
+func (w *Watch) advisorySubjects() []string {
+	return []string{"$JS.EVENT.ADVISORY.STREAM.*." + w.name, "$JS.EVENT.ADVISORY.API", w.consumerAdvisory() + "*", w.consumerDeletedAdvisory() + "*"}
 }
 
 // Subscribe subscribes to the advisories. A refused subscription (the
@@ -278,7 +280,7 @@ func advisorySubjects() []string {
 // asynchronously, to PermissionDenied.
 func (w *Watch) Subscribe(nc *nats.Conn) ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
-	for _, subj := range advisorySubjects() {
+	for _, subj := range w.advisorySubjects() {
 		sub, err := nc.Subscribe(subj, w.onAdvisory)
 		if err != nil {
 			for _, s := range subs {
@@ -338,11 +340,11 @@ func advisoryLabel(kind string) string {
 var adminVerbs = []string{"UPDATE", "DELETE", "PURGE", "MSG.DELETE"}
 
 func (w *Watch) onAdvisory(msg *nats.Msg) {
-	if strings.HasPrefix(msg.Subject, consumerAdvisory) {
+	if strings.HasPrefix(msg.Subject, w.consumerAdvisory()) {
 		w.onConsumerCreated(msg.Subject)
 		return
 	}
-	if strings.HasPrefix(msg.Subject, consumerDeletedAdvisory) {
+	if strings.HasPrefix(msg.Subject, w.consumerDeletedAdvisory()) {
 		w.onConsumerDeleted(msg.Subject)
 		return
 	}
@@ -354,11 +356,11 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 		// of the stream's consumers (consumers.go), and the requests on
 		// this stream's administration, which a cheap test finds before
 		// any decoding.
-		if bytes.Contains(msg.Data, []byte(consumerCreate[:len(consumerCreate)-1])) {
+		if create := w.consumerCreate(); bytes.Contains(msg.Data, []byte(create[:len(create)-1])) {
 			w.onConsumerAudit(msg.Data)
 			return
 		}
-		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(wire.StreamName)) {
+		if !bytes.Contains(msg.Data, []byte("$JS.API.STREAM.")) || !bytes.Contains(msg.Data, []byte(w.name)) {
 			return
 		}
 		var a struct {
@@ -368,7 +370,7 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 			return
 		}
 		for _, v := range adminVerbs {
-			if a.Subject == "$JS.API.STREAM."+v+"."+wire.StreamName {
+			if a.Subject == "$JS.API.STREAM."+v+"."+w.name {
 				kind, by = "API."+v, msg.Subject+" ("+a.Subject+")"
 			}
 		}
@@ -379,7 +381,7 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 	w.m.Advisory(advisoryLabel(kind))
 	switch kind {
 	case "DELETED":
-		w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" was deleted", by)
+		w.raise(ProblemStreamDeleted, "the stream "+w.name+" was deleted", by)
 		return
 	case "QUORUM_LOST":
 		w.log.Warn("stream advisory: the stream lost its quorum", "subject", msg.Subject)
@@ -440,7 +442,7 @@ func (w *Watch) check(ctx context.Context, by string) {
 		n := w.notFound
 		w.mu.Unlock()
 		if n >= 2 {
-			w.raise(ProblemStreamDeleted, "the stream "+wire.StreamName+" no longer exists", by)
+			w.raise(ProblemStreamDeleted, "the stream "+w.name+" no longer exists", by)
 		} else {
 			w.raise(ProblemStreamUnavailable, "stream info: "+err.Error(), by)
 		}
@@ -453,11 +455,11 @@ func (w *Watch) check(ctx context.Context, by string) {
 	w.notFound = 0
 	w.mu.Unlock()
 	w.clear(ProblemStreamUnavailable)
-	if err := ledger.Check(info.Config); err != nil {
+	if err := w.r.Layout().Check(info.Config); err != nil {
 		w.raise(ProblemStreamUnsafe, strings.TrimPrefix(err.Error(), "ledger: "), by)
 	}
 	if !w.created.IsZero() && !info.Created.Equal(w.created) {
-		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", wire.StreamName, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
+		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", w.name, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
 	}
 	st := info.State
 	if st.LastSeq < position {

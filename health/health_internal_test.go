@@ -111,7 +111,7 @@ func TestStreamWatch_ProjectionStalled(t *testing.T) {
 // they are counted as "other"; the server's kinds keep theirs.
 func TestStreamWatch_AdvisoryKindsBounded(t *testing.T) {
 	m := metrics.New()
-	w := &Watch{m: m, log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
+	w := &Watch{m: m, name: wire.StreamName, log: slog.New(slog.DiscardHandler), problems: map[string]*HealthProblem{}, kick: make(chan string, 1)}
 	for i := range 500 {
 		w.onAdvisory(&nats.Msg{Subject: "$JS.EVENT.ADVISORY.STREAM.K" + strconv.Itoa(i) + "." + wire.StreamName})
 	}

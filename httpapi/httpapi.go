@@ -47,22 +47,26 @@ type Config struct {
 	Metrics prometheus.Gatherer
 	// EngineKey is the engine's public key (GET /api/v1/engine).
 	EngineKey string
+	// Stream and Partitioned are the record the engine reads (GET
+	// /api/v1/engine).
+	Stream      string
+	Partitioned bool
 }
 
 // API answers the query API over HTTP from the read model (the NATS
 // micro service is microapi's), with the engine's health and its one
 // write (a principal's resolution).
 type API struct {
-	engineKey string
-	q         *readmodel.Queries
-	write     Writer
-	health    Health
-	metrics   prometheus.Gatherer
+	engine  api.EngineInfo
+	q       *readmodel.Queries
+	write   Writer
+	health  Health
+	metrics prometheus.Gatherer
 }
 
 // New returns the API of cfg.
 func New(cfg Config) *API {
-	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics, engineKey: cfg.EngineKey}
+	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics, engine: api.EngineInfo{Key: cfg.EngineKey, Stream: cfg.Stream, Partitioned: cfg.Partitioned}}
 }
 
 // Admit admits an expensive read of what for r from the read budget; a
@@ -180,7 +184,7 @@ func (a *API) Handler() http.Handler {
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET /api/v1/engine", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, api.EngineInfo{Key: a.engineKey}, nil)
+		reply(w, a.engine, nil)
 	})
 	mux.HandleFunc("GET /api/v1/deliberations/{id}/provenance", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.q.Provenance(r.PathValue("id"))

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -89,10 +91,18 @@ func auditOf(t *testing.T, rec []byte) *audit.Report {
 
 // live -> export -> audit -> import -> export: byte-identical; the audit's
 // digest is the live one; import under another id reads the same state
-// and digest back.
+// and digest back. From and into either layout of the record: a
+// recording holds the subjects as published, whichever layout stored
+// them.
 func TestArchive_RoundTrip(t *testing.T) {
+	for _, c := range []struct{ from, into bool }{{false, false}, {true, true}, {false, true}, {true, false}} {
+		t.Run(fmt.Sprintf("partitioned %v into %v", c.from, c.into), func(t *testing.T) { archiveRoundTrip(t, c.from, c.into) })
+	}
+}
+
+func archiveRoundTrip(t *testing.T, from, into bool) {
 	ctx := context.Background()
-	s1, nc1 := engineWith(t, false)
+	s1, nc1 := engineOn(t, false, from)
 	js1, _ := jetstream.New(nc1)
 	alice, _ := client.New(nc1, "alice")
 	id := recordedDeliberation(t, s1, alice, js1)
@@ -109,7 +119,11 @@ func TestArchive_RoundTrip(t *testing.T) {
 		t.Error("two audits differ")
 	}
 
-	s2, nc2 := engineWith(t, false)
+	if !bytes.Contains(rec, []byte(`"subject":"parley.`+id+`.art.alice"`)) || bytes.Contains(rec, []byte(partition.Prefix)) {
+		t.Errorf("the recording does not hold the subjects as published:\n%s", rec)
+	}
+
+	s2, nc2 := engineOn(t, false, into)
 	js2, _ := jetstream.New(operatorConn(t, s2), jetstream.WithPublishAsyncMaxPending(4096)) // a recording holds _supervisor messages
 	r, _ := recording.NewReader(bytes.NewReader(rec))
 	res, err := archive.Import(ctx, js2, r, "", nil)

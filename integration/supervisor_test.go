@@ -28,7 +28,14 @@ import (
 // engineWith starts an in-process engine (embedded NATS) for a test.
 func engineWith(t *testing.T, noSupervisor bool) (*service.Service, *nats.Conn) {
 	t.Helper()
-	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NoSupervisor: noSupervisor})
+	return engineOn(t, noSupervisor, false)
+}
+
+// engineOn is engineWith on the record's layout, partitioned or not.
+func engineOn(t *testing.T, noSupervisor, partitioned bool) (*service.Service, *nats.Conn) {
+	t.Helper()
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NoSupervisor: noSupervisor,
+		Partitioned: partitioned})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@
 // it whole, the ordered consumer participants read it with (Reader), and
 // the JetStream API errors the engine tells apart (IsWrongLastSequence,
 // IsLostRace and the others: errors.go). Its name, subjects and the
-// publishers' dedupe ids are wire's.
+// publishers' dedupe ids are wire's; the partitioned record, stored under
+// the server's subject mapping in PARLEY_0000_1023, is the other Layout
+// (layout.go, docs/SCALING.md).
 //
 // The stream is the record. Its configuration must make dropping or
 // erasing a message impossible through the engine: file storage, no age,
@@ -68,8 +70,11 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 var ErrUnsafeStream = errors.New("ledger: the PARLEY stream could drop or erase messages")
 
 // Check lists every way cfg could drop or erase messages, or fail to hold
-// parley's subjects. It returns nil for a safe configuration.
-func Check(cfg jetstream.StreamConfig) error {
+// parley's subjects (those of the unpartitioned layout; Layout.Check for
+// another). It returns nil for a safe configuration.
+func Check(cfg jetstream.StreamConfig) error { return check(cfg, wire.StreamSubjects) }
+
+func check(cfg jetstream.StreamConfig, subjects []string) error {
 	var p []string
 	if cfg.Storage != jetstream.FileStorage {
 		p = append(p, "storage is not file (memory storage loses everything on restart)")
@@ -107,7 +112,7 @@ func Check(cfg jetstream.StreamConfig) error {
 	if cfg.SubjectDeleteMarkerTTL > 0 {
 		p = append(p, "subject_delete_marker_ttl is set")
 	}
-	for _, s := range wire.StreamSubjects {
+	for _, s := range subjects {
 		if !slices.Contains(cfg.Subjects, s) {
 			p = append(p, "subjects do not include "+s)
 		}
@@ -122,30 +127,31 @@ func Check(cfg jetstream.StreamConfig) error {
 // checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
 // could drop or erase messages. It never changes an existing stream.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
-	return ensure(ctx, js, replicas, true)
+	return ensure(ctx, js, Unpartitioned, replicas, true)
 }
 
 // Existing looks up the stream and checks it as Ensure does, but never
 // creates it: a missing stream is jetstream.ErrStreamNotFound.
 func Existing(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	return ensure(ctx, js, 0, false)
+	return ensure(ctx, js, Unpartitioned, 0, false)
 }
 
-func ensure(ctx context.Context, js jetstream.JetStream, replicas int, create bool) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, wire.StreamName)
+func ensure(ctx context.Context, js jetstream.JetStream, l Layout, replicas int, create bool) (jetstream.Stream, error) {
+	name := l.Stream()
+	s, err := js.Stream(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && !create:
-		return nil, fmt.Errorf("ledger: stream %s: %w", wire.StreamName, err)
+		return nil, fmt.Errorf("ledger: stream %s: %w", name, err)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		s, err = js.CreateStream(ctx, StreamConfig(replicas))
+		s, err = js.CreateStream(ctx, l.StreamConfig(replicas))
 		if err != nil {
-			return nil, fmt.Errorf("ledger: create stream %s: %w", wire.StreamName, err)
+			return nil, fmt.Errorf("ledger: create stream %s: %w", name, err)
 		}
 		return s, nil
 	case err != nil:
-		return nil, fmt.Errorf("ledger: look up stream %s: %w", wire.StreamName, err)
+		return nil, fmt.Errorf("ledger: look up stream %s: %w", name, err)
 	}
-	if err := Check(s.CachedInfo().Config); err != nil {
+	if err := l.Check(s.CachedInfo().Config); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -23,10 +23,14 @@ const ReaderHeartbeat = time.Second
 // its consumer (by name, with or without a filter subject) and its
 // deletion, and the replies to the server's flow control. Nothing else: a
 // Reader never pulls.
-var ReaderSubjects = []string{
-	"$JS.API.CONSUMER.CREATE." + wire.StreamName + ".>",
-	"$JS.API.CONSUMER.DELETE." + wire.StreamName + ".*",
-	"$JS.FC.>",
+var ReaderSubjects = readerSubjects(wire.StreamName)
+
+func readerSubjects(stream string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+		"$JS.FC.>",
+	}
 }
 
 // readerPending bounds what a Reader holds that Next has not returned:
@@ -56,6 +60,7 @@ var readerPending = struct{ msgs, bytes int }{65536, 16 << 20}
 // A Reader is used by one goroutine; Stop may be called from another.
 type Reader struct {
 	js     nats.JetStreamContext
+	layout Layout
 	filter string
 
 	nc      *nats.Conn
@@ -77,13 +82,18 @@ var ErrReaderStopped = errors.New("ledger: the reader is stopped")
 // Read returns a Reader of the stream's messages on filter ("" for every
 // message) from stream position from (0 or 1: the first), with its
 // consumer created: an error creating it (no stream, no permission, no
-// answer within ctx or 5 s) is returned.
+// answer within ctx or 5 s) is returned. It reads the unpartitioned
+// layout's stream (Layout.Read for another).
 func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Reader, error) {
+	return read(ctx, nc, Unpartitioned, filter, from)
+}
+
+func read(ctx context.Context, nc *nats.Conn, l Layout, filter string, from uint64) (*Reader, error) {
 	js, err := nc.JetStream()
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{nc: nc, js: js, filter: filter, next: from}
+	r := &Reader{nc: nc, js: js, layout: l, filter: filter, next: from}
 	if err := r.subscribe(ctx); err != nil {
 		return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 	}
@@ -92,9 +102,9 @@ func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Read
 
 func (r *Reader) what() string {
 	if r.filter == "" {
-		return "the stream " + wire.StreamName
+		return "the stream " + r.layout.Stream()
 	}
-	return wire.StreamName + " " + r.filter
+	return r.layout.Stream() + " " + r.filter
 }
 
 // subscribe creates the Reader's consumer from r.next, within ctx.
@@ -115,7 +125,7 @@ func (r *Reader) subscribe(ctx context.Context) error {
 	// with ctx, so ctx is raced here instead.
 	done := make(chan created, 1)
 	go func() {
-		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(wire.StreamName), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
+		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(r.layout.Stream()), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
 		done <- created{sub, err}
 	}()
 	// A refused creation gets no answer, only the server's asynchronous
@@ -125,7 +135,7 @@ func (r *Reader) subscribe(ctx context.Context) error {
 	for {
 		select {
 		case <-tick.C:
-			if denied(r.nc) {
+			if denied(r.nc, r.layout.Stream()) {
 				go func() {
 					if c := <-done; c.sub != nil {
 						c.sub.Unsubscribe()
@@ -149,15 +159,15 @@ func (r *Reader) subscribe(ctx context.Context) error {
 
 // denied reports whether the server refused the connection a consumer of
 // the stream.
-func denied(nc *nats.Conn) bool {
+func denied(nc *nats.Conn, stream string) bool {
 	err := nc.LastError()
-	return err != nil && strings.Contains(err.Error(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+wire.StreamName)
+	return err != nil && strings.Contains(err.Error(), `Permissions Violation for Publish to "$JS.API.CONSUMER.CREATE.`+stream)
 }
 
 // created takes the subscription SubscribeSync made.
 func (r *Reader) created(sub *nats.Subscription, err error) error {
 	if err != nil {
-		if denied(r.nc) {
+		if denied(r.nc, r.layout.Stream()) {
 			return ErrDenied
 		}
 		return err
@@ -232,7 +242,7 @@ func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
 			return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 		}
 		meta, err := m.Metadata()
-		if err != nil || meta.Stream != wire.StreamName || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
+		if err != nil || meta.Stream != r.layout.Stream() || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
 			// Not a message of this Reader's: anything published onto its
 			// inbox (another's push consumer may deliver there), a message
 			// already read, or one outside its filter.
@@ -241,6 +251,9 @@ func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
 		r.mu.Lock()
 		r.next = meta.Sequence.Stream + 1
 		r.mu.Unlock()
+		// The subject it was published on; a misplaced one keeps its
+		// stored subject (Layout.Original).
+		m.Subject, _ = r.layout.Original(m.Subject)
 		return m, nil
 	}
 }

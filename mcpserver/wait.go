@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
@@ -110,7 +111,7 @@ func (t *tools) waitArtifacts(ctx context.Context, in waitIn) (waitOut, error) {
 		}
 		// Nothing yet: wait for the deliberation's next message.
 		if rd == nil {
-			if rd, err = ledger.Read(wctx, t.nc, wire.DeliberationFilter(in.Deliberation), v.Position+1); err != nil {
+			if rd, err = readDeliberation(wctx, t.nc, in.Deliberation, v.Position+1); err != nil {
 				if wctx.Err() != nil {
 					break
 				}
@@ -241,7 +242,7 @@ func (t *tools) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 		return fmt.Errorf("this server already watches %d deliberations, its most", maxWatched)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rd, err := ledger.Read(ctx, t.nc, wire.DeliberationFilter(id), 0)
+	rd, err := readDeliberation(ctx, t.nc, id, 0)
 	if err != nil {
 		cancel()
 		return err
@@ -320,4 +321,15 @@ func (t *tools) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) erro
 		delete(t.watch.m, req.Params.URI)
 	}
 	return nil
+}
+
+// readDeliberation reads deliberation id's messages from position from
+// in the record's stream, whichever layout the server holds
+// (ledger.Locate).
+func readDeliberation(ctx context.Context, nc *nats.Conn, id string, from uint64) (*ledger.Reader, error) {
+	l, err := ledger.LocateConn(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	return l.Read(ctx, nc, l.Filter(id), from)
 }

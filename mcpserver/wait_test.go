@@ -18,7 +18,13 @@ import (
 // startEngine starts a real engine (embedded NATS) and connects to it.
 func startEngine(t testing.TB) (*service.Service, *nats.Conn) {
 	t.Helper()
-	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	return startEngineOn(t, false)
+}
+
+// startEngineOn is startEngine on the record's layout, partitioned or not.
+func startEngineOn(t testing.TB, partitioned bool) (*service.Service, *nats.Conn) {
+	t.Helper()
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +55,16 @@ func connect(t *testing.T, srv *mcp.Server, opts *mcp.ClientOptions) *mcp.Client
 // wait_artifacts waits for the next artifacts after an ordinal, answers
 // timed_out when none comes, and at once when the deliberation has
 // ended; a subscriber to the deliberation's resource is told when it
-// moves.
+// moves. On both layouts of the record (docs/SCALING.md).
 func TestMCP_WaitArtifacts(t *testing.T) {
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) { waitArtifacts(t, partitioned) })
+	}
+}
+
+func waitArtifacts(t *testing.T, partitioned bool) {
 	ctx := context.Background()
-	_, nc := startEngine(t)
+	_, nc := startEngineOn(t, partitioned)
 	srv := server(t, nc, mcpserver.Options{MaxWait: 20 * time.Second})
 	updated := make(chan string, 16)
 	cs := connect(t, srv, &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {

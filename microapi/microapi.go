@@ -49,6 +49,10 @@ type Config struct {
 	Ignored func(reason string)
 	// EngineKey is the engine's public key (parley.api.engine).
 	EngineKey string
+	// Stream and Partitioned are the record the engine reads
+	// (parley.api.engine).
+	Stream      string
+	Partitioned bool
 }
 
 // server answers the endpoints.
@@ -225,7 +229,9 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 			out, err := a.q.Receipts(ctx, v.ID, v.Ordinals, nil)
 			respond(r, out, err)
 		}),
-		g.AddEndpoint("engine", a.onlyRequests(func(r micro.Request) { respond(r, api.EngineInfo{Key: a.cfg.EngineKey}, nil) })),
+		g.AddEndpoint("engine", a.onlyRequests(func(r micro.Request) {
+			respond(r, api.EngineInfo{Key: a.cfg.EngineKey, Stream: a.cfg.Stream, Partitioned: a.cfg.Partitioned}, nil)
+		})),
 		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 )
 
 // Config of the engine's connection: the embedded server's, unless URL
@@ -46,6 +48,13 @@ type Config struct {
 	// reaches the server may then write to the record, and make the server
 	// hold what it writes (docs/SECURITY.md).
 	AnonymousWrites bool
+	// Partitioned installs the server's subject mapping of the
+	// partitioned record (partition.Mappings, docs/SCALING.md) on the
+	// embedded server, in its configuration file's accounts too, and
+	// gives the generated users their permissions on the mapped
+	// subjects. With URL, the cluster's configuration carries the
+	// mapping.
+	Partitioned bool
 	// Principals are the participants the HTTP tokens stand for, reserved
 	// to the engine in the generated authorization (ReservedTokens).
 	Principals []string
@@ -101,6 +110,13 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 	}
 	ecfg := embedded.Config{Dir: cfg.Dir, Host: host, Port: port,
 		ConfigFile: cfg.ConfigFile, Logger: log.With("component", "nats"), MaxConn: cfg.MaxConn}
+	layout := ledger.Unpartitioned
+	if cfg.Partitioned {
+		layout = ledger.Partitioned
+		for _, m := range partition.Mappings() {
+			ecfg.Mappings = append(ecfg.Mappings, embedded.Mapping{From: m.From, To: m.To})
+		}
+	}
 	if cfg.ConfigFile == "" {
 		if cfg.User != "" || cfg.Password != "" || cfg.Creds != "" || cfg.NKey != "" {
 			return nil, errors.New("service: --user, --password, --creds and --nkey are for --nats or --nats-config: the embedded default generates its own users")
@@ -110,7 +126,7 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 		}
 		enginePassword := secret()
 		c.OperatorPassword = secret()
-		ecfg.Users = embeddedUsers(enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals)
+		ecfg.Users = embeddedUsers(layout, enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals)
 		ecfg.NoAuthUser = ReaderUser
 		if cfg.AnonymousWrites {
 			ecfg.NoAuthUser = ParticipantUser

@@ -12,20 +12,28 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/ledger"
-	"github.com/parley-engine/parley/wire"
 )
 
 // Stream says how the engine sets its stream up at start.
 type Stream struct {
 	// Replicas of the stream when the engine creates it.
 	Replicas int
+	// Layout is the record's layout the engine creates, and expects.
+	Layout ledger.Layout
+	// Adopt, on a cluster, takes the layout of the stream the server
+	// holds when it is the partitioned one and Layout is not: the
+	// cluster's configuration, not the engine's, carries the mapping.
+	// Without Adopt (the embedded server, whose mapping the engine
+	// installs) a stream of the other layout is refused.
+	Adopt bool
 	// DataDir is the engine's data directory, and Snapshot where the
-	// projection's snapshots are kept in it (Snapshot.<i>-of-<n>).
+	// projection's snapshots of the unpartitioned record are kept in it
+	// (Snapshot.<i>-of-<n>; SnapshotName for the partitioned one).
 	DataDir, Snapshot string
 	Logger            *slog.Logger
 }
 
-// EnsureStream creates or checks the stream (ledger.Ensure), each attempt
+// EnsureStream creates or checks the stream (Layout.Ensure), each attempt
 // with a short deadline of its own: a cluster that is still electing its
 // JetStream leader drops the requests it gets meanwhile, and a request
 // that waited for the whole of ctx would miss the leader elected a moment
@@ -35,24 +43,37 @@ type Stream struct {
 // must still be there: an engine started after the stream was deleted
 // would otherwise create an empty one and serve it as the record, the
 // history it folded gone without a word. It refuses to start instead.
+//
+// It first finds which layout the server holds (ledger.Detect): both, or
+// a partitioned one of several streams, is refused (ledger.ErrLayout);
+// one of the other layout than c.Layout too, unless c.Adopt takes it.
+// The stream's layout is ledger.LayoutOf its name.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstream.Stream, error) {
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	snaps, _ := filepath.Glob(filepath.Join(c.DataDir, c.Snapshot+".*-of-*"))
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var st jetstream.Stream
-		var err error
-		if len(snaps) > 0 {
-			st, err = ledger.Existing(actx, js)
+		var snaps []string
+		l, err := layout(actx, js, c)
+		if err == nil {
+			snaps, _ = filepath.Glob(filepath.Join(c.DataDir, SnapshotName(c.Snapshot, l)+".*-of-*"))
+		}
+		switch {
+		case errors.Is(err, ledger.ErrLayout), errors.Is(err, errOtherLayout):
+			cancel()
+			return nil, err
+		case err != nil:
+		case len(snaps) > 0:
+			st, err = l.Existing(actx, js)
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				cancel()
-				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", wire.StreamName, c.DataDir, filepath.Base(snaps[0]))
+				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", l.Stream(), c.DataDir, filepath.Base(snaps[0]))
 			}
-		} else {
-			st, err = ledger.Ensure(actx, js, c.Replicas)
+		default:
+			st, err = l.Ensure(actx, js, c.Replicas)
 		}
 		cancel()
 		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
@@ -71,4 +92,41 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// SnapshotName is the name of the projection's snapshots in the data
+// directory for the record's layout: base for the unpartitioned record,
+// and base after the stream's name for the partitioned one
+// (PARLEY_0000_1023.projection.snapshot), so that a projection folded
+// from one stream is never restored over the other (an engine on a
+// cluster reads whichever layout it finds).
+func SnapshotName(base string, l ledger.Layout) string {
+	if !l.Partitioned() {
+		return base
+	}
+	return l.Stream() + "." + base
+}
+
+// errOtherLayout is returned, wrapped, for a stream of the other layout
+// than the engine was told, which it does not adopt.
+var errOtherLayout = errors.New("service: the record has the other layout")
+
+// layout is the layout EnsureStream sets up: the server's, if it holds a
+// stream of one, else c.Layout.
+func layout(ctx context.Context, js jetstream.JetStream, c Stream) (ledger.Layout, error) {
+	found, ok, err := ledger.Detect(ctx, js)
+	switch {
+	case err != nil:
+		return ledger.Layout{}, err
+	case !ok, found == c.Layout:
+		return c.Layout, nil
+	case c.Adopt && found.Partitioned():
+		if c.Logger != nil {
+			c.Logger.Info("the cluster holds the partitioned record: reading it", "stream", found.Stream())
+		}
+		return found, nil
+	case found.Partitioned():
+		return ledger.Layout{}, fmt.Errorf("%w: the server holds the stream %s (the partitioned record), and the engine was started without --partitioned", errOtherLayout, found.Stream())
+	}
+	return ledger.Layout{}, fmt.Errorf("%w: the server holds the stream %s (the unpartitioned record), and the engine was started with --partitioned: export its deliberations and import them into a fresh engine started with --partitioned", errOtherLayout, found.Stream())
 }

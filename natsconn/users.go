@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -40,13 +41,16 @@ const (
 )
 
 // streamAdmin are the JetStream API subjects that could erase or
-// reconfigure the record. No user of the embedded default may publish on
-// them (deploy/nats.conf keeps them for its admin).
-var streamAdmin = []string{
-	"$JS.API.STREAM.DELETE." + wire.StreamName,
-	"$JS.API.STREAM.PURGE." + wire.StreamName,
-	"$JS.API.STREAM.UPDATE." + wire.StreamName,
-	"$JS.API.STREAM.MSG.DELETE." + wire.StreamName,
+// reconfigure the record, the stream named stream. No user of the
+// embedded default may publish on them (deploy/nats.conf keeps them for
+// its admin).
+func streamAdmin(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.DELETE." + stream,
+		"$JS.API.STREAM.PURGE." + stream,
+		"$JS.API.STREAM.UPDATE." + stream,
+		"$JS.API.STREAM.MSG.DELETE." + stream,
+	}
 }
 
 // participantReads are the subjects a participant publishes on to read:
@@ -65,7 +69,9 @@ var streamAdmin = []string{
 // read the stream with ordered push consumers, which the server never
 // lets deliver onto a subject of the stream, and single messages through
 // the query API (parley.api.artifact, parley.api.outcome).
-var participantReads = append(slices.Clone(queryReads), ledger.ReaderSubjects...)
+func participantReads(l ledger.Layout) []string {
+	return append(queryReads(), l.ReaderSubjects()...)
+}
 
 // queryReads are the reads of a client without credentials: the query
 // service, micro discovery and stream info, each a request the engine or
@@ -74,11 +80,36 @@ var participantReads = append(slices.Clone(queryReads), ledger.ReaderSubjects...
 // stream, so a client that may create them may make the server hold as
 // many as it likes (docs/OPERATIONS.md, "Hostile clients"). Those who read
 // the stream itself hold the participant's password.
-var queryReads = []string{
-	wire.MicroPrefix + ".>",
-	"$SRV.>",
-	"$JS.API.INFO",
-	"$JS.API.STREAM.INFO." + wire.StreamName,
+func queryReads() []string {
+	return []string{
+		wire.MicroPrefix + ".>",
+		"$SRV.>",
+		"$JS.API.INFO",
+		// Both layouts' stream info: a client that was told nothing
+		// finds the record's stream by asking (ledger.Locate).
+		"$JS.API.STREAM.INFO." + ledger.Unpartitioned.Stream(),
+		"$JS.API.STREAM.INFO." + ledger.Partitioned.Stream(),
+	}
+}
+
+// artPermission is the publish permission of the artifacts of token
+// (a wildcard, *, for every token) in every deliberation: on the
+// subject as published, or, partitioned, on its mapped form, since the
+// server checks permissions on the mapped subject (docs/SCALING.md).
+func artPermission(l ledger.Layout, token string) string {
+	if l.Partitioned() {
+		return partition.ParticipantPermission(token)
+	}
+	return wire.ArtifactSubject("*", token)
+}
+
+// ctlPermission is the publish permission of the control subjects of
+// every deliberation, as artPermission.
+func ctlPermission(l ledger.Layout) string {
+	if l.Partitioned() {
+		return partition.ControlPermission
+	}
+	return wire.ControlSubject("*")
 }
 
 // ReservedTokens are the participant tokens the embedded default refuses
@@ -96,23 +127,32 @@ func ReservedTokens(principals []string) []string {
 	return out
 }
 
-// embeddedUsers returns the authorization of the embedded default: the
-// reader (every client without credentials), the participant, the engine
-// and the operator, with the passwords given. principals are the
-// participants the HTTP tokens stand for.
-func embeddedUsers(enginePassword, operatorPassword, participantPassword string, principals []string) []*server.User {
+// embeddedUsers returns the authorization of the embedded default for
+// the record's layout: the reader (every client without credentials), the
+// participant, the engine and the operator, with the passwords given.
+// principals are the participants the HTTP tokens stand for. Partitioned,
+// the permissions of artifact and control subjects are on their mapped
+// forms, and nobody may publish on the subject a publish straight to a
+// mapped subject is mapped to (partition.Refused).
+func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participantPassword string, principals []string) []*server.User {
 	reserved := ReservedTokens(principals)
+	reads := participantReads(l)
+	admin := streamAdmin(l.Stream())
 	// The importer's subject: only the operator publishes there (engine
 	// import), not the engine itself.
-	deny := []string{wire.ImportSubject("*")}
+	deny := []string{artPermission(l, wire.ImportToken)}
 	var engineArt []string
 	for _, t := range reserved {
-		deny = append(deny, wire.ArtifactSubject("*", t))
-		engineArt = append(engineArt, wire.ArtifactSubject("*", t))
+		deny = append(deny, artPermission(l, t))
+		engineArt = append(engineArt, artPermission(l, t))
+	}
+	if l.Partitioned() {
+		deny = append(deny, partition.Refused)
+		admin = append(admin, partition.Refused)
 	}
 	participant := &server.Permissions{
 		Publish: &server.SubjectPermission{
-			Allow: append([]string{wire.ArtifactSubject("*", "*"), wire.ControlSubject("*")}, participantReads...),
+			Allow: append([]string{artPermission(l, "*"), ctlPermission(l)}, reads...),
 			Deny:  deny,
 		},
 		// Replies, and the announcements of binding moments (what GET
@@ -122,7 +162,7 @@ func embeddedUsers(enginePassword, operatorPassword, participantPassword string,
 	// The reader publishes only to ask: nothing it sends is stored, and
 	// nothing it asks for outlives the answer.
 	reader := &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: slices.Clone(queryReads)},
+		Publish:   &server.SubjectPermission{Allow: queryReads()},
 		Subscribe: participant.Subscribe,
 	}
 	engine := &server.Permissions{
@@ -134,8 +174,8 @@ func embeddedUsers(enginePassword, operatorPassword, participantPassword string,
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, wire.BindingSubject("*"), wire.ControlSubject("*"), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+wire.StreamName+".>", "_INBOX.>", "$SRV.>"),
-			Deny:  streamAdmin,
+			Allow: append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+l.Stream()+".>", "_INBOX.>", "$SRV.>"),
+			Deny:  admin,
 		},
 		// The stream's advisories and the API audit: the engine watches
 		// its stream (package health).
@@ -145,7 +185,7 @@ func embeddedUsers(enginePassword, operatorPassword, participantPassword string,
 	operator := &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: []string{wire.SubjectPrefix + ">", "$JS.API.>", "$JS.FC.>", "$SRV.>"},
-			Deny:  streamAdmin,
+			Deny:  admin,
 		},
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.SubjectPrefix + ">"}},
 	}

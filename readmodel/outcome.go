@@ -46,7 +46,9 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	}
 	var mo projector.MessageOutcome
 	out.Projected = q.r.Position()
-	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: msg.Subject, Data: msg.Data, Import: projector.ImportOf(msg.Subject, msg.Header.Get)}, want)
+	// The subject as published (the partitioned layout stores it mapped).
+	subject, _ := q.r.Layout().Original(msg.Subject)
+	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: subject, Data: msg.Data, Import: projector.ImportOf(subject, msg.Header.Get)}, want)
 	switch {
 	case errors.Is(err, projector.ErrOtherDeliberation):
 		return out, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound,

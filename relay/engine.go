@@ -24,6 +24,9 @@ type engineSpec struct {
 	Operator    []nats.Option
 	Dir         string
 	Roots       []string
+	// Partitioned starts the embedded engine with the record
+	// partitioned (service.Config.Partitioned).
+	Partitioned bool
 }
 
 // engine is the engine a relay command runs against: the single door
@@ -54,7 +57,7 @@ func startEngine(ctx context.Context, spec engineSpec) (*engine, error) {
 		spec.Dir = filepath.Join("relay-runs", time.Now().UTC().Format("20060102T150405Z"))
 	}
 	s, err := service.Start(ctx, service.Config{DataDir: filepath.Join(spec.Dir, "engine"), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-		ProvenanceRoots: spec.Roots})
+		ProvenanceRoots: spec.Roots, Partitioned: spec.Partitioned})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func RunFleet(ctx context.Context, cfg *Config, k int, opts Options) ([]*Summary
 	if opts.Dir == "" {
 		opts.Dir = "relay-runs/fleet"
 	}
-	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Operator: opts.seedNATS, Dir: opts.Dir, Roots: cfg.Roots()})
+	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Operator: opts.seedNATS, Dir: opts.Dir, Roots: cfg.Roots(), Partitioned: opts.Partitioned})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/wire"
@@ -43,6 +44,9 @@ type ReplayOptions struct {
 	// ProvenanceRoots are the embedded engine's re-verification roots, for
 	// a recorded charter with a provenance policy.
 	ProvenanceRoots []string
+	// Partitioned runs the embedded engine with the record partitioned
+	// (engine serve --partitioned, docs/SCALING.md).
+	Partitioned bool
 }
 
 // ReplayResult says what a replay did.
@@ -63,7 +67,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 	if rec.Format() != recording.Stream {
 		return nil, fmt.Errorf("relay: replay needs a stream recording (engine export --format stream), and this is an artifact log or not a recording")
 	}
-	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Dir: opts.Dir, Roots: opts.ProvenanceRoots})
+	eng, err := startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Dir: opts.Dir, Roots: opts.ProvenanceRoots, Partitioned: opts.Partitioned})
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +155,7 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 type refusal struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	stream string // the record's stream, once found (ledger.Locate)
 }
 
 func newRefusal(ctx context.Context) *refusal {
@@ -168,12 +173,20 @@ func (r *refusal) option() nats.Option {
 	})
 }
 
-// publish publishes data on subject into the PARLEY stream, failing with
-// the server's permission violation when there is one.
+// publish publishes data on subject into the record's stream (PARLEY, or
+// PARLEY_0000_1023 partitioned: ledger.Locate), failing with the server's
+// permission violation when there is one.
 func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(wire.StreamName))
+	if r.stream == "" {
+		l, _, err := ledger.Locate(ctx, js)
+		if err != nil {
+			return nil, err
+		}
+		r.stream = l.Stream()
+	}
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(r.stream))
 	if err != nil && context.Cause(r.ctx) != nil {
 		err = context.Cause(r.ctx)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/parley-engine/parley/archive"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
@@ -19,11 +20,25 @@ import (
 // Record a relay, replay it into the engine as a new deliberation (the
 // live supervisor completes it again, to the same state digest), and fork
 // it half-way with the same participants continuing: a counterfactual run
-// with no call for the prefix.
+// with no call for the prefix. On both layouts of the record, the
+// unpartitioned default and the partitioned one (the server's mapping,
+// docs/SCALING.md), to the same state digest.
 func TestReplayAndFork(t *testing.T) {
+	digests := map[bool]string{}
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) {
+			digests[partitioned] = replayAndFork(t, partitioned)
+		})
+	}
+	if digests[false] == "" || digests[false] != digests[true] {
+		t.Errorf("the same scripted deliberation: state digest %q unpartitioned, %q partitioned", digests[false], digests[true])
+	}
+}
+
+func replayAndFork(t *testing.T, partitioned bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +56,25 @@ func TestReplayAndFork(t *testing.T) {
 	if err != nil || orig.Termination != "completed" {
 		t.Fatalf("%v %+v", err, orig)
 	}
+	if !orig.ClosureOK {
+		t.Errorf("the decision's closure does not verify: %+v", orig)
+	}
 	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	// The record is where the layout puts it: partitioned, every message
+	// of the deliberation is stored under its mapped subjects.
+	wantStream, filter := "PARLEY", "parley."+orig.Deliberation+".>"
+	if partitioned {
+		wantStream, filter = "PARLEY_0000_1023", partition.DeliberationFilter(orig.Deliberation)
+	}
+	st, err := js.Stream(ctx, wantStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter)); err != nil || len(info.State.Subjects) == 0 {
+		t.Fatalf("stream %s holds nothing on %s: %v", wantStream, filter, err)
+	}
 	var rec bytes.Buffer
 	if _, err := archive.Export(ctx, js, orig.Deliberation, recording.Stream, &rec); err != nil {
 		t.Fatal(err)
@@ -111,4 +142,5 @@ func TestReplayAndFork(t *testing.T) {
 		!strings.Contains(err.Error(), "has only") {
 		t.Errorf("fork past the end: %v", err)
 	}
+	return orig.StateDigest
 }

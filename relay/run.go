@@ -50,6 +50,9 @@ type Options struct {
 	// Dir is the run directory: invalid outputs, the report, the embedded
 	// engine's data.
 	Dir string
+	// Partitioned runs the embedded engine with the record partitioned
+	// (engine serve --partitioned, docs/SCALING.md).
+	Partitioned bool
 	// Progress, when set, receives a line per turn.
 	Progress io.Writer
 	// Notices, when set, receives what a person must see whatever the
@@ -294,7 +297,7 @@ func start(ctx context.Context, cfg *Config, opts Options) (_ *runner, err error
 		}
 	}()
 	if r.eng, err = startEngine(ctx, engineSpec{URL: opts.NATS, Participant: opts.NATSOptions, Operator: opts.seedNATS,
-		Dir: opts.Dir, Roots: cfg.Roots()}); err != nil {
+		Dir: opts.Dir, Roots: cfg.Roots(), Partitioned: opts.Partitioned}); err != nil {
 		return nil, err
 	}
 	r.refused = newRefusal(ctx) // the fork's prefix may hold what this connection may not publish
@@ -1094,7 +1097,11 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	defer cancel()
 	// The principal's artifacts, with an ordered push consumer (a
 	// participant may not pull: ledger.Reader).
-	rd, err := ledger.Read(wctx, nc, wire.ArtifactSubject(r.id, r.cfg.Principal), 0)
+	l, err := ledger.LocateConn(wctx, nc)
+	if err != nil {
+		return "", err
+	}
+	rd, err := l.Read(wctx, nc, l.Stored(wire.ArtifactSubject(r.id, r.cfg.Principal)), 0)
 	if err != nil {
 		return "", err
 	}

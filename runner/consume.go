@@ -60,7 +60,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.start > 0 {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1, NamePrefix: r.consumerPrefix}
 	}
-	cons, err := r.js.OrderedConsumer(ctx, wire.StreamName, cfg)
+	cons, err := r.js.OrderedConsumer(ctx, r.layout.Stream(), cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it began: nothing was applied
@@ -229,7 +229,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		// An importer's message says what it restores in its headers;
 		// an artifact's may carry its signature; nobody else's headers
 		// are read (projector.ImportOf, projector.SignatureOf).
-		m := projector.Msg{Seq: seq, Subject: msg.Subject(), Data: msg.Data(), Time: time.Unix(0, ts)}
+		// The fold sees the subject as published: a stored subject of the
+		// partitioned layout is mapped back (ledger.Layout.Original); one
+		// the mapping did not make (a misplaced partition) stays as it is,
+		// names no deliberation, and is rejected (subject.invalid).
+		subject, _ := r.layout.Original(msg.Subject())
+		m := projector.Msg{Seq: seq, Subject: subject, Data: msg.Data(), Time: time.Unix(0, ts)}
 		if h := msg.Headers(); h != nil {
 			m.Import = projector.ImportOf(m.Subject, h.Get)
 			m.Signature = projector.SignatureOf(m.Subject, h)
@@ -278,7 +283,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Nothing more can arrive; the consumer stops once its reset
 			// lets go (stop keeps out whatever it still hands over).
 			go cc.Stop()
-			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), wire.StreamName, err)
+			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), r.layout.Stream(), err)
 		}
 	}
 	endBeside()
@@ -332,7 +337,7 @@ func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone cha
 		case <-recheck.C:
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := r.js.Stream(lctx, wire.StreamName)
+		_, err := r.js.Stream(lctx, r.layout.Stream())
 		cancel()
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			notFound = 0

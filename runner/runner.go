@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/wire"
@@ -39,6 +41,7 @@ const DefaultShards = 8
 type Runner struct {
 	js        jetstream.JetStream
 	stream    jetstream.Stream
+	layout    ledger.Layout // the stream's (ledger.LayoutOf its name)
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
 	snapPath  string
@@ -113,6 +116,15 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	if r.clock == nil {
 		r.clock = time.Now
 	}
+	if stream != nil {
+		if info := stream.CachedInfo(); info != nil {
+			l, err := ledger.LayoutOf(info.Config.Name)
+			if err != nil {
+				return nil, fmt.Errorf("service: %w", err)
+			}
+			r.layout = l
+		}
+	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -164,6 +176,10 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 	r.dispatched.Store(r.start)
 	return r, nil
 }
+
+// Layout is the layout of the record the runner reads: ledger.LayoutOf
+// its stream's name (Unpartitioned without a stream).
+func (r *Runner) Layout() ledger.Layout { return r.layout }
 
 func (r *Runner) shardOf(deliberation string) *shard {
 	if deliberation == "" {

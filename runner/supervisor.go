@@ -295,8 +295,8 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
 			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
-			jetstream.WithExpectStream(wire.StreamName),
-			jetstream.WithExpectLastSequenceForSubject(expect, wire.DeliberationFilter(j.Deliberation)))
+			jetstream.WithExpectStream(s.r.layout.Stream()),
+			jetstream.WithExpectLastSequenceForSubject(expect, s.r.layout.Filter(j.Deliberation)))
 		if err != nil {
 			switch {
 			case ledger.IsLostRace(err):
@@ -353,7 +353,7 @@ func (s *Supervisor) Step(ctx context.Context) int {
 			// deliberation the stream held a moment later.
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
 			upTo := last + 1
-			if st, err := s.js.Stream(wctx, wire.StreamName); err == nil {
+			if st, err := s.js.Stream(wctx, s.r.layout.Stream()); err == nil {
 				upTo = max(upTo, st.CachedInfo().State.LastSeq)
 			}
 			err = s.r.WaitForIn(wctx, j.Deliberation, upTo)
@@ -407,8 +407,8 @@ func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job, stamp string)
 	}
 	ack, err := s.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgIDs.For("checkpoint", j.Deliberation, strconv.FormatUint(j.Size, 10), strconv.FormatUint(j.Position, 10))),
-		jetstream.WithExpectStream(wire.StreamName),
-		jetstream.WithExpectLastSequenceForSubject(j.Position, wire.DeliberationFilter(j.Deliberation)))
+		jetstream.WithExpectStream(s.r.layout.Stream()),
+		jetstream.WithExpectLastSequenceForSubject(j.Position, s.r.layout.Filter(j.Deliberation)))
 	if err != nil {
 		switch {
 		case ledger.IsLostRace(err):

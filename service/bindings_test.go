@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -11,19 +12,32 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/binding"
+	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/eventually"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/readmodel"
+	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
 
 // A decider asks its principal through the HTTP API; each of the four
 // resolutions lands on the record as seed 002's mapping says, and an
-// envelope can be resolved once only.
+// envelope can be resolved once only. On both layouts of the record.
 func TestBindings_HTTP(t *testing.T) {
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) { bindingsHTTP(t, partitioned) })
+	}
+}
+
+func bindingsHTTP(t *testing.T, partitioned bool) {
 	var envs struct {
 		Vectors []struct{ Input json.RawMessage }
 	}
@@ -34,7 +48,7 @@ func TestBindings_HTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, t.TempDir())
+	s := startLayout(t, t.TempDir(), partitioned)
 	defer s.Close()
 	nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 	defer nc.Close()
@@ -221,4 +235,107 @@ func TestBindings_AnnouncedOnlyWhenAdmitted(t *testing.T) {
 	if json.Unmarshal(am.Data, &a); a.Decision != prov.ID || a.Decider != "judge" || a.Position != pack.Sequence {
 		t.Fatalf("announcement %s", am.Data)
 	}
+}
+
+// A principal's resolution is published on condition that the
+// deliberation did not move since the writer read it
+// (Nats-Expected-Last-Subject-Sequence over the deliberation's filter).
+// Here the writer reads a projection that stopped before the
+// deliberation's last message, so its condition is stale: the stream
+// must refuse the resolution, alone (option) and as the atomic batch of a
+// decline and its cancel. Partitioned, the filter must be the mapped one
+// (ledger.Layout.Filter): the server does not map this header, and under
+// the published form it finds nothing stored, takes the last sequence as
+// 0, refuses every current condition and stores one that expects 0
+// whatever the deliberation holds. The control, a current condition,
+// resolves.
+func TestBindings_StaleConditionRefused(t *testing.T) {
+	var envs struct {
+		Vectors []struct{ Input json.RawMessage }
+	}
+	b, _ := os.ReadFile("../binding/testdata/envelopes.json")
+	json.Unmarshal(b, &envs)
+	envRaw := envs.Vectors[0].Input
+	env, err := binding.ParseEnvelope(envRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []ledger.Layout{ledger.Unpartitioned, ledger.Partitioned} {
+		t.Run(l.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s := startLayout(t, t.TempDir(), l.Partitioned())
+			defer s.Close()
+			nc := dial(t, s)
+			judge, _ := client.New(nc, "judge")
+			id, err := judge.Open(ctx, client.Charter{Title: "share?", Participants: []string{"judge", "principal"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			claim, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Share the dates only."}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ack, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeDecision,
+				Payload:    events.Decision{Outcome: "Ask the principal.", Status: events.Provisional, ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+				References: []events.Reference{{Target: claim.ID, Relation: events.Decides}},
+				Extensions: map[string]any{binding.ExtEnvelope: envRaw}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A projection of its own, stopped once it has the binding
+			// moment: what the writer reads goes stale.
+			js, _ := jetstream.New(s.Conn())
+			r, err := runner.New(ctx, js, s.Stream, runner.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { r.Run(rctx); close(done) }()
+			if err := r.WaitFor(ctx, ack.Sequence); err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			<-done
+			if _, _, err := judge.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "Meanwhile, another claim."}}); err != nil {
+				t.Fatal(err)
+			}
+			q := readmodel.New(readmodel.Config{Runner: r, Stream: s.Stream})
+			wr := bindwrite.New(q, r, js, nil)
+			before, _ := s.Stream.Info(ctx)
+			for _, res := range []string{`"resolution":"option","option_idx":0`, `"resolution":"declined"`} {
+				body := `{"binding_moment_resolution":{"envelope_digest":"` + env.Digest.String() + `",` + res + `}}`
+				_, err := wr.Resolve(ctx, id, env.Digest.String(), []byte(body), "principal")
+				var ae *api.Error
+				if !errors.As(err, &ae) || ae.Code != "binding.concurrent" {
+					t.Errorf("%s on a stale condition: %v", res, err)
+				}
+			}
+			after, _ := s.Stream.Info(ctx)
+			if after.State.LastSeq != before.State.LastSeq {
+				t.Errorf("the stream moved from %d to %d: a resolution on a stale condition was stored", before.State.LastSeq, after.State.LastSeq)
+			}
+			// The control: the engine's own writer, whose projection is
+			// current, resolves.
+			body := `{"binding_moment_resolution":{"envelope_digest":"` + env.Digest.String() + `","resolution":"option","option_idx":0}}`
+			if err := s.Runner.WaitFor(ctx, before.State.LastSeq); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bindwrite.New(s.Queries, s.Runner, js, nil).Resolve(ctx, id, env.Digest.String(), []byte(body), "principal"); err != nil {
+				t.Errorf("a current condition: %v", err)
+			}
+		})
+	}
+}
+
+// startLayout starts an engine on the record's layout, partitioned or not.
+func startLayout(t *testing.T, dir string, partitioned bool) *service.Service {
+	t.Helper()
+	s, err := service.Start(context.Background(), service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: 50 * time.Millisecond,
+		Partitioned: partitioned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -28,6 +28,19 @@ type Config struct {
 	Creds, NKey            string
 	TLSCA, TLSCert, TLSKey string
 	User, Password         string
+	// Partitioned stores the record partitioned (--partitioned;
+	// docs/SCALING.md): the server's subject mapping stores
+	// parley.<d>.art.<p> as parley.p.<n>.<d>.art.<p> and parley.<d>.ctl as
+	// parley.p.<n>.<d>.ctl, in the one stream PARLEY_0000_1023. The
+	// engine installs the mapping on its embedded server (in a
+	// NATSConfig's accounts too) and gives its generated users their
+	// permissions on the mapped subjects. On a cluster (NATS) the
+	// cluster's configuration carries the mapping, and the engine reads
+	// the layout the cluster holds (a partitioned stream even without
+	// Partitioned); with Partitioned it refuses the unpartitioned stream.
+	// A server that holds both layouts, or a partitioned one of several
+	// streams, is refused (not supported yet: one stream).
+	Partitioned bool
 	// Replicas of the PARLEY stream when the engine creates it (1
 	// embedded; 3 is usual on a cluster).
 	Replicas int

@@ -19,7 +19,9 @@ import (
 const CredentialsFile = "credentials.json"
 
 // SnapshotFile is where the projection's snapshots are kept in the data
-// directory, one file per shard (SnapshotFile.<i>-of-<n>).
+// directory, one file per shard (SnapshotFile.<i>-of-<n>); those of the
+// partitioned record have the stream's name before it
+// (PARLEY_0000_1023.projection.snapshot.<i>-of-<n>: natsconn.SnapshotName).
 const SnapshotFile = "projection.snapshot"
 
 // Credentials are what a running engine generated at start, for its

@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/health"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
 )
@@ -88,11 +89,17 @@ func metric(t *testing.T, s *service.Service, name string) float64 {
 // wait (its TERMINATION in the stream).
 func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Duration) bool {
 	t.Helper()
+	return supervisedIn(t, js, ledger.Unpartitioned, id, wait)
+}
+
+// supervisedIn is supervised on the record's layout l.
+func supervisedIn(t *testing.T, js jetstream.JetStream, l ledger.Layout, id string, wait time.Duration) bool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	for ctx.Err() == nil {
-		if st, err := js.Stream(ctx, wire.StreamName); err == nil {
-			if m, err := st.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err == nil && m != nil {
+		if st, err := js.Stream(ctx, l.Stream()); err == nil {
+			if m, err := st.GetLastMsgForSubject(ctx, l.Stored(wire.ArtifactSubject(id, wire.SupervisorToken))); err == nil && m != nil {
 				return true
 			}
 		}
@@ -107,10 +114,23 @@ func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Durat
 // before), its API answers 503 engine.halted over HTTP and NATS, /healthz
 // turns 503 with the reason, and the metrics count it.
 func TestWatch_UnsafeEditHalts(t *testing.T) {
+	for _, l := range []ledger.Layout{ledger.Unpartitioned, ledger.Partitioned} {
+		t.Run(l.String(), func(t *testing.T) { unsafeEditHalts(t, l) })
+	}
+}
+
+func unsafeEditHalts(t *testing.T, l ledger.Layout) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, admin := bareServer(t, embedded.Config{})
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), HTTP: "127.0.0.1:0", StreamCheckEvery: time.Hour})
+	var ecfg embedded.Config
+	if l.Partitioned() {
+		for _, m := range partition.Mappings() {
+			ecfg.Mappings = append(ecfg.Mappings, embedded.Mapping{From: m.From, To: m.To})
+		}
+	}
+	srv, admin := bareServer(t, ecfg)
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), HTTP: "127.0.0.1:0", StreamCheckEvery: time.Hour,
+		Partitioned: l.Partitioned()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,13 +149,13 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	if err := alice.Cancel(ctx, before, "control"); err != nil {
 		t.Fatal(err)
 	}
-	if !supervised(t, admin, before, 20*time.Second) {
+	if !supervisedIn(t, admin, l, before, 20*time.Second) {
 		t.Fatal("the supervisor did not record a cancel on a sound stream")
 	}
 
 	// A purge the stream refuses (deny_purge) is seen in the API audit,
 	// checked, and found harmless.
-	st, _ := admin.Stream(ctx, wire.StreamName)
+	st, _ := admin.Stream(ctx, l.Stream())
 	if err := st.Purge(ctx); err == nil {
 		t.Fatal("the stream was purged")
 	}
@@ -149,7 +169,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 		t.Fatalf("after a refused purge: %d %+v", code, h)
 	}
 
-	cfg := ledger.StreamConfig(1)
+	cfg := l.StreamConfig(1)
 	cfg.MaxAge = 3 * time.Minute
 	if _, err := admin.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -183,7 +203,7 @@ func TestWatch_UnsafeEditHalts(t *testing.T) {
 	}
 	// The supervisor recorded the first cancel within a second; it has
 	// three for this one.
-	if supervised(t, admin, after, 3*time.Second) {
+	if supervisedIn(t, admin, l, after, 3*time.Second) {
 		t.Error("the supervisor still judges on an unsafe stream")
 	}
 	// Reverting the limit does not lift the halt: messages may be gone.

@@ -22,6 +22,7 @@ import (
 	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/natsconn"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -97,11 +98,28 @@ func streamNames(t *testing.T, s *service.Service) []string {
 // publishes and nothing reaches the stream; the same client still opens a
 // deliberation, publishes as alice and reads the state; the engine's own
 // supervisor still publishes.
+//
+// On both layouts of the record: partitioned, the server checks the
+// permissions on the mapped subjects (docs/SCALING.md), and a publish
+// straight to a mapped subject is refused as well.
 func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
+	for _, l := range []ledger.Layout{ledger.Unpartitioned, ledger.Partitioned} {
+		t.Run(l.String(), func(t *testing.T) { refusesReservedTokensAndStreamAdmin(t, l) })
+	}
+}
+
+func refusesReservedTokensAndStreamAdmin(t *testing.T, l ledger.Layout) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	s := start(t, t.TempDir())
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotEvery: 50 * time.Millisecond,
+		Partitioned: l.Partitioned()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
+	if got := s.Runner.Layout(); got != l {
+		t.Fatalf("the engine reads the %s record", got)
+	}
 	if !strings.HasPrefix(s.NATSURL(), "nats://127.0.0.1:") {
 		t.Fatalf("NATS URL %s", s.NATSURL())
 	}
@@ -135,8 +153,24 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 		if err == nil {
 			t.Errorf("published as %s", tok)
 		}
-		if !o.violated(subject) {
-			t.Errorf("no permissions violation for %s", subject)
+		if !o.violated(l.Stored(subject)) {
+			t.Errorf("no permissions violation for %s", l.Stored(subject))
+		}
+	}
+	if l.Partitioned() {
+		// Straight to a mapped subject, one's own included: mapped to
+		// partition.Refused, which nobody may publish on.
+		for _, tok := range []string{wire.SupervisorToken, "alice"} {
+			subject := l.Stored(wire.ArtifactSubject(id, tok))
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := o.js.Publish(short, subject, forged.Canonical)
+			cancel()
+			if err == nil {
+				t.Errorf("published straight to %s", subject)
+			}
+		}
+		if !o.violated(partition.Refused) {
+			t.Errorf("no permissions violation for %s", partition.Refused)
 		}
 	}
 	// The stream's administration: delete, purge, update, delete a
@@ -145,10 +179,10 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	cfg.MaxMsgs = 1
 	update, _ := json.Marshal(cfg)
 	for _, req := range []struct{ subject, body string }{
-		{"$JS.API.STREAM.DELETE." + wire.StreamName, ""},
-		{"$JS.API.STREAM.PURGE." + wire.StreamName, "{}"},
-		{"$JS.API.STREAM.UPDATE." + wire.StreamName, string(update)},
-		{"$JS.API.STREAM.MSG.DELETE." + wire.StreamName, `{"seq":1}`},
+		{"$JS.API.STREAM.DELETE." + l.Stream(), ""},
+		{"$JS.API.STREAM.PURGE." + l.Stream(), "{}"},
+		{"$JS.API.STREAM.UPDATE." + l.Stream(), string(update)},
+		{"$JS.API.STREAM.MSG.DELETE." + l.Stream(), `{"seq":1}`},
 		{"$JS.API.STREAM.CREATE.X", `{"name":"X","subjects":["x.>"]}`},
 	} {
 		if _, err := o.nc.Request(req.subject, []byte(req.body), time.Second); err == nil {
@@ -161,13 +195,13 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if _, err := s.Stream.Info(ctx); err != nil {
 		t.Fatalf("the stream is gone: %v", err)
 	}
-	if names := streamNames(t, s); len(names) != 1 || names[0] != wire.StreamName {
+	if names := streamNames(t, s); len(names) != 1 || names[0] != l.Stream() {
 		t.Errorf("streams %v", names)
 	}
 	// A push consumer may be created (participants read with consumers),
 	// but delivering into the JetStream API erases nothing.
-	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, wire.StreamName, jetstream.ConsumerConfig{Name: "into-the-api",
-		DeliverSubject: "$JS.API.STREAM.DELETE." + wire.StreamName, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+	if _, err := o.js.CreateOrUpdatePushConsumer(ctx, l.Stream(), jetstream.ConsumerConfig{Name: "into-the-api",
+		DeliverSubject: "$JS.API.STREAM.DELETE." + l.Stream(), AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Logf("push consumer refused: %v", err)
 	}
 	// Nothing to wait for but time: were the deliveries to erase
@@ -184,7 +218,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 			after.State.Msgs, after.State.LastSeq, after.Config.MaxMsgs, before.State.Msgs, before.State.LastSeq)
 	}
 	for _, tok := range []string{wire.SupervisorToken, wire.PrincipalToken} {
-		if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, tok)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		if _, err := s.Stream.GetLastMsgForSubject(ctx, l.Stored(wire.ArtifactSubject(id, tok))); !errors.Is(err, jetstream.ErrMsgNotFound) {
 			t.Errorf("a message as %s is stored: %v", tok, err)
 		}
 	}
@@ -209,7 +243,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err != nil || v.Status != api.StatusOpen || v.Artifacts != 1 {
 		t.Fatalf("state over the micro API: %v %+v", err, v)
 	}
-	rd, err := ledger.Read(ctx, o.nc, wire.DeliberationFilter(id), 0)
+	rd, err := l.Read(ctx, o.nc, l.Filter(id), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,13 +262,13 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	// Stream info, but no direct get (its answer goes to any reply
 	// subject: TestEmbeddedDefault_NoDeliveryOntoEngineSubjects); a
 	// message's bytes come from the query API.
-	if ps, err := o.js.Stream(ctx, wire.StreamName); err != nil {
+	if ps, err := o.js.Stream(ctx, l.Stream()); err != nil {
 		t.Errorf("stream info: %v", err)
 	} else {
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := ps.GetMsg(short, claimSeq)
 		cancel()
-		if err == nil || !o.violated("$JS.API.DIRECT.GET."+wire.StreamName) {
+		if err == nil || !o.violated("$JS.API.DIRECT.GET."+l.Stream()) {
 			t.Errorf("direct get: %v", err)
 		}
 	}
@@ -254,7 +288,7 @@ func TestEmbeddedDefault_RefusesReservedTokensAndStreamAdmin(t *testing.T) {
 	if err := alice.Watch(wctx, id, func(w api.View) bool { v = w; return w.Status != api.StatusCompleted }); err != nil {
 		t.Fatalf("never completed: %v (%+v)", err, v)
 	}
-	if _, err := s.Stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(id, wire.SupervisorToken)); err != nil {
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, l.Stored(wire.ArtifactSubject(id, wire.SupervisorToken))); err != nil {
 		t.Errorf("no supervisor TERMINATION: %v", err)
 	}
 }
@@ -608,5 +642,80 @@ func TestEmbeddedDefault_ParticipantPasswordKept(t *testing.T) {
 	if _, err := service.Start(context.Background(), service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"}); err == nil ||
 		!strings.Contains(err.Error(), "holds no secret") {
 		t.Errorf("a short secret: %v", err)
+	}
+}
+
+// deploy/nats-partitioned.conf on the embedded server, the record
+// partitioned: its users' permissions are on the mapped subjects. The
+// orchestrator opens, alice publishes as alice and the engine's
+// supervisor completes the deliberation; alice publishing as bob is
+// refused on bob's mapped subject, and her publish straight to her own
+// mapped subject is refused too (mapped to parley.refused). Nothing of
+// either is stored.
+func TestStart_PartitionedNATSConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		NATSConfig: "../deploy/nats-partitioned.conf", User: "engine", Password: "change-me-engine", Partitioned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.Runner.Layout()
+	if !l.Partitioned() {
+		t.Fatalf("the engine reads the %s record", l)
+	}
+	// The engine says which record it reads, over HTTP and NATS.
+	var info api.EngineInfo
+	if code := get(t, s, "/api/v1/engine", &info); code != 200 || info.Stream != "PARLEY_0000_1023" || !info.Partitioned || info.Key == "" {
+		t.Errorf("GET /api/v1/engine: %d %+v", code, info)
+	}
+	orch := connectOutsider(t, s.NATSURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
+	if m, err := orch.nc.Request(wire.MicroPrefix+".engine", []byte("{}"), 5*time.Second); err != nil {
+		t.Errorf("%s.engine: %v", wire.MicroPrefix, err)
+	} else if info = (api.EngineInfo{}); json.Unmarshal(m.Data, &info) != nil || info.Stream != "PARLEY_0000_1023" || !info.Partitioned {
+		t.Errorf("%s.engine: %s", wire.MicroPrefix, m.Data)
+	}
+	oc, _ := client.New(orch.nc, "orchestrator")
+	id, err := oc.Open(ctx, client.Charter{Title: "Adopt the cache?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := connectOutsider(t, s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
+	alice, _ := client.New(a.nc, "alice")
+	claim, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "The cache halves p99."}})
+	if err != nil {
+		t.Fatalf("alice cannot publish as alice: %v", err)
+	}
+	forged := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "bob says so"}})
+	for _, subject := range []string{wire.ArtifactSubject(id, "bob"), l.Stored(wire.ArtifactSubject(id, "alice"))} {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := a.js.Publish(short, subject, forged.Canonical)
+		cancel()
+		if err == nil {
+			t.Errorf("alice published on %s", subject)
+		}
+	}
+	for _, subject := range []string{l.Stored(wire.ArtifactSubject(id, "bob")), partition.Refused} {
+		if !a.violated(subject) {
+			t.Errorf("no permissions violation for %s", subject)
+		}
+	}
+	if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeDecision, Payload: events.Decision{Outcome: "Adopt it.", Status: events.Final,
+		ObjectionDispositions: []events.Disposition{}, UnresolvedIssues: []events.Issue{}},
+		References: []events.Reference{{Target: claim.ID, Relation: events.Decides}}}); err != nil {
+		t.Fatal(err)
+	}
+	var v api.View
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	if err := alice.Watch(wctx, id, func(w api.View) bool { v = w; return w.Status != api.StatusCompleted }); err != nil {
+		t.Fatalf("never completed: %v (%+v)", err, v)
+	}
+	if v.Artifacts != 3 {
+		t.Errorf("%d artifacts: alice's two and the supervisor's TERMINATION, and nothing as bob", v.Artifacts)
+	}
+	if _, err := s.Stream.GetLastMsgForSubject(ctx, l.Stored(wire.ArtifactSubject(id, "bob"))); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Errorf("a message as bob is stored: %v", err)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/parley-engine/parley/internal/fdplan"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/natsconn"
@@ -149,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		ParticipantPassword: participantPassword, AnonymousWrites: cfg.AnonymousWrites,
 		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
-		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log,
+		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log, Partitioned: cfg.Partitioned,
 		OnError: func(err error) {
 			if w := s.watch.Load(); w != nil {
 				w.PermissionDenied(err)
@@ -167,7 +168,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
-	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas,
+	layout := ledger.Unpartitioned
+	if cfg.Partitioned {
+		layout = ledger.Partitioned
+	}
+	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas, Layout: layout, Adopt: cfg.NATS != "",
 		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Logger: s.log}); err != nil {
 		return nil, err
 	}
@@ -187,8 +192,14 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.Metrics.WatchReverifier(s.Reverifier)
 	}
 	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
+	record, err := ledger.LayoutOf(s.Stream.CachedInfo().Config.Name)
+	if err != nil {
+		return nil, err
+	}
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
-		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
+		// Each layout's own: a projection is never restored over the other
+		// stream.
+		SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotName(SnapshotFile, record)),
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
@@ -225,10 +236,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
 	writer.Key = s.Key
-	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey})
+	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
+		Stream: record.Stream(), Partitioned: record.Partitioned()})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
 		Health:  func(ctx context.Context) any { return w.Report(ctx) },
-		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey}); err != nil {
+		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned()}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	addr := cfg.HTTP

@@ -12,9 +12,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
-
+	"github.com/parley-engine/parley/internal/eventually"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
+	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -143,5 +149,187 @@ func TestStart_BadCredentials(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// The embedded server's store holds the record of one layout: an engine
+// started on it with the other refuses to start and says why, rather
+// than create a second stream beside it (the server would then hold both
+// layouts, which no engine reads); started again as before, it serves the
+// record it had.
+func TestStart_OtherLayoutRefused(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned first", true: "partitioned first"}[first], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: first}
+			s, err := service.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := s.Runner.Layout().Stream()
+			s.Close()
+			other := cfg
+			other.Partitioned = !first
+			if s, err := service.Start(ctx, other); err == nil {
+				s.Close()
+				t.Fatal("started on the other layout")
+			} else if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--partitioned") {
+				t.Errorf("the refusal does not say why: %v", err)
+			}
+			s, err = service.Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.Runner.Layout().Stream(); got != want {
+				t.Errorf("reads %s, not %s", got, want)
+			}
+		})
+	}
+}
+
+// On a cluster (--nats), whose configuration carries the mapping, the
+// engine reads the layout the server holds: the partitioned stream even
+// without Partitioned. With Partitioned it refuses the unpartitioned
+// stream, and a server holding both layouts is refused either way (not
+// supported yet: one stream).
+func TestStart_ClusterLayout(t *testing.T) {
+	ctx := context.Background()
+	var mappings []embedded.Mapping
+	for _, m := range partition.Mappings() {
+		mappings = append(mappings, embedded.Mapping{From: m.From, To: m.To})
+	}
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1, Mappings: mappings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := ledger.Partitioned.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := func(partitioned bool) (*service.Service, error) {
+		return service.Start(ctx, service.Config{DataDir: t.TempDir(), HTTP: "127.0.0.1:0", NATS: srv.ClientURL(), Partitioned: partitioned})
+	}
+	for _, partitioned := range []bool{false, true} {
+		s, err := start(partitioned)
+		if err != nil {
+			t.Fatalf("partitioned %v: %v", partitioned, err)
+		}
+		l := s.Runner.Layout()
+		s.Close()
+		if !l.Partitioned() {
+			t.Errorf("partitioned %v: reads the %s record", partitioned, l)
+		}
+	}
+	if _, err := ledger.Unpartitioned.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, partitioned := range []bool{false, true} {
+		if s, err := start(partitioned); err == nil {
+			s.Close()
+			t.Errorf("partitioned %v: started on both layouts", partitioned)
+		} else if !errors.Is(err, ledger.ErrLayout) || !strings.Contains(err.Error(), "not supported yet: one stream") {
+			t.Errorf("partitioned %v: %v", partitioned, err)
+		}
+	}
+	if err := js.DeleteStream(ctx, ledger.Partitioned.Stream()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := start(true); err == nil {
+		s.Close()
+		t.Error("--partitioned started on the unpartitioned record")
+	} else if !strings.Contains(err.Error(), "PARLEY") || !strings.Contains(err.Error(), "--partitioned") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+}
+
+// Each layout has its own snapshots: an engine on a cluster whose record
+// moved from PARLEY to PARLEY_0000_1023 (exported and imported, say) reads
+// the partitioned stream from its start, and does not restore the
+// projection it folded from PARLEY over it.
+func TestStart_SnapshotsPerLayout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mappings []embedded.Mapping
+	for _, m := range partition.Mappings() {
+		mappings = append(mappings, embedded.Mapping{From: m.From, To: m.To})
+	}
+	open := func(url, title string) string {
+		t.Helper()
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		c, _ := client.New(nc, "alice")
+		id, err := c.Open(ctx, client.Charter{Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	data := t.TempDir()
+	cfg := service.Config{DataDir: data, HTTP: "127.0.0.1:0"}
+	// First the unpartitioned record, two deliberations.
+	srv, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.NATS = srv.ClientURL()
+	s, err := service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(srv.ClientURL(), "one")
+	open(srv.ClientURL(), "two")
+	if !eventually.Within(10*time.Second, func() bool { return s.Runner.Deliberations() == 2 }) {
+		t.Fatal("the engine never held both deliberations")
+	}
+	s.Close() // a last snapshot
+	embedded.Stop(srv)
+	if snaps, _ := filepath.Glob(filepath.Join(data, service.SnapshotFile+".*-of-*")); len(snaps) == 0 {
+		t.Fatal("no snapshot of the unpartitioned record: the test shows nothing")
+	}
+	// Then a cluster holding the partitioned record, three deliberations.
+	srv, err = embedded.Start(embedded.Config{Dir: t.TempDir(), Host: "127.0.0.1", Port: -1, Mappings: mappings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	nc, _ := nats.Connect(srv.ClientURL())
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := ledger.Partitioned.Ensure(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	// As many messages as the snapshots cover, and one more: snapshots
+	// restored over this stream would pass for its own.
+	ids := []string{open(srv.ClientURL(), "three"), open(srv.ClientURL(), "four"), open(srv.ClientURL(), "five")}
+	cfg.NATS = srv.ClientURL()
+	s, err = service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Runner.Layout().Partitioned() {
+		t.Fatalf("reads the %s record", s.Runner.Layout())
+	}
+	if err := s.Runner.WaitFor(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !s.Runner.ReadDeliberation(id, func(*projector.Deliberation) {}) {
+			t.Errorf("the partitioned record's %s is not in the projection: the snapshots of the other record were restored", id)
+		}
+	}
+	if n := s.Runner.Deliberations(); n != len(ids) {
+		t.Errorf("the engine holds %d deliberations: want the partitioned record's %d", n, len(ids))
 	}
 }

@@ -94,7 +94,13 @@ func run(name string, args ...string) error {
 
 func engine(t *testing.T) (*service.Service, *nats.Conn) {
 	t.Helper()
-	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	return engineOn(t, false)
+}
+
+// engineOn is engine on the record's layout, partitioned or not.
+func engineOn(t *testing.T, partitioned bool) (*service.Service, *nats.Conn) {
+	t.Helper()
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +169,19 @@ func userKey(t *testing.T) (nkeys.KeyPair, string, string) {
 // of the objection and the supervisor completes the deliberation. Every
 // artifact is signed and the charter requires it, so the engine verified
 // the TypeScript signatures; the reviewer checks the final closure itself.
+//
+// On both layouts of the record: partitioned (docs/SCALING.md), the
+// library finds the record's stream by asking and reads it under the
+// published subjects.
 func TestTypeScriptParticipantBesideGo(t *testing.T) {
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) { participantBesideGo(t, partitioned) })
+	}
+}
+
+func participantBesideGo(t *testing.T, partitioned bool) {
 	node := built(t)
-	s, nc := engine(t)
+	s, nc := engineOn(t, partitioned)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

@@ -65,7 +65,13 @@ func (w *Witness) Serve(nc *nats.Conn) (*nats.Subscription, error) {
 // applies each message, until ctx ends (nil) or the stream cannot be
 // read.
 func (w *Witness) Follow(ctx context.Context, nc *nats.Conn) error {
-	rd, err := ledger.Read(ctx, nc, "", 0)
+	// The record's stream, whichever layout the server holds; the
+	// Reader gives the subjects back as published.
+	l, err := ledger.LocateConn(ctx, nc)
+	if err != nil {
+		return err
+	}
+	rd, err := l.Read(ctx, nc, "", 0)
 	if err != nil {
 		return err
 	}

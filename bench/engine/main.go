@@ -17,7 +17,11 @@
 //
 //   - concurrency: D deliberations of 10 participants each, all at once.
 //
-//     go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
+// With -partitioned, the ingest runs on the partitioned record too (the
+// server's subject mapping, the one stream PARLEY_0000_1023;
+// docs/SCALING.md), beside the unpartitioned one in each round.
+//
+//	go run ./bench/engine -n 100000 -k 8 -m 1000000 -d 1000
 package main
 
 import (
@@ -56,6 +60,7 @@ func main() {
 	k := flag.Int("k", 8, "participants for the ingest benchmark")
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
+	flag.BoolVar(&partitionedIngest, "partitioned", false, "ingest on the partitioned record too (engine serve --partitioned), beside the unpartitioned one")
 	flag.BoolVar(&signedIngest, "signed", true, "ingest a signed deliberation too (a key bound to every participant, signatures required), beside the unsigned one")
 	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine) and of the replay (bare consumer, rebuild), alternating their order")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
@@ -110,8 +115,8 @@ func claims(n int, tag string) []*events.Artifact {
 	return out
 }
 
-// signedIngest: -signed.
-var signedIngest bool
+// signedIngest: -signed; partitionedIngest: -partitioned.
+var signedIngest, partitionedIngest bool
 
 func ingest(ctx context.Context, n, k, rounds int) {
 	arts := claims(n, "ingest")
@@ -188,10 +193,10 @@ func ingest(ctx context.Context, n, k, rounds int) {
 		keys = append(keys, kp)
 		bound[fmt.Sprintf("p%d", p)] = pub
 	}
-	engine := func(signed bool) time.Duration {
+	engine := func(signed, partitioned bool) time.Duration {
 		dir := tempDir()
 		defer os.RemoveAll(dir)
-		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir})
+		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir, Partitioned: partitioned})
 		defer s.Close()
 		nc, _ := nats.Connect(s.NATSURL(), s.Participant())
 		orch, _ := client.New(nc, "orchestrator")
@@ -263,20 +268,26 @@ func ingest(ctx context.Context, n, k, rounds int) {
 	}
 
 	fmt.Printf("ingest  %d artifacts, %d participants (~%d B each), %d rounds\n", n, k, len(arts[0].Canonical), rounds)
-	var toRaw, toBare, bareToRaw, signedToUnsigned []float64
+	var toRaw, toBare, bareToRaw, signedToUnsigned, partToUnpart []float64
 	for r := range rounds {
-		var rawT, bareT, engT, sigT time.Duration
+		var rawT, bareT, engT, sigT, partT time.Duration
 		// Alternate the order, so that none of them always goes first.
 		if r%2 == 0 {
-			rawT, bareT, engT = raw(false), raw(true), engine(false)
+			rawT, bareT, engT = raw(false), raw(true), engine(false, false)
+			if partitionedIngest {
+				partT = engine(false, true)
+			}
 			if signedIngest {
-				sigT = engine(true)
+				sigT = engine(true, false)
 			}
 		} else {
 			if signedIngest {
-				sigT = engine(true)
+				sigT = engine(true, false)
 			}
-			engT, bareT, rawT = engine(false), raw(true), raw(false)
+			if partitionedIngest {
+				partT = engine(false, true)
+			}
+			engT, bareT, rawT = engine(false, false), raw(true), raw(false)
 		}
 		rawRate, bareRate, engRate := float64(n)/rawT.Seconds(), float64(n)/bareT.Seconds(), float64(n)/engT.Seconds()
 		fmt.Printf("  round %d\n", r+1)
@@ -285,6 +296,11 @@ func ingest(ctx context.Context, n, k, rounds int) {
 		fmt.Printf("  engine: accepted into projection %9.0f msgs/s  (%s)\n", engRate, engT.Round(time.Millisecond))
 		fmt.Printf("  ratio engine/raw                 %9.2f  (goal >= 0.75)\n", engRate/rawRate)
 		fmt.Printf("  ratio engine/bare consumer       %9.2f\n", engRate/bareRate)
+		if partitionedIngest {
+			partRate := float64(n) / partT.Seconds()
+			fmt.Printf("  engine, the record partitioned   %9.0f msgs/s  (%s) = %.2f of unpartitioned\n", partRate, partT.Round(time.Millisecond), partRate/engRate)
+			partToUnpart = append(partToUnpart, partRate/engRate)
+		}
 		if signedIngest {
 			sigRate := float64(n) / sigT.Seconds()
 			fmt.Printf("  engine, every artifact signed    %9.0f msgs/s  (%s) = %.2f of unsigned\n", sigRate, sigT.Round(time.Millisecond), sigRate/engRate)
@@ -293,6 +309,9 @@ func ingest(ctx context.Context, n, k, rounds int) {
 		toRaw, toBare, bareToRaw = append(toRaw, engRate/rawRate), append(toBare, engRate/bareRate), append(bareToRaw, bareRate/rawRate)
 	}
 	fmt.Printf("  median (range) of %d rounds: engine/raw %s, bare consumer/raw %s, engine/bare consumer %s\n", rounds, median(toRaw), median(bareToRaw), median(toBare))
+	if partitionedIngest {
+		fmt.Printf("  partitioned/unpartitioned ingest %s\n", median(partToUnpart))
+	}
 	if signedIngest {
 		fmt.Printf("  signed/unsigned ingest %s\n", median(signedToUnsigned))
 	}

@@ -59,6 +59,7 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS TLS")
 	fs.StringVar(&cfg.EngineKey, "engine-key", "", "the engine's key, an nkeys user seed file (engine keygen --out FILE); default DATA/engine.nk, created at the first start. It signs the supervisor's emissions and the checkpoints (docs/VERIFY.md)")
 	fs.BoolVar(&cfg.AnonymousWrites, "anonymous-writes", false, "let clients without credentials publish as participants on the embedded default: whoever reaches the server may then write to the record, and make the engine and its server hold what it writes (docs/SECURITY.md)")
+	fs.BoolVar(&cfg.Partitioned, "partitioned", false, "store the record partitioned: the server's subject mapping stores each deliberation's subjects under its partition (parley.p.<n>.…) in the one stream PARLEY_0000_1023 (docs/SCALING.md). The engine installs the mapping on its embedded server; a cluster (--nats) carries it in its configuration, and the engine reads the layout the cluster holds")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server (for example deploy/nats.conf)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
 	fs.IntVar(&cfg.MaxArtifactBytes, "max-artifact-bytes", canon.DefaultMaxSize, "largest artifact accepted into a deliberation")
@@ -152,6 +153,9 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	case cfg.NATSConfig != "":
 		where = "embedded, users of " + cfg.NATSConfig
 	}
+	if l := s.Runner.Layout(); l.Partitioned() {
+		where += "; the record partitioned, in " + l.Stream()
+	}
 	c := s.Credentials()
 	credsPath := filepath.Join(cfg.DataDir, service.CredentialsFile)
 	// The sign-in address carries the token: printed only on a terminal.
@@ -167,7 +171,7 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	}
 	fmt.Fprintf(e.stdout, "parley engine %s\n  nats  %s (%s)\n  http  %s/api/v1/deliberations\n  web   %s/ (the explorer)\n  bind  %s\n  data  %s (%s: the participant's and operator's NATS passwords and the HTTP token, mode 0600)\n  key   %s (the engine's public key: engine audit --trusted-key)\n",
 		cfg.Version, s.NATSURL(), where, c.HTTPURL, c.HTTPURL, bind, cfg.DataDir, credsPath, c.EngineKey)
-	started := []any{"nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir}
+	started := []any{"nats", s.NATSURL(), "http", s.HTTPAddr(), "data", cfg.DataDir, "stream", s.Runner.Layout().Stream()}
 	if l := debug.SetMemoryLimit(-1); l < math.MaxInt64 {
 		started = append(started, "memory_limit", l)
 	}

@@ -191,10 +191,14 @@ func (w *watcher) requestFailed(err error, url string) int {
 // prints each with the engine's verdict on it, until the deliberation ends.
 func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url string) int {
 	cctx, cancel := context.WithTimeout(ctx, w.timeout)
-	rd, err := ledger.Read(cctx, w.nc, wire.DeliberationFilter(w.id), 0)
+	l, err := ledger.LocateConn(cctx, w.nc)
+	var rd *ledger.Reader
+	if err == nil {
+		rd, err = l.Read(cctx, w.nc, l.Filter(w.id), 0)
+	}
 	cancel()
 	if err != nil {
-		fmt.Fprintf(w.e.stderr, "engine watch: read the stream %s at %s: %v\n", wire.StreamName, url, err)
+		fmt.Fprintf(w.e.stderr, "engine watch: read the stream %s at %s: %v\n", l.Stream(), url, err)
 		return exitUsage
 	}
 	defer rd.Stop()

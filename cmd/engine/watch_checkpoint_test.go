@@ -20,10 +20,19 @@ import (
 // about its record, not messages of it: engine watch shows each as the
 // engine's, without an ordinal, with the messages it covers (every one
 // before it), never as a rejection.
+//
+// On both layouts of the record (docs/SCALING.md): engine watch finds the
+// record's stream by asking.
 func TestWatch_Checkpoint(t *testing.T) {
+	for _, partitioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) { watchCheckpoint(t, partitioned) })
+	}
+}
+
+func watchCheckpoint(t *testing.T, partitioned bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -359,7 +359,7 @@ var parts = map[string][]string{
 	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
 	"health":    {"api", "ledger", "metrics", "runner", "wire"},
 	"metrics":   {"api", "internal/httplimit", "internal/reclaim", "microapi", "projector", "provenance", "readmodel", "runner", "substrate", "web"},
-	"natsconn":  {"embedded", "ledger", "wire"},
+	"natsconn":  {"embedded", "ledger", "partition", "wire"},
 	// The data directory's lock and the descriptors' plan: helpers of the
 	// assembly, on the standard library only.
 	"internal/datadir": {},

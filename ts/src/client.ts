@@ -14,12 +14,15 @@ import {
   H,
   MAX_CONTROL_BYTES,
   MsgIds,
+  PARTITIONED_STREAM_NAME,
   STREAM_NAME,
   artifactSubject,
   controlSubject,
   deliberationFilter,
+  mappedDeliberationFilter,
   newDeliberationId,
   parseSubject,
+  publishedSubject,
   validDeliberation,
   validToken,
 } from "./wire.js";
@@ -197,6 +200,9 @@ export class Participant {
   readonly #retryFor: number;
   #seen = 0; // the highest position of this participant's acknowledged publishes
   #owned = false;
+  // The record's stream once known: from a publish's acknowledgement, or
+  // asked for (#record). PARLEY, or PARLEY_0000_1023 partitioned.
+  #stream?: string;
 
   constructor(nc: NatsConnection, token: string, opts: ParticipantOptions = {}) {
     if (!validToken(token)) throw new TypeError(`invalid participant token ${JSON.stringify(token)}: [A-Za-z0-9][A-Za-z0-9_-]{0,63}`);
@@ -249,7 +255,8 @@ export class Participant {
 
   async #publish(subject: string, data: Uint8Array, h: MsgHdrs, msgID: string | undefined): Promise<PubAck> {
     if (msgID) h.set(H.msgId, msgID);
-    h.set(H.expectedStream, STREAM_NAME);
+    // The record's stream once known; the first acknowledgement names it.
+    if (this.#stream) h.set(H.expectedStream, this.#stream);
     const retryable = msgID
       ? (e: unknown) => {
           const api = jsApiCode(e);
@@ -258,7 +265,26 @@ export class Participant {
       : noResponders;
     const ack = await this.#retry(`publish on ${subject}`, () => this.js.publish(subject, data, { headers: h, timeout: this.#attempt }), retryable);
     this.#saw(ack.seq);
+    if (!this.#stream && (ack.stream === STREAM_NAME || ack.stream === PARTITIONED_STREAM_NAME)) this.#stream = ack.stream;
     return ack;
+  }
+
+  /**
+   * The record's stream: PARLEY, or PARLEY_0000_1023 when the engine runs
+   * with the record partitioned (docs/SCALING.md). Asked for by its info
+   * ($JS.API.STREAM.INFO, which participants may ask), PARLEY first.
+   */
+  async #record(): Promise<string> {
+    if (this.#stream) return this.#stream;
+    for (const name of [STREAM_NAME, PARTITIONED_STREAM_NAME]) {
+      const m = await this.#retry(`stream info ${name}`, () => this.nc.request(`$JS.API.STREAM.INFO.${name}`, "", { timeout: this.#attempt }), noAnswer);
+      const info = m.json<{ error?: { code: number }; config?: { name: string } }>();
+      if (info.error?.code === 404) continue;
+      if (info.error) throw new Error(`stream info ${name}: ${JSON.stringify(info.error)}`);
+      this.#stream = name;
+      return name;
+    }
+    throw new Error(`neither ${STREAM_NAME} nor ${PARTITIONED_STREAM_NAME}: no parley record on this server`);
   }
 
   /** Publishes a control message; open and round carry a dedupe id, the others none. */
@@ -447,8 +473,9 @@ export class Participant {
    */
   async *watch(id: string, opts: WatchOptions = {}): AsyncGenerator<Delivery> {
     if (!validDeliberation(id)) throw new TypeError(`invalid deliberation id ${JSON.stringify(id)}`);
-    const c = await this.js.consumers.getPushConsumer(STREAM_NAME, {
-      filter_subjects: deliberationFilter(id),
+    const stream = await this.#record();
+    const c = await this.js.consumers.getPushConsumer(stream, {
+      filter_subjects: stream === PARTITIONED_STREAM_NAME ? mappedDeliberationFilter(id) : deliberationFilter(id),
       ...(opts.fromPosition ? { opt_start_seq: opts.fromPosition } : {}),
     });
     const msgs = await c.consume();
@@ -468,10 +495,12 @@ export class Participant {
 }
 
 function delivery(m: JsMsg): Delivery {
-  const s = parseSubject(m.subject);
+  // The subject as published (the partitioned record stores it mapped).
+  const subject = publishedSubject(m.subject);
+  const s = parseSubject(subject);
   const d: Delivery = {
     position: m.seq,
-    subject: m.subject,
+    subject,
     time: new Date(Math.floor(m.info.timestampNanos / 1e6)),
     kind: s ? s.kind : "other",
     data: m.data,

@@ -5,6 +5,14 @@ import { createHmac, randomBytes } from "node:crypto";
 
 export const STREAM_NAME = "PARLEY";
 export const STREAM_SUBJECTS = ["parley.*.art.*", "parley.*.ctl"] as const;
+/**
+ * The one stream of the partitioned record (engine serve --partitioned,
+ * docs/SCALING.md): the server's subject mapping stores each artifact and
+ * control message with parley.p.<partition>. before its deliberation.
+ */
+export const PARTITIONED_STREAM_NAME = "PARLEY_0000_1023";
+export const PARTITIONS = 1024;
+const MAPPED_PREFIX = "parley.p.";
 export const SUBJECT_PREFIX = "parley.";
 export const API_PREFIX = "parley.api";
 export const SUPERVISOR_TOKEN = "_supervisor";
@@ -54,6 +62,40 @@ export function bindingSubject(deliberation: string): string {
 /** Everything of one deliberation. */
 export function deliberationFilter(deliberation: string): string {
   return `parley.${deliberation}.>`;
+}
+
+/**
+ * A deliberation's partition: FNV-1a-32 of its id's bytes modulo 1024, what
+ * the server's {{partition(1024,1)}} mapping computes (docs/SCALING.md).
+ */
+export function partitionOf(deliberation: string): number {
+  let h = 2166136261;
+  for (const c of Buffer.from(deliberation, "utf8")) {
+    h ^= c;
+    h = Math.imul(h, 16777619) >>> 0;
+  }
+  return h % PARTITIONS;
+}
+
+/** Everything of one deliberation as the partitioned record stores it: parley.p.<n>.<d>.>. */
+export function mappedDeliberationFilter(deliberation: string): string {
+  return `${MAPPED_PREFIX}${partitionOf(deliberation)}.${deliberation}.>`;
+}
+
+/**
+ * The subject a stored message was published on: a subject of the
+ * partitioned record (parley.p.<n>.<d>.…) without its partition, when n is
+ * its deliberation's; any other subject as it is.
+ */
+export function publishedSubject(stored: string): string {
+  if (!stored.startsWith(MAPPED_PREFIX)) return stored;
+  const rest = stored.slice(MAPPED_PREFIX.length);
+  const dot = rest.indexOf(".");
+  if (dot < 0) return stored;
+  const published = SUBJECT_PREFIX + rest.slice(dot + 1);
+  const s = parseSubject(published);
+  if (!s || rest.slice(0, dot) !== String(partitionOf(s.deliberation))) return stored;
+  return published;
 }
 
 /** What a stream subject names. */
