@@ -399,21 +399,46 @@ func (w *Watch) onAdvisory(msg *nats.Msg) {
 // Run checks every CheckEvery, and at once when an advisory asks, until
 // ctx ends.
 func (w *Watch) Run(ctx context.Context) {
+	// The consumers' housekeeping on a goroutine of its own: a sweep of
+	// thousands of consumers, or a server that does not answer, never
+	// holds up the stream's check.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.runConsumers(ctx)
+	}()
+	defer func() { <-done }()
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	w.check(ctx, "check")
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.check(ctx, "check")
+		case subj := <-w.kick:
+			w.check(ctx, subj)
+		}
+	}
+}
+
+// runConsumers inspects each consumer an advisory announces, and sweeps
+// every consumer of the stream at start, every sweepEvery check
+// intervals, and at the next interval after the queue of announced ones
+// overflowed, until ctx ends.
+func (w *Watch) runConsumers(ctx context.Context) {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
 	w.sweepConsumers(ctx)
 	for n := 1; ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.check(ctx, "check")
 			if n++; n%sweepEvery == 0 || w.sweepDue.Swap(false) {
 				w.sweepConsumers(ctx)
 			}
-		case subj := <-w.kick:
-			w.check(ctx, subj)
 		case c := <-w.consumers:
 			w.inspectConsumer(ctx, c)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -53,5 +54,13 @@ func TestReservedTokens(t *testing.T) {
 	got := ReservedTokens([]string{wire.PrincipalToken, "alice"})
 	if strings.Join(got, " ") != wire.SupervisorToken+" "+wire.CheckpointToken+" "+wire.PrincipalToken+" alice" {
 		t.Errorf("ReservedTokens = %q", got)
+	}
+}
+
+// The lease bucket's subjects the engine may write are those of the
+// bucket the lease package uses.
+func TestLeaseSubjects(t *testing.T) {
+	if want := "$KV." + lease.DefaultBucket + ".>"; LeaseSubjects != want {
+		t.Errorf("LeaseSubjects %q, want %q", LeaseSubjects, want)
 	}
 }

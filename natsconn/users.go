@@ -112,6 +112,12 @@ func ctlPermission(l ledger.Layout) string {
 	return wire.ControlSubject("*")
 }
 
+// LeaseSubjects are the subjects of the partition leases' bucket
+// (lease.DefaultBucket, engine serve --leases): only the engine may write
+// there. A participant who could would take partitions from the engines
+// and leave their deliberations unsupervised.
+const LeaseSubjects = "$KV.PARLEY_LEASES.>"
+
 // ReservedTokens are the participant tokens the embedded default refuses
 // to clients without credentials: the supervisor's and those the engine
 // publishes principals' resolutions as. NATS permissions cannot match a
@@ -174,7 +180,7 @@ func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participan
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+l.Stream()+".>", "_INBOX.>", "$SRV.>"),
+			Allow: append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+l.Stream()+".>", "_INBOX.>", "$SRV.>", LeaseSubjects),
 			Deny:  admin,
 		},
 		// The stream's advisories and the API audit: the engine watches

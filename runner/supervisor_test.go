@@ -233,3 +233,60 @@ func TestSupervisor_SettleByTheRunnersClock(t *testing.T) {
 		t.Fatalf("published %d once settled by the runner's clock, want its TERMINATION", n)
 	}
 }
+
+// fence is a runner.Fence: it holds the deliberations in holds, and its
+// renewal fails with fail (a lease lost since it was last looked at).
+type fence struct {
+	holds  map[string]bool
+	fail   error
+	renews atomic.Int64
+}
+
+func (f *fence) Holds(d string) bool { return f.holds[d] }
+func (f *fence) Renew(context.Context, string) (string, error) {
+	f.renews.Add(1)
+	if f.fail != nil {
+		return "", f.fail
+	}
+	return "partition.0001@7", nil
+}
+
+// With a fence, the supervisor judges only the deliberations it holds,
+// renews the lease before each write (nothing written when the renewal
+// fails: ErrNotOwner), and stamps what it writes with the lease.
+func TestSupervisor_Fence(t *testing.T) {
+	b := newBed(t)
+	r, c, d := b.runner(4)
+	defer func() { c(); <-d }()
+	const other = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f9999"
+	b.open(delibA)
+	b.open(other)
+	b.publish(wire.ControlSubject(delibA), []byte(`{"op":"cancel","reason":"r"}`))
+	last := b.publish(wire.ControlSubject(other), []byte(`{"op":"cancel","reason":"r"}`))
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := r.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	s := runner.NewSupervisor(r, b.js, nil)
+	f := &fence{holds: map[string]bool{delibA: true}, fail: errors.New("lease lost")}
+	s.Fence = f
+	jobs := s.Judge(time.Now())
+	if len(jobs) != 1 || jobs[0].Deliberation != delibA {
+		t.Fatalf("jobs %+v, want one, for %s only", jobs, delibA)
+	}
+	if n, err := s.Publish(ctx, jobs[0]); n != 0 || !errors.Is(err, runner.ErrNotOwner) || f.renews.Load() != 1 {
+		t.Fatalf("a lost lease: published %d, %v, %d renewals; want nothing, ErrNotOwner, one", n, err, f.renews.Load())
+	}
+	f.fail = nil
+	if n, err := s.Publish(ctx, jobs[0]); n != 1 || err != nil {
+		t.Fatalf("the lease held: published %d, %v", n, err)
+	}
+	m, err := b.stream.GetLastMsgForSubject(ctx, wire.ArtifactSubject(delibA, wire.SupervisorToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get("Parley-Lease"); got != "partition.0001@7" {
+		t.Errorf("the TERMINATION's lease header %q", got)
+	}
+}

@@ -108,6 +108,21 @@ type Config struct {
 	// NoSupervisor turns the termination supervisor off (another engine
 	// supervises, or an auditor only reads).
 	NoSupervisor bool
+	// Leases makes the engine one of several that share the
+	// deliberations' supervision by partition leases (engine serve
+	// --leases): each engine's supervisor judges only the deliberations
+	// of the partitions whose lease it holds (lease.Group: about an equal
+	// share each, taken over within LeaseTTL and a round when an engine
+	// dies), and renews the lease right before each write
+	// (docs/SCALING.md). Every engine still folds the whole record and
+	// answers every read.
+	Leases bool
+	// EngineName names the engine among those (default: the host's name
+	// and the process id); each must have its own.
+	EngineName string
+	// LeaseTTL is the leases' time to live when the engine creates their
+	// bucket (lease.DefaultTTL when 0); an existing bucket keeps its own.
+	LeaseTTL time.Duration
 	// StreamCheckEvery is the interval of the stream watch's check of the
 	// stream's configuration and state (0: DefaultStreamCheckEvery);
 	// advisories ask for one at once in between (package health).

@@ -174,7 +174,7 @@ func refusesReservedTokensAndStreamAdmin(t *testing.T, l ledger.Layout) {
 		}
 	}
 	// The stream's administration: delete, purge, update, delete a
-	// message, create another stream.
+	// message, create another stream; the leases' bucket.
 	cfg := ledger.StreamConfig(1)
 	cfg.MaxMsgs = 1
 	update, _ := json.Marshal(cfg)
@@ -184,6 +184,8 @@ func refusesReservedTokensAndStreamAdmin(t *testing.T, l ledger.Layout) {
 		{"$JS.API.STREAM.UPDATE." + l.Stream(), string(update)},
 		{"$JS.API.STREAM.MSG.DELETE." + l.Stream(), `{"seq":1}`},
 		{"$JS.API.STREAM.CREATE.X", `{"name":"X","subjects":["x.>"]}`},
+		// Nor a partition's lease (engine serve --leases).
+		{"$KV.PARLEY_LEASES.partition.0001", `{"owner":"mallory"}`},
 	} {
 		if _, err := o.nc.Request(req.subject, []byte(req.body), time.Second); err == nil {
 			t.Errorf("%s answered", req.subject)

@@ -37,6 +37,7 @@ import (
 	"github.com/parley-engine/parley/internal/fdplan"
 	"github.com/parley-engine/parley/internal/httplimit"
 	"github.com/parley-engine/parley/internal/reclaim"
+	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/metrics"
 	"github.com/parley-engine/parley/microapi"
@@ -63,6 +64,9 @@ type Service struct {
 	Queries    *readmodel.Queries
 	Metrics    *metrics.Metrics
 	Supervisor *runner.Supervisor
+	// Group is the engine's share of the partitions' leases, with
+	// Config.Leases (nil otherwise).
+	Group      *lease.Group
 	micro      micro.Service
 	http       *http.Server
 	httpLn     net.Listener
@@ -72,6 +76,7 @@ type Service struct {
 	runDone    chan struct{}
 	runErr     error
 	superDone  chan struct{}
+	groupDone  chan struct{}
 	cancel     context.CancelFunc
 	lock       *datadir.Lock
 	watch      atomic.Pointer[health.Watch]
@@ -243,6 +248,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned()}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
+	// The service's subscriptions reach the server before Start returns:
+	// a client that asks at once finds a responder.
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		return nil, fmt.Errorf("service: micro service: %w", err)
+	}
 	addr := cfg.HTTP
 	if addr == "" {
 		addr = "127.0.0.1:8080"
@@ -325,6 +335,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Supervisor = runner.NewSupervisor(s.Runner, ejs, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
 	s.Supervisor.Key = s.Key
+	if cfg.Leases && !cfg.NoSupervisor {
+		if err := s.startLeases(ensureCtx, runCtx, cfg); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if !cfg.NoSupervisor {
 		s.superDone = make(chan struct{})
 		go func() {
@@ -407,6 +423,9 @@ func (s *Service) Close() error {
 		s.cancel()
 		if s.superDone != nil {
 			<-s.superDone
+		}
+		if s.groupDone != nil {
+			<-s.groupDone
 		}
 		if s.watchDone != nil {
 			<-s.watchDone

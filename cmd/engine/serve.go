@@ -19,6 +19,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/httpapi"
+	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -70,6 +71,9 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
 	fs.Var(&memLimit, "memory-limit", "the Go runtime's soft memory limit, BYTES with an optional unit B, KiB, MiB, GiB or TiB (512MiB): the collector works harder as the engine's memory nears it, and the embedded server's caches of large messages are reclaimed sooner, at the cost of CPU under load (docs/OPERATIONS.md). Default: GOMEMLIMIT's, or none")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
+	fs.BoolVar(&cfg.Leases, "leases", false, "share the deliberations' supervision with the other engines of the stream by partition leases (bucket PARLEY_LEASES): this engine's supervisor judges only the partitions it holds (docs/SCALING.md)")
+	fs.StringVar(&cfg.EngineName, "engine-name", "", "this engine's name among those that share the partitions (--leases; default: the host's name and the process id)")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", lease.DefaultTTL, "the leases' time to live when this engine creates their bucket (--leases): a dead engine's partitions are taken over that long after its last renewal, and a round more")
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
 	fs.Var((*roots)(&cfg.ProvenanceRoots), "provenance-root", "a directory to re-verify provenance annotations against, for charters with a provenance policy (repeatable)")
 	fs.DurationVar(&cfg.ProvenanceCacheTTL, "provenance-cache-ttl", time.Minute, "how long a re-verification result is reused")
