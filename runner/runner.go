@@ -39,9 +39,9 @@ type Runner struct {
 	stream    jetstream.Stream
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
-	store     SnapshotStore // nil: no snapshots
-	maxSnap   int64         // Config.MaxSnapshotBytes
-	notUsed   error         // why New did not use the snapshots kept
+	store     SnapshotStore   // nil: no snapshots
+	maxSnap   int64           // Config.MaxSnapshotBytes
+	notUsed   error           // why New did not use the snapshots kept
 	snapMu    sync.Mutex      // one Snapshot at a time
 	writeHook func(shard int) // tests: called as a shard's snapshot starts being written
 	snapEvery time.Duration
