@@ -49,6 +49,10 @@ type Config struct {
 	// Principals are the participants the HTTP tokens stand for, reserved
 	// to the engine in the generated authorization (ReservedTokens).
 	Principals []string
+	// SnapshotBucket is the object store of the projection's snapshots,
+	// which the generated authorization gives the engine alone (empty:
+	// none).
+	SnapshotBucket string
 	Logger     *slog.Logger
 	// OnError, when set, sees each asynchronous error of the connection
 	// (a permission denied) before it is logged.
@@ -110,7 +114,7 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 		}
 		enginePassword := secret()
 		c.OperatorPassword = secret()
-		ecfg.Users = embeddedUsers(enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals)
+		ecfg.Users = embeddedUsers(enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals, cfg.SnapshotBucket)
 		ecfg.NoAuthUser = ReaderUser
 		if cfg.AnonymousWrites {
 			ecfg.NoAuthUser = ParticipantUser

@@ -29,7 +29,9 @@ const (
 	// ParticipantUser instead.
 	ReaderUser = "reader"
 	// EngineUser is the engine's own, in-process connection: the
-	// supervisor, the principals' resolutions, the query service.
+	// supervisor, the principals' resolutions, the query service, the
+	// projection's snapshots when they are kept in JetStream (the only
+	// user who may read or write the snapshot bucket).
 	EngineUser = "engine"
 	// OperatorUser may publish on every parley subject (engine import
 	// republishes recordings on the importer's subject,
@@ -90,8 +92,10 @@ func ReservedTokens(principals []string) []string {
 // embeddedUsers returns the authorization of the embedded default: the
 // reader (every client without credentials), the participant, the engine
 // and the operator, with the passwords given. principals are the
-// participants the HTTP tokens stand for.
-func embeddedUsers(enginePassword, operatorPassword, participantPassword string, principals []string) []*server.User {
+// participants the HTTP tokens stand for; bucket is the object store of
+// the projection's snapshots, which only the engine may write or read
+// (whoever could write it could forge the projection an engine restores).
+func embeddedUsers(enginePassword, operatorPassword, participantPassword string, principals []string, bucket string) []*server.User {
 	reserved := ReservedTokens(principals)
 	// The importer's subject: only the operator publishes there (engine
 	// import), not the engine itself.
@@ -131,6 +135,11 @@ func embeddedUsers(enginePassword, operatorPassword, participantPassword string,
 		// its stream (package health).
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
+	}
+	if bucket != "" {
+		// The snapshot bucket's chunks and metas (its API calls are
+		// $JS.API ones, above).
+		engine.Publish.Allow = append(engine.Publish.Allow, "$O."+bucket+".>")
 	}
 	operator := &server.Permissions{
 		Publish: &server.SubjectPermission{

@@ -10,6 +10,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -136,6 +137,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		principals = append(principals, t.Participant)
 	}
+	bucket := cmp.Or(cfg.SnapshotBucket, runner.DefaultSnapshotBucket)
+	switch cfg.SnapshotStore {
+	case "", SnapshotFiles, SnapshotJetStream:
+	default:
+		return nil, fmt.Errorf("service: --snapshot-store %q: give %s or %s", cfg.SnapshotStore, SnapshotFiles, SnapshotJetStream)
+	}
 	// The embedded server and its generated users, or the cluster
 	// (package natsconn); the engine's asynchronous errors go to the
 	// watch once it runs.
@@ -149,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		ParticipantPassword: participantPassword, AnonymousWrites: cfg.AnonymousWrites,
 		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
-		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log,
+		MaxConn: s.fds.NATS, Principals: principals, SnapshotBucket: bucket, Logger: s.log,
 		OnError: func(err error) {
 			if w := s.watch.Load(); w != nil {
 				w.PermissionDenied(err)
@@ -187,8 +194,15 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.Metrics.WatchReverifier(s.Reverifier)
 	}
 	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
+	var snapshots runner.SnapshotStore
+	if cfg.SnapshotStore == SnapshotJetStream {
+		if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Stream, bucket, cmp.Or(cfg.SnapshotPrefix, SnapshotFile)); err != nil {
+			return nil, err
+		}
+	}
 	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
+		Snapshots:     snapshots,
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
@@ -423,4 +437,26 @@ func (s *Service) Close() error {
 	errs = append(errs, s.lock.Release())
 	s.lock = nil
 	return errors.Join(errs...)
+}
+
+// snapshotBucket opens the object store of the projection's snapshots,
+// creating it when missing with the stream's storage and replicas.
+func snapshotBucket(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, bucket, prefix string) (runner.SnapshotStore, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		info, ierr := stream.Info(ctx)
+		if ierr != nil {
+			return nil, fmt.Errorf("service: snapshot bucket %s: %w", bucket, ierr)
+		}
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket,
+			Description: "parley: the projection's snapshots (engine serve --snapshot-store jetstream)",
+			Storage:     info.Config.Storage, Replicas: info.Config.Replicas})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			obs, err = js.ObjectStore(ctx, bucket) // another engine created it meanwhile
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("service: snapshot bucket %s: %w", bucket, err)
+	}
+	return runner.ObjectSnapshots(ctx, obs, prefix)
 }
