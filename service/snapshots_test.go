@@ -1,0 +1,212 @@
+package service_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/parley-engine/parley/client"
+	"github.com/parley-engine/parley/embedded"
+	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/service"
+)
+
+func stateDigests(s *service.Service) map[string]string {
+	out := map[string]string{}
+	s.Runner.EachDeliberation(func(d *projector.Deliberation) { out[d.ID] = d.StateDigest().String() })
+	return out
+}
+
+// Engine A keeps its snapshots in JetStream and stops; engine B, on an
+// empty data directory and the same cluster, restores from them: it reads
+// the stream after their position, and has A's states, which a replay of
+// the stream (an engine keeping files, on another empty directory) has
+// too. The bucket is created with the stream's storage.
+func TestStart_SnapshotsInJetStreamRestoreOnAnEmptyDataDirectory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, _ := bareServer(t, embedded.Config{})
+	cfg := func(store string) service.Config {
+		return service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), HTTP: "127.0.0.1:0", NoSupervisor: true,
+			SnapshotStore: store, SnapshotEvery: time.Hour}
+	}
+	if _, err := service.Start(ctx, cfg("s3")); err == nil || !strings.Contains(err.Error(), "--snapshot-store") {
+		t.Fatalf("an unknown snapshot store: %v", err)
+	}
+	a, err := service.Start(ctx, cfg(service.SnapshotJetStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	alice, _ := client.New(nc, "alice")
+	var last uint64
+	for d := range 3 {
+		id, err := alice.Open(ctx, client.Charter{Title: fmt.Sprint("deliberation ", d)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			_, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: fmt.Sprintf("claim %d of %d", i, d)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = ack.Sequence
+		}
+	}
+	if err := a.Runner.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	want := stateDigests(a)
+	if err := a.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err) // Close writes the last snapshots
+	}
+	js, _ := jetstream.New(nc)
+	obs, err := js.ObjectStore(ctx, runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatalf("no bucket: %v", err)
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Storage() != jetstream.FileStorage || st.Replicas() != 1 {
+		t.Fatalf("bucket storage %v, replicas %d", st.Storage(), st.Replicas())
+	}
+	objs, err := obs.List(ctx)
+	if err != nil || len(objs) != runner.DefaultShards {
+		t.Fatalf("%d objects (%v), want %d", len(objs), err, runner.DefaultShards)
+	}
+
+	b, err := service.Start(ctx, cfg(service.SnapshotJetStream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Runner.SnapshotsNotUsed(); err != nil || b.Runner.StartPosition() != last {
+		t.Fatalf("B reads the stream after %d, want after the snapshots' %d (%v)", b.Runner.StartPosition(), last, err)
+	}
+	if got := stateDigests(b); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("B has %v, A had %v", got, want)
+	}
+	replay, err := service.Start(ctx, cfg(service.SnapshotFiles))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.Close()
+	if replay.Runner.StartPosition() != 0 {
+		t.Fatalf("the replay starts after %d", replay.Runner.StartPosition())
+	}
+	if err := replay.Runner.WaitFor(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateDigests(replay); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the replay has %v, A had %v", got, want)
+	}
+}
+
+// A participant, and a client without credentials, of the embedded
+// default can neither write the snapshot bucket (which would forge the
+// projection the next start restores) nor read it: the publishes of a
+// put and of a delete (chunks, meta) and the API calls that bind, read
+// and purge it are refused, and the objects stay as the engine wrote them.
+func TestEmbeddedDefault_SnapshotBucketIsTheEngines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := service.Start(ctx, service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		SnapshotStore: service.SnapshotJetStream, SnapshotEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := connectOutsider(t, s.NATSURL(), s.Participant())
+	alice, _ := client.New(p.nc, "alice")
+	id, err := alice.Open(ctx, client.Charter{Title: "snapshots"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "a claim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	ejs, _ := jetstream.New(s.Conn())
+	obs, err := ejs.ObjectStore(ctx, runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := service.SnapshotFile + ".0-of-8"
+	before, err := obs.GetInfo(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reader := connectOutsider(t, s.NATSURL())
+	stream := "OBJ_" + runner.DefaultSnapshotBucket
+	meta := "$O." + runner.DefaultSnapshotBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+	for who, o := range map[string]*outsider{"participant": p, "reader": reader} {
+		// Writes: a put's chunk and meta, a delete's meta and purge.
+		for _, subject := range []string{"$O." + runner.DefaultSnapshotBucket + ".C.forged", meta} {
+			short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err := o.js.Publish(short, subject, []byte(`{"name":"forged"}`))
+			stop()
+			if err == nil {
+				t.Errorf("%s published on %s", who, subject)
+			}
+			if !o.violated(subject) {
+				t.Errorf("%s: no permissions violation for %s", who, subject)
+			}
+		}
+		// The API: bind the bucket, read an object's meta, read its
+		// chunks, purge it.
+		for _, subject := range []string{"$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream + "." + meta,
+			"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.CONSUMER.CREATE." + stream + ".x." + meta, "$JS.API.STREAM.PURGE." + stream} {
+			if _, err := o.nc.Request(subject, []byte(`{}`), 300*time.Millisecond); err == nil {
+				t.Errorf("%s: %s answered", who, subject)
+			}
+			if !o.violated(subject) {
+				t.Errorf("%s: no permissions violation for %s", who, subject)
+			}
+		}
+		short, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+		if _, err := o.js.ObjectStore(short, runner.DefaultSnapshotBucket); err == nil {
+			t.Errorf("%s bound the snapshot bucket", who)
+		}
+		stop()
+	}
+	after, err := obs.GetInfo(ctx, name)
+	if err != nil || after.NUID != before.NUID || after.Digest != before.Digest {
+		t.Fatalf("the object changed: %+v (%v), was %+v", after, err, before)
+	}
+	// The engine's own snapshots still go through.
+	if _, ack, err = alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "another claim"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := obs.GetInfo(ctx, name); err != nil || again.NUID == before.NUID {
+		t.Fatalf("the engine's snapshot was not written: %+v (%v)", again, err)
+	}
+}
