@@ -53,7 +53,7 @@ type Config struct {
 	// which the generated authorization gives the engine alone (empty:
 	// none).
 	SnapshotBucket string
-	Logger     *slog.Logger
+	Logger         *slog.Logger
 	// OnError, when set, sees each asynchronous error of the connection
 	// (a permission denied) before it is logged.
 	OnError func(error)
