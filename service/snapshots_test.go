@@ -160,37 +160,8 @@ func TestEmbeddedDefault_SnapshotBucketIsTheEngines(t *testing.T) {
 	}
 
 	reader := connectOutsider(t, s.NATSURL())
-	stream := "OBJ_" + runner.DefaultSnapshotBucket
-	meta := "$O." + runner.DefaultSnapshotBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
 	for who, o := range map[string]*outsider{"participant": p, "reader": reader} {
-		// Writes: a put's chunk and meta, a delete's meta and purge.
-		for _, subject := range []string{"$O." + runner.DefaultSnapshotBucket + ".C.forged", meta} {
-			short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err := o.js.Publish(short, subject, []byte(`{"name":"forged"}`))
-			stop()
-			if err == nil {
-				t.Errorf("%s published on %s", who, subject)
-			}
-			if !o.violated(subject) {
-				t.Errorf("%s: no permissions violation for %s", who, subject)
-			}
-		}
-		// The API: bind the bucket, read an object's meta, read its
-		// chunks, purge it.
-		for _, subject := range []string{"$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream + "." + meta,
-			"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.CONSUMER.CREATE." + stream + ".x." + meta, "$JS.API.STREAM.PURGE." + stream} {
-			if _, err := o.nc.Request(subject, []byte(`{}`), 300*time.Millisecond); err == nil {
-				t.Errorf("%s: %s answered", who, subject)
-			}
-			if !o.violated(subject) {
-				t.Errorf("%s: no permissions violation for %s", who, subject)
-			}
-		}
-		short, stop := context.WithTimeout(ctx, 500*time.Millisecond)
-		if _, err := o.js.ObjectStore(short, runner.DefaultSnapshotBucket); err == nil {
-			t.Errorf("%s bound the snapshot bucket", who)
-		}
-		stop()
+		bucketRefused(t, ctx, who, o, name)
 	}
 	after, err := obs.GetInfo(ctx, name)
 	if err != nil || after.NUID != before.NUID || after.Digest != before.Digest {
@@ -208,5 +179,72 @@ func TestEmbeddedDefault_SnapshotBucketIsTheEngines(t *testing.T) {
 	}
 	if again, err := obs.GetInfo(ctx, name); err != nil || again.NUID == before.NUID {
 		t.Fatalf("the engine's snapshot was not written: %+v (%v)", again, err)
+	}
+}
+
+// bucketRefused checks that o can neither write nor read the snapshot
+// bucket: the publishes of a put and of a delete (chunks, meta), and the
+// API calls that bind it, read an object's meta and chunks, and purge it,
+// are refused.
+func bucketRefused(t *testing.T, ctx context.Context, who string, o *outsider, name string) {
+	t.Helper()
+	stream := "OBJ_" + runner.DefaultSnapshotBucket
+	meta := "$O." + runner.DefaultSnapshotBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+	for _, subject := range []string{"$O." + runner.DefaultSnapshotBucket + ".C.forged", meta} {
+		short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := o.js.Publish(short, subject, []byte(`{"name":"forged"}`))
+		stop()
+		if err == nil {
+			t.Errorf("%s published on %s", who, subject)
+		}
+		if !o.violated(subject) {
+			t.Errorf("%s: no permissions violation for %s", who, subject)
+		}
+	}
+	for _, subject := range []string{"$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream + "." + meta,
+		"$JS.API.STREAM.MSG.GET." + stream, "$JS.API.CONSUMER.CREATE." + stream + ".x." + meta, "$JS.API.STREAM.PURGE." + stream} {
+		if _, err := o.nc.Request(subject, []byte(`{}`), 300*time.Millisecond); err == nil {
+			t.Errorf("%s: %s answered", who, subject)
+		}
+		if !o.violated(subject) {
+			t.Errorf("%s: no permissions violation for %s", who, subject)
+		}
+	}
+	short, stop := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer stop()
+	if _, err := o.js.ObjectStore(short, runner.DefaultSnapshotBucket); err == nil {
+		t.Errorf("%s bound the snapshot bucket", who)
+	}
+}
+
+// The same with deploy/nats.conf: its engine user keeps the snapshots in
+// the bucket, and neither a participant nor the orchestrator may touch it.
+func TestNATSConfig_SnapshotBucketIsTheEngines(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", NATSConfig: "../deploy/nats.conf",
+		User: "engine", Password: "change-me-engine", SnapshotStore: service.SnapshotJetStream, SnapshotEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Runner.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	ejs, _ := jetstream.New(s.Conn())
+	obs, err := ejs.ObjectStore(ctx, runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := service.SnapshotFile + ".0-of-8"
+	before, err := obs.GetInfo(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"alice", "orchestrator"} {
+		bucketRefused(t, ctx, who, connectOutsider(t, s.NATSURL(), nats.UserInfo(who, "change-me-"+who)), name)
+	}
+	if after, err := obs.GetInfo(ctx, name); err != nil || after.NUID != before.NUID {
+		t.Fatalf("the object changed: %+v (%v)", after, err)
 	}
 }
