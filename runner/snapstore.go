@@ -3,6 +3,7 @@ package runner
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -264,12 +265,12 @@ const stallsAllowed = 3
 
 func (o objectSnapshots) Read(ctx context.Context, i, n int, limit int64, read func(io.Reader) error) (bool, error) {
 	name := shardName(o.prefix, i, n)
-	info, err := o.obs.GetInfo(ctx, name)
+	info, err := o.info(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return true, err
 	}
 	if info.Size > uint64(limit) {
 		return true, snapErr(ErrSnapshotTooLarge, nil, "shard %d: object %s is %d bytes, more than the bound of %d", i, name, info.Size, limit)
@@ -327,12 +328,36 @@ func (c *countedReader) Read(p []byte) (int, error) {
 	}
 }
 
+// Has reports a shard's snapshot whose meta is an object's: a meta that
+// is not (below) is written over by the next snapshot.
 func (o objectSnapshots) Has(ctx context.Context, i, n int) (bool, error) {
-	_, err := o.obs.GetInfo(ctx, shardName(o.prefix, i, n))
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
+	_, err := o.info(ctx, shardName(o.prefix, i, n))
+	if errors.Is(err, jetstream.ErrObjectNotFound) || errors.Is(err, ErrSnapshotInvalid) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// info is the meta of the object name, checked: a meta message that does
+// not parse or does not describe that object of this bucket (what the
+// server stores there when a client has it answer a request on the
+// meta's subject, say) is ErrSnapshotInvalid.
+func (o objectSnapshots) info(ctx context.Context, name string) (*jetstream.ObjectInfo, error) {
+	info, err := o.obs.GetInfo(ctx, name)
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syntax) || errors.As(err, &typ) || errors.Is(err, jetstream.ErrBadObjectMeta) {
+		return nil, snapErr(ErrSnapshotInvalid, err, "object %s: its meta: %v", name, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, derr := jetstream.DecodeObjectDigest(info.Digest); info.NUID == "" || info.Name != name || info.Bucket != o.bucket || derr != nil ||
+		info.Opts != nil && info.Opts.Link != nil {
+		return nil, snapErr(ErrSnapshotInvalid, nil, "object %s: its meta is not an object's of bucket %s (name %q, bucket %q, nuid %q, digest %q)",
+			name, o.bucket, info.Name, info.Bucket, info.NUID, info.Digest)
+	}
+	return info, nil
 }
 
 func (o objectSnapshots) List(ctx context.Context) ([]StoredSnapshot, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/internal/eventually"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -246,5 +247,130 @@ func TestNATSConfig_SnapshotBucketIsTheEngines(t *testing.T) {
 	}
 	if after, err := obs.GetInfo(ctx, name); err != nil || after.NUID != before.NUID {
 		t.Fatalf("the object changed: %+v (%v)", after, err)
+	}
+}
+
+// Attack: the server answers a request on the reply subject its requester
+// names, and delivers a consumer's messages where its creator says,
+// unchecked against the requester's permissions. A participant points
+// both at the snapshot bucket's subjects: the answer of a JetStream API
+// call lands on an object's meta subject and on its chunks' subject,
+// where the bucket stores it; a push consumer's deliveries keep the
+// subjects of the stream they come from, and the bucket stores none. What
+// lands is the server's JSON, not the participant's bytes: a start then
+// refuses the object (runner.ErrSnapshotInvalid) and would rebuild the
+// projection from the stream, and the engine's next snapshot writes the
+// object again.
+func TestEmbeddedDefault_SnapshotBucketGetsOnlyServerAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cfg := service.Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", SnapshotStore: service.SnapshotJetStream, SnapshotEvery: time.Hour}
+	s, err := service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := connectOutsider(t, s.NATSURL(), s.Participant())
+	alice, _ := client.New(p.nc, "alice")
+	id, err := alice.Open(ctx, client.Charter{Title: "snapshots"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf(`{"name":"projection.snapshot.0-of-8","bucket":%q,"nuid":"FORGED","size":5,"chunks":1,"digest":"SHA-256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU="}`, runner.DefaultSnapshotBucket)
+	_, ack, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: forged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Runner.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	want := stateDigests(s)
+	ejs, _ := jetstream.New(s.Conn())
+	obs, err := ejs.ObjectStore(ctx, runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every shard's object: the one alice's deliberation is in holds more.
+	var name string
+	var size uint64
+	objs, _ := obs.List(ctx)
+	for _, o := range objs {
+		if o.Size > size {
+			name, size = o.Name, o.Size
+		}
+	}
+	before, err := obs.GetInfo(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := "$O." + runner.DefaultSnapshotBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+	chunks := "$O." + runner.DefaultSnapshotBucket + ".C." + before.NUID
+	bucket, err := ejs.Stream(ctx, "OBJ_"+runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() uint64 {
+		info, err := bucket.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	msgs := stored()
+	// A consumer of alice's artifact delivering onto the meta subject.
+	if _, err := p.js.CreateOrUpdateConsumer(ctx, "PARLEY", jetstream.ConsumerConfig{Name: "forge", DeliverSubject: meta,
+		FilterSubject: "parley." + id + ".art.alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// The API's answers onto the chunks' and the meta's subjects.
+	for _, reply := range []string{chunks, meta} {
+		if err := p.nc.PublishRequest("$JS.API.INFO", reply, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually.Within(10*time.Second, func() bool { return stored() == msgs+2 }) {
+		t.Fatalf("the bucket holds %d messages, %d before: want the two answers", stored(), msgs)
+	}
+	after, err := obs.GetInfo(ctx, name)
+	if err == nil && after.NUID != "" {
+		t.Fatalf("the meta is an object's: %+v", after)
+	}
+	// A start now refuses the object, and rebuilds.
+	store, err := runner.ObjectSnapshots(ctx, obs, service.SnapshotFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(ctx, ejs, s.Stream, runner.Config{Snapshots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SnapshotsNotUsed(); !errors.Is(err, runner.ErrSnapshotInvalid) || r.StartPosition() != 0 {
+		t.Fatalf("snapshots not used: %v, want one of class %v; starts after %d", err, runner.ErrSnapshotInvalid, r.StartPosition())
+	}
+	t.Log(r.SnapshotsNotUsed())
+	// The engine's next snapshot (here its last) writes the object again:
+	// the next start uses it.
+	if err := s.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	s, err = service.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Runner.SnapshotsNotUsed(); err != nil || s.Runner.StartPosition() != ack.Sequence {
+		t.Fatalf("after a restart: starts after %d, want %d (%v)", s.Runner.StartPosition(), ack.Sequence, err)
+	}
+	if err := s.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateDigests(s); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %v, want %v", got, want)
 	}
 }
