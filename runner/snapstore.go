@@ -243,13 +243,17 @@ func (o objectSnapshots) Write(ctx context.Context, i, n int, write func(io.Writ
 		pw.CloseWithError(err)
 		wrote <- err
 	}()
-	_, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: shardName(o.prefix, i, n)}, pr)
+	_, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: shardName(o.prefix, i, n), Opts: &jetstream.ObjectMetaOptions{ChunkSize: objectChunk}}, pr)
 	pr.CloseWithError(cmpErr(err, io.ErrClosedPipe)) // a writer still writing stops
 	if werr := <-wrote; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
 		return werr
 	}
 	return err
 }
+
+// objectChunk is the size of an object's chunks: half the default
+// max_payload of a NATS server (1 MiB), four times the library's default.
+const objectChunk = 512 << 10
 
 func cmpErr(err, otherwise error) error {
 	if err != nil {

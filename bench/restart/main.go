@@ -225,8 +225,8 @@ func main() {
 	fmt.Printf("  the same snapshots read in parallel from the object store (in process, the server started): %s\n", spread(parts["objects read"]))
 }
 
-// putObjects puts the snapshot files into the engine's snapshot bucket,
-// named as the engine names them.
+// putObjects puts the snapshot files into the engine's snapshot bucket as
+// the engine writes them (runner.ObjectSnapshots).
 func putObjects(ctx context.Context, dir string, files []string) {
 	srv := benchkit.StartServer(ctx, embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true}, 0)
 	defer srv.Stop()
@@ -234,15 +234,27 @@ func putObjects(ctx context.Context, dir string, files []string) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	store, err := runner.ObjectSnapshots(ctx, obs, service.SnapshotFile)
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, f := range files {
-		fh, err := os.Open(f)
+		var i, n int
+		if _, err := fmt.Sscanf(filepath.Base(f), service.SnapshotFile+".%d-of-%d", &i, &n); err != nil {
+			log.Fatal(err)
+		}
+		err := store.Write(ctx, i, n, func(w io.Writer) error {
+			fh, err := os.Open(f)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			_, err = io.Copy(w, fh)
+			return err
+		})
 		if err != nil {
 			log.Fatal(err)
 		}
-		if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: filepath.Base(f)}, fh); err != nil {
-			log.Fatal(err)
-		}
-		fh.Close()
 	}
 }
 
