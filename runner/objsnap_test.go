@@ -369,3 +369,32 @@ func TestRunner_InvalidSnapshotFiles(t *testing.T) {
 		t.Fatalf("a valid file: starts after %d (%v)", r.StartPosition(), r.SnapshotsNotUsed())
 	}
 }
+
+// An object whose chunks are gone (purged, lost) is not waited for for
+// ever: its read gives up once the time its size allows is over (here
+// made short), and the snapshot is invalid.
+func TestRunner_ObjectWithoutItsChunks(t *testing.T) {
+	defer runner.SetObjectReadBase(time.Second)()
+	b := newBed(t)
+	obs := b.bucket()
+	store := objectStore(t, obs, "g")
+	last, want := snapshotOne(t, b, store)
+	ctx := context.Background()
+	info, err := obs.GetInfo(ctx, "g.0-of-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.js.Stream(ctx, "OBJ_"+runner.DefaultSnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject("$O."+runner.DefaultSnapshotBucket+".C."+info.NUID)); err != nil {
+		t.Fatal(err)
+	}
+	r := b.runnerOn(store, 1, runner.Config{})
+	if err := r.SnapshotsNotUsed(); !errors.Is(err, runner.ErrSnapshotInvalid) {
+		t.Fatalf("an object without its chunks: %v", err)
+	}
+	t.Log(r.SnapshotsNotUsed())
+	rebuilt(t, r, last, want)
+}

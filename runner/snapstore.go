@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -262,9 +263,15 @@ func cmpErr(err, otherwise error) error {
 	return otherwise
 }
 
-// stallsAllowed is how many reads in a row may return nothing (each after
-// the library's wait of 5 s for a chunk) before a read of an object gives
-// up: an object whose chunks are gone.
+// A read of an object may take objectReadBase, and a second more for
+// every objectReadPace bytes; past it the read gives up (an object whose
+// chunks are gone is read until then).
+var objectReadBase = 30 * time.Second
+
+const objectReadPace = 4 << 20
+
+// stallsAllowed is how many reads in a row may return nothing before a
+// read of an object gives up.
 const stallsAllowed = 3
 
 func (o objectSnapshots) Read(ctx context.Context, i, n int, limit int64, read func(io.Reader) error) (bool, error) {
@@ -279,6 +286,10 @@ func (o objectSnapshots) Read(ctx context.Context, i, n int, limit int64, read f
 	if info.Size > uint64(limit) {
 		return true, snapErr(ErrSnapshotTooLarge, nil, "shard %d: object %s is %d bytes, more than the bound of %d", i, name, info.Size, limit)
 	}
+	// The library bounds a read without a deadline to 5 s in all: this
+	// one has as long as its size needs, at a slow pace.
+	ctx, cancel := context.WithTimeout(ctx, objectReadBase+time.Duration(info.Size/objectReadPace)*time.Second)
+	defer cancel()
 	res, err := o.obs.Get(ctx, name)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -305,8 +316,9 @@ func (o objectSnapshots) Read(ctx context.Context, i, n int, limit int64, read f
 }
 
 // countedReader counts what it reads, refuses more than max bytes, and
-// turns reads that return nothing (the library's wait for a chunk that
-// does not come) into an error after stallsAllowed of them.
+// turns reads that return nothing (the library's, when its wait for a
+// chunk ends before the read's deadline is seen) into an error after
+// stallsAllowed of them.
 type countedReader struct {
 	r      io.Reader
 	n, max int64

@@ -200,7 +200,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			return nil, err
 		}
 	}
-	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
+	// Not ensureCtx: snapshots kept in JetStream take as long as their
+	// size needs (runner.ObjectSnapshots bounds each read).
+	s.Runner, err = runner.New(ctx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, SnapshotFile),
 		Snapshots:     snapshots,
 		SnapshotEvery: cfg.SnapshotEvery,
