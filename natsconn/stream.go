@@ -22,7 +22,11 @@ type Stream struct {
 	// DataDir is the engine's data directory, and Snapshot where the
 	// projection's snapshots are kept in it (Snapshot.<i>-of-<n>).
 	DataDir, Snapshot string
-	Logger            *slog.Logger
+	// Held, when set, names a snapshot kept elsewhere (an object of the
+	// snapshot bucket; "" when there is none), which says a record was
+	// folded as the files do.
+	Held   func(ctx context.Context) (string, error)
+	Logger *slog.Logger
 }
 
 // EnsureStream creates or checks the stream (ledger.Ensure), each attempt
@@ -45,13 +49,25 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var st jetstream.Stream
 		var err error
-		if len(snaps) > 0 {
+		var held string
+		if len(snaps) == 0 && c.Held != nil {
+			held, err = c.Held(actx)
+		}
+		switch {
+		case err != nil:
+		case len(snaps) > 0:
 			st, err = ledger.Existing(actx, js)
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				cancel()
 				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", wire.StreamName, c.DataDir, filepath.Base(snaps[0]))
 			}
-		} else {
+		case held != "":
+			st, err = ledger.Existing(actx, js)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				cancel()
+				return nil, fmt.Errorf("service: the stream %s does not exist, but the snapshot bucket holds snapshots of one (%s): the record they were folded from is gone. Restore the stream (the server's backup, or engine import of the exports), or remove those snapshots (another --snapshot-prefix, or delete the bucket)", wire.StreamName, held)
+			}
+		default:
 			st, err = ledger.Ensure(actx, js, c.Replicas)
 		}
 		cancel()

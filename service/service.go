@@ -174,8 +174,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
+	prefix := cmp.Or(cfg.SnapshotPrefix, SnapshotFile)
+	var held func(context.Context) (string, error)
+	if cfg.SnapshotStore == SnapshotJetStream {
+		held = func(ctx context.Context) (string, error) { return heldSnapshot(ctx, s.js, bucket, prefix) }
+	}
 	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas,
-		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Logger: s.log}); err != nil {
+		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Held: held, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	maxBytes := cfg.MaxArtifactBytes
@@ -196,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	announcer := bindwrite.NewAnnouncer(s.nc, s.Metrics)
 	var snapshots runner.SnapshotStore
 	if cfg.SnapshotStore == SnapshotJetStream {
-		if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Stream, bucket, cmp.Or(cfg.SnapshotPrefix, SnapshotFile)); err != nil {
+		if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Stream, bucket, prefix); err != nil {
 			return nil, err
 		}
 	}
@@ -461,4 +466,25 @@ func snapshotBucket(ctx context.Context, js jetstream.JetStream, stream jetstrea
 		return nil, fmt.Errorf("service: snapshot bucket %s: %w", bucket, err)
 	}
 	return runner.ObjectSnapshots(ctx, obs, prefix)
+}
+
+// heldSnapshot names an object of the snapshot bucket under prefix ("bucket
+// BUCKET, object NAME"), "" when the bucket or the objects do not exist.
+func heldSnapshot(ctx context.Context, js jetstream.JetStream, bucket, prefix string) (string, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	store, err := runner.ObjectSnapshots(ctx, obs, prefix)
+	if err != nil {
+		return "", err
+	}
+	kept, err := store.List(ctx)
+	if err != nil || len(kept) == 0 {
+		return "", err
+	}
+	return "bucket " + bucket + ", object " + kept[0].Name, nil
 }

@@ -374,3 +374,49 @@ func TestEmbeddedDefault_SnapshotBucketGetsOnlyServerAnswers(t *testing.T) {
 		t.Fatalf("restored %v, want %v", got, want)
 	}
 }
+
+// Snapshots in the bucket say a record was folded, as files in the data
+// directory do: with the stream deleted, an engine on an empty data
+// directory refuses to start rather than create an empty stream and serve
+// it as the record.
+func TestStart_SnapshotsInJetStreamWithoutTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, admin := bareServer(t, embedded.Config{})
+	cfg := func() service.Config {
+		return service.Config{DataDir: t.TempDir(), NATS: srv.ClientURL(), HTTP: "127.0.0.1:0", NoSupervisor: true,
+			SnapshotStore: service.SnapshotJetStream, SnapshotEvery: time.Hour}
+	}
+	a, err := service.Start(ctx, cfg())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := admin.Publish(ctx, "parley.0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a01.ctl", []byte(`{"op":"open","charter":{"title":"t"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Runner.WaitFor(ctx, ack.Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteStream(ctx, "PARLEY"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = service.Start(ctx, cfg())
+	if err == nil || !strings.Contains(err.Error(), "the snapshot bucket holds snapshots of one (bucket PARLEY_SNAPSHOTS, object projection.snapshot.0-of-8)") {
+		t.Fatalf("started without the stream: %v", err)
+	}
+	if _, err := admin.Stream(ctx, "PARLEY"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("the stream was created again: %v", err)
+	}
+	// Another prefix holds none: it starts, on a new stream.
+	c := cfg()
+	c.SnapshotPrefix = "other"
+	s, err := service.Start(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
