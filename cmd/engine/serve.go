@@ -112,6 +112,10 @@ never to a log. docs/SECURITY.md says who may do what.`)
 		}
 	}
 	cfg.HTTPTokens = tokens
+	if cfg.SnapshotStore != service.SnapshotFiles && cfg.SnapshotStore != service.SnapshotJetStream {
+		fmt.Fprintf(e.stderr, "engine serve: --snapshot-store %q: give %s or %s\n", cfg.SnapshotStore, service.SnapshotFiles, service.SnapshotJetStream)
+		return exitUsage
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(e.stderr, "engine serve: --log-level %q: give debug, info, warn or error\n", logLevel)
