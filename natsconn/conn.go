@@ -58,7 +58,11 @@ type Config struct {
 	// Principals are the participants the HTTP tokens stand for, reserved
 	// to the engine in the generated authorization (ReservedTokens).
 	Principals []string
-	Logger     *slog.Logger
+	// SnapshotBucket is the object store of the projection's snapshots,
+	// which the generated authorization gives the engine alone (empty:
+	// none).
+	SnapshotBucket string
+	Logger         *slog.Logger
 	// OnError, when set, sees each asynchronous error of the connection
 	// (a permission denied) before it is logged.
 	OnError func(error)
@@ -126,7 +130,7 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 		}
 		enginePassword := secret()
 		c.OperatorPassword = secret()
-		ecfg.Users = embeddedUsers(layout, enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals)
+		ecfg.Users = embeddedUsers(layout, enginePassword, c.OperatorPassword, cfg.ParticipantPassword, cfg.Principals, cfg.SnapshotBucket)
 		ecfg.NoAuthUser = ReaderUser
 		if cfg.AnonymousWrites {
 			ecfg.NoAuthUser = ParticipantUser

@@ -30,7 +30,11 @@ type Stream struct {
 	// projection's snapshots of the unpartitioned record are kept in it
 	// (Snapshot.<i>-of-<n>; SnapshotName for the partitioned one).
 	DataDir, Snapshot string
-	Logger            *slog.Logger
+	// Held, when set, names a snapshot kept elsewhere (an object of the
+	// snapshot bucket; "" when there is none), which says a record was
+	// folded as the files do.
+	Held   func(ctx context.Context) (string, error)
+	Logger *slog.Logger
 }
 
 // EnsureStream creates or checks the stream (Layout.Ensure), each attempt
@@ -61,6 +65,10 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 		if err == nil {
 			snaps, _ = filepath.Glob(filepath.Join(c.DataDir, SnapshotName(c.Snapshot, l)+".*-of-*"))
 		}
+		var held string
+		if err == nil && len(snaps) == 0 && c.Held != nil {
+			held, err = c.Held(actx)
+		}
 		switch {
 		case errors.Is(err, ledger.ErrLayout), errors.Is(err, errOtherLayout):
 			cancel()
@@ -71,6 +79,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				cancel()
 				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", l.Stream(), c.DataDir, filepath.Base(snaps[0]))
+			}
+		case held != "":
+			st, err = l.Existing(actx, js)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				cancel()
+				return nil, fmt.Errorf("service: the stream %s does not exist, but the snapshot bucket holds snapshots of one (%s): the record they were folded from is gone. Restore the stream (the server's backup, or engine import of the exports), or remove those snapshots (another --snapshot-prefix, or delete the bucket)", l.Stream(), held)
 			}
 		default:
 			st, err = l.Ensure(actx, js, c.Replicas)

@@ -30,7 +30,9 @@ const (
 	// ParticipantUser instead.
 	ReaderUser = "reader"
 	// EngineUser is the engine's own, in-process connection: the
-	// supervisor, the principals' resolutions, the query service.
+	// supervisor, the principals' resolutions, the query service, the
+	// projection's snapshots when they are kept in JetStream (the only
+	// user who may read or write the snapshot bucket).
 	EngineUser = "engine"
 	// OperatorUser may publish on every parley subject (engine import
 	// republishes recordings on the importer's subject,
@@ -139,8 +141,11 @@ func ReservedTokens(principals []string) []string {
 // principals are the participants the HTTP tokens stand for. Partitioned,
 // the permissions of artifact and control subjects are on their mapped
 // forms, and nobody may publish on the subject a publish straight to a
-// mapped subject is mapped to (partition.Refused).
-func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participantPassword string, principals []string) []*server.User {
+// mapped subject is mapped to (partition.Refused). bucket is the object
+// store of the projection's snapshots, which only the engine may write or
+// read (whoever could write it could forge the projection an engine
+// restores).
+func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participantPassword string, principals []string, bucket string) []*server.User {
 	reserved := ReservedTokens(principals)
 	reads := participantReads(l)
 	admin := streamAdmin(l.Stream())
@@ -187,6 +192,11 @@ func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participan
 		// its stream (package health).
 		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", wire.MicroPrefix + ".>", "$SRV.>", "$JS.EVENT.ADVISORY.>"}},
 		Response:  &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS, Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION},
+	}
+	if bucket != "" {
+		// The snapshot bucket's chunks and metas (its API calls are
+		// $JS.API ones, above).
+		engine.Publish.Allow = append(engine.Publish.Allow, "$O."+bucket+".>")
 	}
 	operator := &server.Permissions{
 		Publish: &server.SubjectPermission{

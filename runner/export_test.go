@@ -1,5 +1,7 @@
 package runner
 
+import "time"
+
 // SetSnapshotWriteHook makes r call f as each shard's snapshot starts
 // being written, after its state is frozen.
 func SetSnapshotWriteHook(r *Runner, f func(shard int)) { r.writeHook = f }
@@ -13,4 +15,12 @@ func ReadWouldWait(r *Runner, id string) bool {
 	l := s.locks[id]
 	s.mu.RUnlock()
 	return l != nil && l.wanted.Load()
+}
+
+// SetObjectReadBase sets how long a read of an object may take besides
+// the time its size allows, and returns a function that puts it back.
+func SetObjectReadBase(d time.Duration) func() {
+	old := objectReadBase
+	objectReadBase = d
+	return func() { objectReadBase = old }
 }

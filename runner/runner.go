@@ -44,7 +44,9 @@ type Runner struct {
 	layout    ledger.Layout // the stream's (ledger.LayoutOf its name)
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
-	snapPath  string
+	store     SnapshotStore   // nil: no snapshots
+	maxSnap   int64           // Config.MaxSnapshotBytes
+	notUsed   error           // why New did not use the snapshots kept
 	snapMu    sync.Mutex      // one Snapshot at a time
 	writeHook func(shard int) // tests: called as a shard's snapshot starts being written
 	snapEvery time.Duration
@@ -73,6 +75,13 @@ type Config struct {
 	// shard (SnapshotPath.<i>-of-<n>); empty disables snapshots (every start
 	// replays the whole stream).
 	SnapshotPath string
+	// Snapshots, when set, is where the projection is checkpointed instead
+	// of SnapshotPath (ObjectSnapshots: a JetStream object store).
+	Snapshots SnapshotStore
+	// MaxSnapshotBytes bounds the size of a shard's snapshot read at start
+	// (default DefaultMaxSnapshotBytes): a larger one is not used
+	// (ErrSnapshotTooLarge).
+	MaxSnapshotBytes int64
 	// SnapshotEvery is the interval between snapshots (default 30 s).
 	SnapshotEvery time.Duration
 	// Shards is the number of shards (default DefaultShards). Snapshots of
@@ -108,13 +117,19 @@ type Config struct {
 	Clock func() time.Time
 }
 
-// New returns a Runner over stream, starting from the snapshots at
-// cfg.SnapshotPath when there are usable ones.
+// New returns a Runner over stream, starting from the snapshots in
+// cfg.Snapshots (or at cfg.SnapshotPath) when there are usable ones;
+// snapshots that cannot be used are set aside (SnapshotsNotUsed says why)
+// and the projection is rebuilt from the stream.
 func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, cfg Config) (*Runner, error) {
-	r := &Runner{js: js, stream: stream, log: cfg.Logger, observe: cfg.Observe, onApply: cfg.OnApply, snapPath: cfg.SnapshotPath,
-		snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify, clock: cfg.Clock, consumerPrefix: "parley_engine_" + nuid.Next()}
+	r := &Runner{js: js, stream: stream, log: cfg.Logger, observe: cfg.Observe, onApply: cfg.OnApply, store: cfg.Snapshots,
+		maxSnap: cmp.Or(max(cfg.MaxSnapshotBytes, 0), DefaultMaxSnapshotBytes), snapEvery: cfg.SnapshotEvery, opts: cfg.Projector, verify: cfg.Verify, clock: cfg.Clock,
+		consumerPrefix: "parley_engine_" + nuid.Next()}
 	if r.clock == nil {
 		r.clock = time.Now
+	}
+	if r.store == nil && cfg.SnapshotPath != "" {
+		r.store = FileSnapshots(cfg.SnapshotPath)
 	}
 	if stream != nil {
 		if info := stream.CachedInfo(); info != nil {
@@ -155,10 +170,13 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 		r.shards[i] = &shard{i: i, proj: projector.New(cfg.Projector), locks: map[string]*delibLock{}, in: make(chan []*item, 1024),
 			held: map[string][]*item{}, heldHead: map[string]uint64{}, snapReq: make(chan chan frozen), wake: make(chan struct{}, 1)}
 	}
-	if r.snapPath != "" {
-		r.removeLeftovers()
+	if r.store != nil {
+		if fs, ok := r.store.(fileSnapshots); ok {
+			fs.removeLeftovers(r.log)
+		}
 		if ps, err := r.loadSnapshots(ctx); err != nil {
-			r.log.Warn("snapshots not used; rebuilding the projection from the stream", "path", r.snapPath, "err", err)
+			r.notUsed = err
+			r.log.Warn("snapshots not used; rebuilding the projection from the stream", "path", r.store.String(), "err", err)
 		} else if ps != nil {
 			low := ps[0].Position()
 			for i, p := range ps {
@@ -180,6 +198,17 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 // Layout is the layout of the record the runner reads: ledger.LayoutOf
 // its stream's name (Unpartitioned without a stream).
 func (r *Runner) Layout() ledger.Layout { return r.layout }
+
+// StartPosition is the position the runner reads the stream after: the
+// lowest of the snapshots it restored, 0 when it rebuilds the projection
+// from the whole stream.
+func (r *Runner) StartPosition() uint64 { return r.start }
+
+// SnapshotsNotUsed is why New did not use the snapshots it found (an
+// error of one of the classes ErrSnapshotInvalid, ErrSnapshotTooLarge,
+// ErrSnapshotShards, ErrSnapshotMissing, ErrSnapshotAhead, or the store's
+// own); nil when it used them or found none.
+func (r *Runner) SnapshotsNotUsed() error { return r.notUsed }
 
 func (r *Runner) shardOf(deliberation string) *shard {
 	if deliberation == "" {

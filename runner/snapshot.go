@@ -1,13 +1,10 @@
 package runner
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
+	"io"
 	"sync"
 	"time"
 
@@ -22,23 +19,6 @@ func (s *shard) install(p *projector.Projection) {
 	s.indexOpened()
 }
 
-func (r *Runner) shardPath(i int) string {
-	return r.snapPath + "." + strconv.Itoa(i) + "-of-" + strconv.Itoa(len(r.shards))
-}
-
-// removeLeftovers removes temporary files of snapshots a kill interrupted,
-// and the snapshot of an engine that did not shard its projection.
-func (r *Runner) removeLeftovers() {
-	dir := filepath.Dir(r.snapPath)
-	tmps, _ := filepath.Glob(filepath.Join(dir, ".snapshot-*"))
-	for _, t := range tmps {
-		if os.Remove(t) == nil {
-			r.log.Info("removed a snapshot's leftover temporary file", "path", t)
-		}
-	}
-	os.Remove(r.snapPath)
-}
-
 func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, error) {
 	ps := make([]*projector.Projection, len(r.shards))
 	errs := make([]error, len(r.shards))
@@ -47,7 +27,7 @@ func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps[i], errs[i] = r.loadShard(i)
+			ps[i], errs[i] = r.loadShard(ctx, i)
 		}()
 	}
 	wg.Wait()
@@ -62,12 +42,18 @@ func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, er
 	}
 	switch {
 	case missing == len(ps):
-		if others, _ := filepath.Glob(r.snapPath + ".*-of-*"); len(others) > 0 {
-			return nil, fmt.Errorf("snapshots of another number of shards (%s); this engine has %d", filepath.Base(others[0]), len(r.shards))
+		kept, err := r.store.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kept {
+			if k.Of != len(r.shards) {
+				return nil, snapErr(ErrSnapshotShards, nil, "snapshots of another number of shards (%s); this engine has %d", k.Name, len(r.shards))
+			}
 		}
 		return nil, nil
 	case missing > 0:
-		return nil, fmt.Errorf("%d of %d shard snapshots missing", missing, len(ps))
+		return nil, snapErr(ErrSnapshotMissing, nil, "%d of %d shard snapshots missing", missing, len(ps))
 	}
 	info, err := r.stream.Info(ctx)
 	if err != nil {
@@ -75,30 +61,27 @@ func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, er
 	}
 	for _, p := range ps {
 		if p.Position() > info.State.LastSeq {
-			return nil, fmt.Errorf("a snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), info.State.LastSeq)
+			return nil, snapErr(ErrSnapshotAhead, nil, "a snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), info.State.LastSeq)
 		}
 	}
 	return ps, nil
 }
 
-func (r *Runner) loadShard(i int) (*projector.Projection, error) {
-	f, err := os.Open(r.shardPath(i))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+func (r *Runner) loadShard(ctx context.Context, i int) (*projector.Projection, error) {
+	var p *projector.Projection
+	found, err := r.store.Read(ctx, i, len(r.shards), r.maxSnap, func(rd io.Reader) error {
+		var err error
+		p, err = projector.ReadSnapshot(rd, r.opts)
+		return err
+	})
+	if err != nil || !found {
 		return nil, err
-	}
-	defer f.Close()
-	p, err := projector.ReadSnapshot(bufio.NewReaderSize(f, 1<<20), r.opts)
-	if err != nil {
-		return nil, fmt.Errorf("shard %d: %w", i, err)
 	}
 	return p, nil
 }
 
 func (r *Runner) snapshotLoop(ctx context.Context) {
-	if r.snapPath == "" {
+	if r.store == nil {
 		return
 	}
 	t := time.NewTicker(r.snapEvery)
@@ -126,13 +109,14 @@ type frozen struct {
 }
 
 // Snapshot writes every shard's projection that changed since its last
-// snapshot to its own file (atomically: a temporary file, fsync, rename).
+// snapshot to the snapshot store (atomically: a file's temporary file,
+// fsync and rename; an object's chunks, then its meta).
 // A shard is paused only while its state is frozen (projector.Freeze, whose
 // cost is not the size of its DAGs); the serialization and the writing run
 // here while it folds on. A shard that holds messages back is skipped
 // until the next time.
 func (r *Runner) Snapshot() error {
-	if r.snapPath == "" {
+	if r.store == nil {
 		return nil
 	}
 	r.snapMu.Lock()
@@ -178,7 +162,7 @@ func (r *Runner) freezeShard(s *shard) frozen {
 	}
 	s.proj.Advance(done)
 	if s.proj.Position() == s.snapAt.Load() {
-		if _, err := os.Stat(r.shardPath(s.i)); err == nil {
+		if ok, _ := r.store.Has(context.Background(), s.i, len(r.shards)); ok {
 			return frozen{}
 		}
 	}
@@ -194,27 +178,7 @@ func (r *Runner) writeShard(s *shard, f *projector.Frozen) error {
 	if r.writeHook != nil {
 		r.writeHook(s.i)
 	}
-	dir := filepath.Dir(r.snapPath)
-	tmp, err := os.CreateTemp(dir, ".snapshot-*")
-	if err != nil {
-		return fmt.Errorf("service: snapshot: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	err = f.Write(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), r.shardPath(s.i))
-	}
-	if err != nil {
+	if err := r.store.Write(context.Background(), s.i, len(r.shards), f.Write); err != nil {
 		return fmt.Errorf("service: snapshot of shard %d: %w", s.i, err)
 	}
 	s.snapAt.Store(f.Position())

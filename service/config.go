@@ -65,6 +65,20 @@ type Config struct {
 	InFlightBytes int64
 	// SnapshotEvery is the interval between projection snapshots.
 	SnapshotEvery time.Duration
+	// SnapshotStore is where the projection's snapshots are kept:
+	// SnapshotFiles (the default, "" too) in the data directory, or
+	// SnapshotJetStream in the object store SnapshotBucket, where an
+	// engine with an empty data directory finds them.
+	SnapshotStore string
+	// SnapshotBucket is the object store of SnapshotJetStream (default
+	// runner.DefaultSnapshotBucket), created when missing with the
+	// stream's storage and replicas; only the engine's user may use it on
+	// the embedded default.
+	SnapshotBucket string
+	// SnapshotPrefix names the objects of SnapshotJetStream
+	// (SnapshotPrefix.<i>-of-<n>; default SnapshotFile): engine groups
+	// with different prefixes may share a bucket.
+	SnapshotPrefix string
 	// NATSConfig is a nats-server configuration file for the embedded
 	// server (for example deploy/nats.conf), with its own users. Without
 	// it (and without NATS) the embedded server runs with an authorization
@@ -145,6 +159,12 @@ type Config struct {
 	Version         string
 	Logger          *slog.Logger
 }
+
+// Where the projection's snapshots are kept (Config.SnapshotStore).
+const (
+	SnapshotFiles     = "files"
+	SnapshotJetStream = "jetstream"
+)
 
 // DefaultMaxDeliberations is the default bound on the deliberations an
 // engine holds: with a charter of at most projector.MaxControlBytes and

@@ -10,6 +10,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		principals = append(principals, t.Participant)
 	}
+	bucket := cmp.Or(cfg.SnapshotBucket, runner.DefaultSnapshotBucket)
+	switch cfg.SnapshotStore {
+	case "", SnapshotFiles, SnapshotJetStream:
+	default:
+		return nil, fmt.Errorf("service: --snapshot-store %q: give %s or %s", cfg.SnapshotStore, SnapshotFiles, SnapshotJetStream)
+	}
 	// The embedded server and its generated users, or the cluster
 	// (package natsconn); the engine's asynchronous errors go to the
 	// watch once it runs.
@@ -155,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		ParticipantPassword: participantPassword, AnonymousWrites: cfg.AnonymousWrites,
 		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
-		MaxConn: s.fds.NATS, Principals: principals, Logger: s.log, Partitioned: cfg.Partitioned,
+		MaxConn: s.fds.NATS, Principals: principals, SnapshotBucket: bucket, Logger: s.log, Partitioned: cfg.Partitioned,
 		OnError: func(err error) {
 			if w := s.watch.Load(); w != nil {
 				w.PermissionDenied(err)
@@ -177,8 +184,15 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.Partitioned {
 		layout = ledger.Partitioned
 	}
+	prefix := cmp.Or(cfg.SnapshotPrefix, SnapshotFile)
+	var held func(context.Context) (string, error)
+	if cfg.SnapshotStore == SnapshotJetStream {
+		held = func(ctx context.Context) (string, error) {
+			return heldSnapshot(ctx, s.js, bucket, natsconn.SnapshotName(prefix, layout))
+		}
+	}
 	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas, Layout: layout, Adopt: cfg.NATS != "",
-		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Logger: s.log}); err != nil {
+		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Held: held, Logger: s.log}); err != nil {
 		return nil, err
 	}
 	maxBytes := cfg.MaxArtifactBytes
@@ -201,10 +215,19 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Runner, err = runner.New(ensureCtx, s.js, s.Stream, runner.Config{
-		// Each layout's own: a projection is never restored over the other
-		// stream.
+	// Each layout's own snapshots: a projection is never restored over
+	// the other stream.
+	var snapshots runner.SnapshotStore
+	if cfg.SnapshotStore == SnapshotJetStream {
+		if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Stream, bucket, natsconn.SnapshotName(prefix, record)); err != nil {
+			return nil, err
+		}
+	}
+	// Not ensureCtx: snapshots kept in JetStream take as long as their
+	// size needs (runner.ObjectSnapshots bounds each read).
+	s.Runner, err = runner.New(ctx, s.js, s.Stream, runner.Config{
 		SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotName(SnapshotFile, record)),
+		Snapshots:     snapshots,
 		SnapshotEvery: cfg.SnapshotEvery,
 		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
 			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
@@ -454,4 +477,47 @@ func (s *Service) Close() error {
 	errs = append(errs, s.lock.Release())
 	s.lock = nil
 	return errors.Join(errs...)
+}
+
+// snapshotBucket opens the object store of the projection's snapshots,
+// creating it when missing with the stream's storage and replicas.
+func snapshotBucket(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, bucket, prefix string) (runner.SnapshotStore, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		info, ierr := stream.Info(ctx)
+		if ierr != nil {
+			return nil, fmt.Errorf("service: snapshot bucket %s: %w", bucket, ierr)
+		}
+		obs, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket,
+			Description: "parley: the projection's snapshots (engine serve --snapshot-store jetstream)",
+			Storage:     info.Config.Storage, Replicas: info.Config.Replicas})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			obs, err = js.ObjectStore(ctx, bucket) // another engine created it meanwhile
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("service: snapshot bucket %s: %w", bucket, err)
+	}
+	return runner.ObjectSnapshots(ctx, obs, prefix)
+}
+
+// heldSnapshot names an object of the snapshot bucket under prefix ("bucket
+// BUCKET, object NAME"), "" when the bucket or the objects do not exist.
+func heldSnapshot(ctx context.Context, js jetstream.JetStream, bucket, prefix string) (string, error) {
+	obs, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	store, err := runner.ObjectSnapshots(ctx, obs, prefix)
+	if err != nil {
+		return "", err
+	}
+	kept, err := store.List(ctx)
+	if err != nil || len(kept) == 0 {
+		return "", err
+	}
+	return "bucket " + bucket + ", object " + kept[0].Name, nil
 }

@@ -6,7 +6,10 @@
 //   - snapshot: a clean restart (the engine wrote its snapshots when it
 //     stopped), so only the snapshots are loaded;
 //   - snapshot + tail: the snapshots taken -tail messages before the end
-//     (as after a crash), loaded, and the tail replayed.
+//     (as after a crash), loaded, and the tail replayed;
+//   - snapshot, jetstream: the same snapshots as a clean restart's, kept
+//     in the object store of --snapshot-store jetstream (in the same
+//     server's store) instead of files.
 //
 // Beside them, the projection rebuilt by a runner alone on the same store
 // (no snapshots, metrics or announcements; with the default fold options
@@ -14,7 +17,9 @@
 //
 // Each is timed from service.Start to the moment the runner's position
 // reaches the stream's last sequence, with the part service.Start took
-// (the embedded server recovering its store, the snapshots loaded).
+// (the embedded server recovering its store, the snapshots loaded); and
+// the snapshots read alone, in parallel as the runner reads them, from the
+// files and from the object store.
 // Files are in the page cache: this is a warm restart.
 //
 //	go run ./bench/restart -m 1000000 -tail 100000 -runs 3
@@ -26,6 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -127,11 +133,14 @@ func main() {
 	}
 	last := info.State.LastSeq
 	closeEngine(s)
+	// The same snapshots as objects: what an engine of --snapshot-store
+	// jetstream would have written as it stopped.
+	putObjects(ctx, dir, snapshots())
 	var artifacts int
 	fmt.Printf("then a tail of %d artifacts: the stream holds %d messages (%d MB)\n\n", *tail/delibs*delibs, last, info.State.Bytes>>20)
 
 	defer benchkit.CPUProfile(*cpuprofile)()
-	kinds := []string{"rebuild", "snapshot", "snapshot + tail"}
+	kinds := []string{"rebuild", "snapshot", "snapshot + tail", "snapshot, jetstream"}
 	total := map[string][]time.Duration{}
 	startPart := map[string][]time.Duration{}
 	parts := map[string][]time.Duration{}
@@ -152,7 +161,14 @@ func main() {
 				}
 			}
 			runtime.GC()
-			s, d, sd := start(ctx, cfg)
+			kcfg := cfg
+			if kind == "snapshot, jetstream" {
+				kcfg.SnapshotStore = service.SnapshotJetStream
+			}
+			s, d, sd := start(ctx, kcfg)
+			if kind != "rebuild" && s.Runner.StartPosition() == 0 {
+				log.Fatalf("%s: the snapshots were not used: %v", kind, s.Runner.SnapshotsNotUsed())
+			}
 			total[kind] = append(total[kind], d)
 			startPart[kind] = append(startPart[kind], sd)
 			artifacts = 0
@@ -193,6 +209,8 @@ func main() {
 		t = time.Now()
 		readSnapshots(snapshots())
 		parts["snapshots read"] = append(parts["snapshots read"], time.Since(t))
+		runtime.GC()
+		parts["objects read"] = append(parts["objects read"], readObjects(ctx, dir))
 	}
 	fmt.Printf("\nmedian (range) of %d rounds, %d artifacts\n", *runs, artifacts)
 	for _, kind := range kinds {
@@ -204,6 +222,73 @@ func main() {
 	fmt.Printf("  snapshot / rebuild (medians): %.2f\n", benchkit.Median(total["snapshot"]).Seconds()/benchkit.Median(total["rebuild"]).Seconds())
 	fmt.Printf("  the parts of a start from snapshots, each alone: the embedded server opening its store %s; the %d snapshots read in parallel %s\n",
 		spread(parts["embedded server start"]), len(snapshots()), spread(parts["snapshots read"]))
+	fmt.Printf("  the same snapshots read in parallel from the object store (in process, the server started): %s\n", spread(parts["objects read"]))
+}
+
+// putObjects puts the snapshot files into the engine's snapshot bucket as
+// the engine writes them (runner.ObjectSnapshots).
+func putObjects(ctx context.Context, dir string, files []string) {
+	srv := benchkit.StartServer(ctx, embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true}, 0)
+	defer srv.Stop()
+	obs, err := srv.JS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: runner.DefaultSnapshotBucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := runner.ObjectSnapshots(ctx, obs, service.SnapshotFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range files {
+		var i, n int
+		if _, err := fmt.Sscanf(filepath.Base(f), service.SnapshotFile+".%d-of-%d", &i, &n); err != nil {
+			log.Fatal(err)
+		}
+		err := store.Write(ctx, i, n, func(w io.Writer) error {
+			fh, err := os.Open(f)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			_, err = io.Copy(w, fh)
+			return err
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// readObjects reads the snapshots of the engine's bucket in parallel, as
+// the runner does, and returns the time that took (the server's start
+// not included).
+func readObjects(ctx context.Context, dir string) time.Duration {
+	srv := benchkit.StartServer(ctx, embedded.Config{Dir: filepath.Join(dir, "nats"), DontListen: true}, 0)
+	defer srv.Stop()
+	obs, err := srv.JS.ObjectStore(ctx, runner.DefaultSnapshotBucket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := runner.ObjectSnapshots(ctx, obs, service.SnapshotFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	t := time.Now()
+	var wg sync.WaitGroup
+	for i := range runner.DefaultShards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found, err := store.Read(ctx, i, runner.DefaultShards, runner.DefaultMaxSnapshotBytes, func(r io.Reader) error {
+				_, err := projector.ReadSnapshot(r, projector.DefaultOptions())
+				return err
+			})
+			if err != nil || !found {
+				log.Fatalf("shard %d: found %v, %v", i, found, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(t)
 }
 
 // bareRebuild rebuilds the projection of the store in dir with a runner

@@ -39,6 +39,7 @@ func TestRun_ErrorsNameTheNextStep(t *testing.T) {
 		{[]string{"serve", "--data", t.TempDir(), "--listen", busy, "--http", "127.0.0.1:0"}, []string{busy + " (the embedded NATS server) is in use", "--listen"}},
 		{[]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--http", busy}, []string{busy + " (the HTTP API) is in use", "--http"}},
 		{[]string{"serve", "--log-level", "loud"}, []string{`--log-level "loud": give debug, info, warn or error`}},
+		{[]string{"serve", "--snapshot-store", "s3"}, []string{`--snapshot-store "s3": give files or jetstream`}},
 	} {
 		code, out, errs := run(t, "", c.args...)
 		if code == 0 || out != "" || strings.Count(errs, "\n") != 1 || strings.Contains(errs, "Usage:") {

@@ -69,6 +69,9 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	fs.Int64Var(&cfg.MaxKeptBytes, "max-kept-bytes", projector.DefaultMaxKeptBytes, "most bytes of rejection summaries kept in detail across every deliberation (-1: no bound); past it the oldest are dropped, counts and digests stay whole")
 	fs.Int64Var(&cfg.InFlightBytes, "in-flight-bytes", runner.DefaultInFlightBytes, "most bytes of messages read from the stream and not yet applied; past it the consumer waits (limit.in_flight_bytes)")
 	fs.DurationVar(&cfg.SnapshotEvery, "snapshot-every", 30*time.Second, "interval between projection snapshots")
+	fs.StringVar(&cfg.SnapshotStore, "snapshot-store", service.SnapshotFiles, "where the projection snapshots are kept: files (in the data directory) or jetstream (an object store, where an engine with an empty data directory restores from them)")
+	fs.StringVar(&cfg.SnapshotBucket, "snapshot-bucket", runner.DefaultSnapshotBucket, "the object store of --snapshot-store jetstream, created when missing with the stream's storage and replicas; only the engine's user may use it")
+	fs.StringVar(&cfg.SnapshotPrefix, "snapshot-prefix", service.SnapshotFile, "the name prefix of the snapshot objects in --snapshot-bucket (PREFIX.<shard>-of-<shards>): engine groups with their own prefixes may share a bucket")
 	fs.Var(&memLimit, "memory-limit", "the Go runtime's soft memory limit, BYTES with an optional unit B, KiB, MiB, GiB or TiB (512MiB): the collector works harder as the engine's memory nears it, and the embedded server's caches of large messages are reclaimed sooner, at the cost of CPU under load (docs/OPERATIONS.md). Default: GOMEMLIMIT's, or none")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
 	fs.BoolVar(&cfg.Leases, "leases", false, "share the deliberations' supervision with the other engines of the stream by partition leases (bucket PARLEY_LEASES): this engine's supervisor judges only the partitions it holds (docs/SCALING.md)")
@@ -115,6 +118,10 @@ never to a log. docs/SECURITY.md says who may do what.`)
 		}
 	}
 	cfg.HTTPTokens = tokens
+	if cfg.SnapshotStore != service.SnapshotFiles && cfg.SnapshotStore != service.SnapshotJetStream {
+		fmt.Fprintf(e.stderr, "engine serve: --snapshot-store %q: give %s or %s\n", cfg.SnapshotStore, service.SnapshotFiles, service.SnapshotJetStream)
+		return exitUsage
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 		fmt.Fprintf(e.stderr, "engine serve: --log-level %q: give debug, info, warn or error\n", logLevel)

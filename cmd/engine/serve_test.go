@@ -16,8 +16,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/natsconn"
+	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
 )
 
@@ -212,6 +216,44 @@ func TestServe_CredentialsRemovedAtStop(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(data, service.CredentialsFile)); !os.IsNotExist(err) {
 		t.Errorf("after stop: %v", err)
+	}
+}
+
+// --snapshot-store jetstream keeps the snapshots in the bucket and under
+// the prefix the flags name, on the embedded default too (whose engine
+// user may use the bucket of --snapshot-bucket), and none in the data
+// directory; a second start opens the bucket the first created.
+func TestServe_SnapshotsInJetStream(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"--data", data, "--snapshot-store", "jetstream", "--snapshot-bucket", "SNAPS", "--snapshot-prefix", "group-a"}
+	t.Run("first", func(t *testing.T) { serve(t, args...) })
+	if files, _ := filepath.Glob(filepath.Join(data, service.SnapshotFile+".*")); len(files) != 0 {
+		t.Errorf("snapshot files %v", files)
+	}
+	t.Run("second", func(t *testing.T) { serve(t, args...) })
+	s, err := embedded.Start(embedded.Config{Dir: filepath.Join(data, "nats"), DontListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer embedded.Stop(s)
+	nc, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	obs, err := js.ObjectStore(context.Background(), "SNAPS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := obs.List(context.Background())
+	if err != nil || len(objs) != runner.DefaultShards {
+		t.Fatalf("objects %v (%v)", objs, err)
+	}
+	for _, o := range objs {
+		if !strings.HasPrefix(o.Name, "group-a.") || !strings.HasSuffix(o.Name, "-of-8") {
+			t.Errorf("object %s", o.Name)
+		}
 	}
 }
 
