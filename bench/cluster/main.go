@@ -6,7 +6,13 @@
 //   - kill: one engine, the stream leader killed once a third of the
 //     fleet's turns are taken, and restarted -restart-after later;
 //   - kill, 2 engines: the same with two engines on the cluster, both
-//     serving the query API (one micro queue group) and both supervising.
+//     serving the query API (one micro queue group) and both supervising;
+//   - leases: three engines sharing the supervision by partition leases
+//     (engine serve --leases, -lease-ttl), one of them crashed once a
+//     third of the fleet's turns are taken (its connection closed, its
+//     leases left to expire): the others take its partitions over. It
+//     reports the takeover time, from the crash until the two others hold
+//     every partition between them.
 //
 // With -nats-server, the nodes are nats-server processes and the leader
 // is killed with SIGKILL; without it, they run in this process and the
@@ -59,7 +65,8 @@ func main() {
 	relays := flag.Int("relays", 40, "relays in each fleet")
 	config := flag.String("config", "examples/relay/fleet.json", "the relay configuration (scripted participants)")
 	restartAfter := flag.Duration("restart-after", 2*time.Second, "how long the killed leader stays down")
-	only := flag.String("only", "", "run only these scenarios (comma-separated: baseline,kill,kill2)")
+	only := flag.String("only", "", "run only these scenarios (comma-separated: baseline,kill,kill2,leases)")
+	leaseTTL := flag.Duration("lease-ttl", 3*time.Second, "the leases' time to live in the leases scenario")
 	timeout := flag.Duration("timeout", 0, "the relays' per-attempt request timeout (client.Options.Timeout; 0: the client's default)")
 	flag.Parse()
 	cfg, err := relay.Load(*config)
@@ -70,7 +77,8 @@ func main() {
 		name    string
 		engines int
 		kill    bool
-	}{{"baseline", 1, false}, {"kill", 1, true}, {"kill2", 2, true}}
+		leases  bool
+	}{{"baseline", 1, false, false}, {"kill", 1, true, false}, {"kill2", 2, true, false}, {"leases", 3, true, true}}
 	mode := "in-process nodes, leader shut down"
 	if *bin != "" {
 		mode = "nats-server processes, leader SIGKILLed"
@@ -81,7 +89,11 @@ func main() {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), sc.name) {
 			continue
 		}
-		r, err := run(cfg, *bin, sc.engines, *relays, sc.kill, *restartAfter, client.Options{Timeout: *timeout})
+		ttl := time.Duration(0)
+		if sc.leases {
+			ttl = *leaseTTL
+		}
+		r, err := run(cfg, *bin, sc.engines, *relays, sc.kill, ttl, *restartAfter, client.Options{Timeout: *timeout})
 		if err != nil {
 			log.Fatalf("%s: %v", sc.name, err)
 		}
@@ -105,6 +117,7 @@ type result struct {
 	stalls                 []time.Duration // each relay's longest gap between artifacts
 	killed                 string
 	elected                time.Duration // kill -> the stream's new leader answers
+	takeover               time.Duration // leases: the crash -> the others hold every partition
 	wall                   time.Duration
 }
 
@@ -126,9 +139,12 @@ func (r *result) print(name string, engines int, base *result) {
 		fmt.Printf("   (baseline: median %s, max %s)", q(base.stalls, 0.5), q(base.stalls, 1))
 	}
 	fmt.Println()
-	if len(r.delays) > 0 {
+	if len(r.delays) > 0 && r.takeover == 0 {
 		fmt.Printf("   kill -> next acknowledged artifact: median %s, p90 %s, max %s (a relay's usual gap between artifacts: median %s; kill -> a new stream leader answers: %s)\n",
 			q(r.delays, 0.5), q(r.delays, 0.9), q(r.delays, 1), q(r.gaps, 0.5), r.elected.Round(time.Millisecond))
+	}
+	if r.takeover != 0 {
+		fmt.Printf("   crash -> the other engines hold every partition: %s\n", r.takeover.Round(time.Millisecond))
 	}
 	fmt.Println()
 }
@@ -165,7 +181,7 @@ func (s *stamps) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartAfter time.Duration, copts client.Options) (*result, error) {
+func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL, restartAfter time.Duration, copts client.Options) (*result, error) {
 	dir, err := os.MkdirTemp("", "parley-bench-cluster-")
 	if err != nil {
 		return nil, err
@@ -179,13 +195,15 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var supErrs atomic.Int64
+	var svcs []*service.Service
 	for i := range engines {
 		var s *service.Service
 		// A cluster just formed may still refuse the stream's creation
 		// (no responders while its meta group settles): try for 30 s.
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			s, err = service.Start(ctx, service.Config{DataDir: filepath.Join(dir, fmt.Sprintf("engine-%d", i)), NATS: c.urls(i), HTTP: "127.0.0.1:0",
-				Replicas: 3, Logger: slog.New(&errorCounter{n: &supErrs})})
+				Replicas: 3, Logger: slog.New(&errorCounter{n: &supErrs}),
+				Leases: leaseTTL > 0, LeaseTTL: leaseTTL, EngineName: fmt.Sprintf("engine-%d", i+1)})
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
@@ -195,6 +213,15 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 			return nil, fmt.Errorf("engine %d: %w", i+1, err)
 		}
 		defer s.Close()
+		svcs = append(svcs, s)
+	}
+	if leaseTTL > 0 {
+		// The shares settle before the fleet starts.
+		for deadline := time.Now().Add(60 * time.Second); held(svcs...) < 1024; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("the engines hold %d partitions between them", held(svcs...))
+			}
+		}
 	}
 	res := &result{relays: relays}
 	var turns atomic.Int64
@@ -216,7 +243,23 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, restartA
 		}()
 	}
 	var killedAt time.Time
-	if kill {
+	if kill && leaseTTL > 0 {
+		total := int64(relays * cfg.Rounds * (len(cfg.Participants) - 1))
+		for turns.Load() < total/3 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The crash: the engine's connection goes, nothing is released.
+		crashed := svcs[1]
+		killedAt = time.Now()
+		crashed.Conn().Close()
+		for deadline := time.Now().Add(2 * time.Minute); held(svcs[0], svcs[2]) < 1024; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("after the crash the others hold %d partitions", held(svcs[0], svcs[2]))
+			}
+		}
+		res.takeover = time.Since(killedAt)
+		res.killed = fmt.Sprintf(": engine-2 crashed after %d of %d turns (lease TTL %s)", turns.Load(), total, leaseTTL)
+	} else if kill {
 		total := int64(relays * cfg.Rounds * (len(cfg.Participants) - 1))
 		for turns.Load() < total/3 {
 			time.Sleep(5 * time.Millisecond)
@@ -561,4 +604,18 @@ func (c *cluster) count(ctx context.Context, ids map[string]bool) (failures, ter
 		}
 	}
 	return failures, terms, nil
+}
+
+// held is how many partitions the engines hold between them.
+func held(svcs ...*service.Service) int {
+	seen := map[int]bool{}
+	for _, s := range svcs {
+		if s.Group == nil {
+			continue
+		}
+		for _, p := range s.Group.Held() {
+			seen[p] = true
+		}
+	}
+	return len(seen)
 }
