@@ -250,7 +250,7 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 		}
 		// The crash: the engine's connection goes, nothing is released.
 		crashed := svcs[1]
-		killedAt = time.Now()
+		killedAt, at := time.Now(), turns.Load()
 		crashed.Conn().Close()
 		for deadline := time.Now().Add(2 * time.Minute); held(svcs[0], svcs[2]) < 1024; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -258,7 +258,7 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 			}
 		}
 		res.takeover = time.Since(killedAt)
-		res.killed = fmt.Sprintf(": engine-2 crashed after %d of %d turns (lease TTL %s)", turns.Load(), total, leaseTTL)
+		res.killed = fmt.Sprintf(": engine-2 crashed after %d of %d turns (lease TTL %s)", at, total, leaseTTL)
 	} else if kill {
 		total := int64(relays * cfg.Rounds * (len(cfg.Participants) - 1))
 		for turns.Load() < total/3 {
