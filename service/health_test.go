@@ -85,14 +85,8 @@ func metric(t *testing.T, s *service.Service, name string) float64 {
 	return v
 }
 
-// supervised says whether the supervisor recorded the cancel of id within
-// wait (its TERMINATION in the stream).
-func supervised(t *testing.T, js jetstream.JetStream, id string, wait time.Duration) bool {
-	t.Helper()
-	return supervisedIn(t, js, ledger.Unpartitioned, id, wait)
-}
-
-// supervisedIn is supervised on the record's layout l.
+// supervisedIn says whether the supervisor recorded the cancel of id
+// within wait (its TERMINATION in the stream), on the record's layout l.
 func supervisedIn(t *testing.T, js jetstream.JetStream, l ledger.Layout, id string, wait time.Duration) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
