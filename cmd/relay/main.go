@@ -61,7 +61,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
+		{"run", "[--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR] | --partitioned] [--dir DIR] [--json] [--quiet|--progress] [--record DIR | --replay DIR] [--parallel K] CONFIG.json",
 			"run a relay experiment: participants take turns, the engine's supervisor ends it",
 			`Runs the relay experiment CONFIG.json (docs/RELAY.md): its participants take
 turns publishing artifacts into a new deliberation, the decider decides, and
@@ -77,7 +77,7 @@ audit).
 Exit status: 0 the deliberation completed with a verified closure; 1 it ended
 otherwise (failed closed, exhausted, deadlock, not verified); 2 bad arguments
 or configuration, or the run could not be carried out.`, runFlags},
-		{"replay", "[--speed X] [--as ID] [--nats URL [--user U --password P | --creds FILE]] [--dir DIR] [--wait D] [--provenance-root DIR]... [--progress] FILE",
+		{"replay", "[--speed X] [--as ID] [--nats URL [--user U --password P | --creds FILE] | --partitioned] [--dir DIR] [--wait D] [--provenance-root DIR]... [--progress] FILE",
 			"re-publish a recorded deliberation as a new one, with its pacing (demos, load)",
 			`Re-publishes the stream recording FILE (engine export --format stream) as a
 new deliberation (or --as ID), with the recording's pacing scaled by --speed.
@@ -88,7 +88,7 @@ the operator user of the engine's credentials.json with --nats.
 
 Exit status: 0 replayed; 2 bad arguments, an unreadable recording, or a
 publish the engine refused.`, replayFlags},
-		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR]] [--dir DIR] [--json] CONFIG.json",
+		{"fork", "FILE (--at N | --at-position P) [--nats URL [--user U --password P | --creds FILE] [--http URL] [--data DIR] | --partitioned] [--dir DIR] [--json] CONFIG.json",
 			"continue a recorded deliberation after message N with other participants",
 			`A counterfactual run: the participants' artifacts of the stream recording
 FILE up to message N (--at: its ordinal within the recorded deliberation, 1
@@ -236,11 +236,13 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 // engineFlags are the flags that reach a running engine.
 type engineFlags struct {
 	nats, http, data string
+	partitioned      bool
 	auth             natsAuth
 }
 
 func (e *engineFlags) register(fs *flag.FlagSet, withHTTP bool) {
 	fs.StringVar(&e.nats, "nats", "", "NATS URL of a running engine (default: an embedded engine in DIR/engine)")
+	fs.BoolVar(&e.partitioned, "partitioned", false, "the embedded engine keeps the record partitioned (engine serve --partitioned; without --nats)")
 	e.auth.register(fs)
 	if withHTTP {
 		fs.StringVar(&e.http, "http", relay.DefaultHTTP, "the HTTP address of the engine at --nats, for the /bind address a binding moment prints (default: its credentials file's)")
@@ -303,7 +305,7 @@ func runFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context, 
 			fmt.Fprintln(stderr, "relay run: --record and --replay exclude each other")
 			return 2
 		}
-		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Record: *record, Replay: *replay,
+		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Partitioned: ef.partitioned, Dir: *dir, Record: *record, Replay: *replay,
 			Notices: stderr}
 		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		opts.NATSOptions = ef.auth.orParticipant(opts.NATSOptions, opts.Credentials)
@@ -380,6 +382,7 @@ func replayFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Contex
 	fs.Float64Var(&o.Speed, "speed", 1, "pacing: 1 as recorded, 2 twice as fast, 0 as fast as possible")
 	fs.StringVar(&o.As, "as", "", "deliberation id to replay under (default: a new one)")
 	fs.DurationVar(&o.Wait, "wait", 0, "keep an embedded engine up this long after the replay (to look at it)")
+	fs.BoolVar(&o.Partitioned, "partitioned", false, "the embedded engine keeps the record partitioned (engine serve --partitioned; without --nats)")
 	fs.Func("provenance-root", "a directory the embedded engine re-verifies provenance annotations against (repeatable)", func(v string) error {
 		o.ProvenanceRoots = append(o.ProvenanceRoots, v)
 		return nil
@@ -449,7 +452,7 @@ func forkFlags(fs *flag.FlagSet, stdout, stderr io.Writer) func(context.Context,
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
-		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
+		opts := relay.Options{NATS: ef.nats, NATSOptions: ef.auth.options(), HTTP: ef.http, Partitioned: ef.partitioned, Dir: *dir, Fork: rec, ForkAt: *at, ForkAtPosition: *atPos,
 			Notices: stderr}
 		opts.Credentials, opts.CredentialsPath = ef.credentials(stderr)
 		opts.NATSOptions = ef.auth.orParticipant(opts.NATSOptions, opts.Credentials)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,31 @@ func TestRun_Version(t *testing.T) {
 	var v struct{ Relay, Go, Protocol string }
 	if code := Run(context.Background(), []string{"version", "--json"}, &out, &errb); code != 0 || json.Unmarshal(out.Bytes(), &v) != nil || v.Relay == "" || v.Relay == "(devel)" {
 		t.Errorf("version --json: %d %q", code, out.String())
+	}
+}
+
+// --partitioned: the embedded engine keeps the record partitioned (its
+// store holds the stream PARLEY_0000_1023, not PARLEY), and a fleet
+// completes on it.
+func TestRun_Partitioned(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), []string{"run", "--partitioned", "--parallel", "2", "--json", "--dir", dir, "../../examples/relay/fleet.json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var res struct{ Runs, Completed int }
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || res.Runs != 2 || res.Completed != 2 {
+		t.Fatalf("%v %s", err, out.String())
+	}
+	var streams []string
+	filepath.WalkDir(filepath.Join(dir, "engine"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && filepath.Base(filepath.Dir(path)) == "streams" {
+			streams = append(streams, d.Name())
+		}
+		return nil
+	})
+	if !slices.Contains(streams, "PARLEY_0000_1023") || slices.Contains(streams, "PARLEY") {
+		t.Errorf("the embedded engine's streams: %v", streams)
 	}
 }
