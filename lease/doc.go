@@ -14,11 +14,11 @@
 //
 // A lease whose renewals stop expires by the bucket's MaxAge (the TTL of
 // Config): the server removes the key's last revision TTL after it was
-// written and leaves a delete marker in its place, which a contender
-// watching the key (Leases.Wait) sees at once, and then acquires. A
-// takeover therefore happens at most TTL after the last renewal, plus the
-// time the server takes to expire the message and the contender to react
-// (measured in the tests, docs/SCALING.md).
+// written, and a contender polling the key (Leases.Wait) then acquires it.
+// A takeover therefore happens at most TTL after the last renewal, plus
+// the time the server takes to expire the message and the contender's
+// poll (measured in the tests, docs/SCALING.md). The bucket has no delete
+// markers (see Bucket).
 //
 // Why the bucket's MaxAge, and not a per-key TTL or an expiry time in the
 // value: MaxAge is one policy, set on the bucket, that every lease obeys

@@ -21,7 +21,7 @@ const DefaultBucket = "PARLEY_LEASES"
 // lease expires.
 const DefaultTTL = 10 * time.Second
 
-// MinTTL is the shortest TTL: the server's shortest delete-marker time.
+// MinTTL is the shortest TTL.
 const MinTTL = time.Second
 
 // Config of the lease bucket.
@@ -50,21 +50,28 @@ func (c Config) withDefaults() (Config, error) {
 
 // Bucket creates the lease bucket, or opens it when it exists with the
 // same TTL: each key keeps one revision, which the server removes TTL
-// after it was written, leaving a delete marker (kept TTL) that watchers
-// see.
+// after it was written.
+//
+// With no delete marker: the server's marker of an expiry is a message of
+// its own, proposed after it decided the revision expired and rolling up
+// the key's subject when stored. On a cluster one was seen to land after
+// a contender's Create of the expired key, and took the new owner's lease
+// with it (the new owner then found its lease gone at its first check).
+// Without markers an expiry only removes the expired revision; contenders
+// find the key free by polling (Leases.Wait every poll, Group every
+// round).
 func Bucket(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         cfg.Bucket,
-		Description:    "parley partition leases",
-		History:        1,
-		TTL:            cfg.TTL,
-		LimitMarkerTTL: cfg.TTL,
-		Replicas:       cfg.Replicas,
-		Storage:        cfg.Storage,
+		Bucket:      cfg.Bucket,
+		Description: "parley partition leases",
+		History:     1,
+		TTL:         cfg.TTL,
+		Replicas:    cfg.Replicas,
+		Storage:     cfg.Storage,
 	})
 	if err != nil {
 		return nil, &Error{Code: CodeBucket, Op: "bucket " + cfg.Bucket, Err: err}
@@ -166,7 +173,7 @@ func (l *Lease) value() []byte {
 
 // Renew extends l by TTL from now: a KV update conditional on l's
 // revision, which becomes the new one. ErrLost when the key's last
-// revision is not l's (another owner's, or the marker of its expiry):
+// revision is not l's (another owner's, or none: it expired):
 // the owner must stop acting for the partition. Any other error
 // (ErrUnavailable: a timeout, no JetStream) leaves l as it was, to renew
 // again; a renewal that was written although its answer was lost is
@@ -290,8 +297,8 @@ func (m *Leases) Keep(ctx context.Context, l *Lease, interval time.Duration) err
 }
 
 // Wait acquires partition p as soon as it is free: it watches the key and
-// tries again at each change (a release, the marker of an expiry), and at
-// least every poll (TTL/4 when poll is 0), until ctx ends. An attempt the
+// tries again at each change (a release), and at least every poll (TTL/4
+// when poll is 0: an expiry leaves no marker to watch), until ctx ends. An attempt the
 // server does not answer (ErrUnavailable, such as during a leader
 // election of the bucket's stream) is tried again too.
 func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, error) {

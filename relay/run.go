@@ -1097,26 +1097,31 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 	defer cancel()
 	// The principal's artifacts, with an ordered push consumer (a
 	// participant may not pull: ledger.Reader).
+	// Why a wait ended without a resolution: stopped (Ctrl-C), the
+	// principal_timeout, or err.
+	ended := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("relay: stopped while waiting for %s's resolution: %w", r.cfg.Principal, ctx.Err())
+		}
+		if wctx.Err() != nil {
+			return fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
+		}
+		return err
+	}
 	l, err := ledger.LocateConn(wctx, nc)
 	if err != nil {
-		return "", err
+		return "", ended(err)
 	}
 	rd, err := l.Read(wctx, nc, l.Stored(wire.ArtifactSubject(r.id, r.cfg.Principal)), 0)
 	if err != nil {
-		return "", err
+		return "", ended(err)
 	}
 	defer rd.Stop()
 	c := r.clients[r.cfg.Decider]
 	for {
 		msg, err := rd.Next(wctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return "", fmt.Errorf("relay: stopped while waiting for %s's resolution: %w", r.cfg.Principal, ctx.Err())
-			}
-			if wctx.Err() != nil {
-				return "", fmt.Errorf("relay: no resolution from %s within principal_timeout %s", r.cfg.Principal, r.cfg.PrincipalTimeout)
-			}
-			return "", err
+			return "", ended(err)
 		}
 		a, err := events.Validate(msg.Data)
 		if err != nil {
