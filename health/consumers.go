@@ -87,7 +87,12 @@ func (w *Watch) onConsumerAudit(data []byte) {
 		return
 	}
 	w.audited.Store(true)
-	w.queueConsumer(&info.ConsumerInfo, true)
+	// Only what inspectConsumer reads is queued: the configuration is the
+	// creator's, and may be large (descriptions, metadata, filters); the
+	// name and the deliver subject are bounded by the server's subject
+	// limits.
+	w.queueConsumer(&jetstream.ConsumerInfo{Name: info.Name, Created: info.Created,
+		Config: jetstream.ConsumerConfig{DeliverSubject: info.Config.DeliverSubject}}, true)
 }
 
 // seenConsumer is a consumer to inspect: its information, whole when the

@@ -94,6 +94,13 @@ func (g *Group) Held() []int {
 	return out
 }
 
+// count is how many partitions the engine holds.
+func (g *Group) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held)
+}
+
 // Holds reports whether the engine holds partition p's lease.
 func (g *Group) Holds(p int) bool {
 	g.mu.Lock()
@@ -194,7 +201,7 @@ func (g *Group) round(ctx context.Context) error {
 		// Not past half a round: the next renewals must come in time.
 		stop := time.Now().Add(g.cfg.Every / 2)
 		for _, p := range order {
-			if len(g.Held()) >= share || rctx.Err() != nil || time.Now().After(stop) {
+			if g.count() >= share || rctx.Err() != nil || time.Now().After(stop) {
 				break
 			}
 			if taken[p] {
