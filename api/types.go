@@ -269,10 +269,13 @@ type ReceiptItem struct {
 // signs its supervisor's emissions, its principals' resolutions and its
 // checkpoints (docs/VERIFY.md), and the record it reads: the stream's
 // name, and whether the server's subject mapping stores its subjects by
-// partition (docs/SCALING.md). A client reads with them; an engine that
-// says neither reads the unpartitioned stream PARLEY.
+// partition (docs/SCALING.md), and over several streams every stream's
+// name, in order of their index (a position's high bits are that index).
+// A client reads with them; an engine that says neither reads the
+// unpartitioned stream PARLEY.
 type EngineInfo struct {
-	Key         string `json:"engine_key"`
-	Stream      string `json:"stream,omitempty"`
-	Partitioned bool   `json:"partitioned,omitempty"`
+	Key         string   `json:"engine_key"`
+	Stream      string   `json:"stream,omitempty"`
+	Partitioned bool     `json:"partitioned,omitempty"`
+	Streams     []string `json:"streams,omitempty"`
 }

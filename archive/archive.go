@@ -79,7 +79,7 @@ func (m streamMsg) fold(p *projector.Projection, verify provenance.Verifier) (re
 func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func(m streamMsg, seq uint64) error) (int, error) {
 	// The record's stream and layout: the subjects are stored mapped in
 	// the partitioned one, and the Reader gives them back as published.
-	l, s, err := ledger.Locate(ctx, js)
+	l, s, err := ledger.LocateFor(ctx, js, id)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +113,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		if err != nil {
 			return n, err
 		}
-		seq := meta.Sequence.Stream
+		seq := ledger.MsgPosition(meta)
 		msg := streamMsg{Message: recording.Message{Position: seq, Subject: m.Subject, Time: meta.Timestamp, Data: m.Data},
 			msg: projector.Msg{Seq: seq, Subject: m.Subject, Data: m.Data, Time: meta.Timestamp}}
 		// Only the importer's headers mean anything (projector.ImportOf);
@@ -146,7 +146,7 @@ func messagesSeq(ctx context.Context, js jetstream.JetStream, id string, fn func
 		case imported && msg.msg.Import == nil:
 			msg.Position = lastOrig + (seq - lastStream)
 		}
-		if err := fn(msg, meta.Sequence.Stream); err != nil {
+		if err := fn(msg, ledger.MsgPosition(meta)); err != nil {
 			return n, err
 		}
 	}
@@ -286,7 +286,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	res.Messages = len(recs)
 	complete := r.Trailer() != nil
 	existing := 0
-	var lastSeq uint64 // the importer's last message of the deliberation in this stream
+	var lastSeq uint64 // the importer's last message of the deliberation in its stream (a sequence of that stream)
 	p := projector.New(projector.Options{Rules: termination.Rules{}})
 	_, err := messagesSeq(ctx, js, to, func(m streamMsg, seq uint64) error {
 		m.fold(p, nil)
@@ -297,7 +297,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 			return fmt.Errorf("archive: deliberation %s was imported from another recording (message %d differs); nothing was imported: import under another id with --as", to, existing+1)
 		}
 		existing++
-		lastSeq = seq
+		lastSeq = ledger.Sequence(seq)
 		return nil
 	})
 	if err != nil {
@@ -309,7 +309,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 	}
 	ended := d != nil && !d.Importing()
 	res.Skipped = existing
-	l, stream, err := ledger.Locate(ctx, js)
+	l, stream, err := ledger.LocateFor(ctx, js, to)
 	if err != nil {
 		return res, err
 	}
@@ -334,7 +334,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 			}
 
 			msg.Header.Set(jetstream.MsgIDHeader, ids.For("import", to, strconv.FormatUint(m.Position, 10)))
-			msg.Header.Set(jetstream.ExpectedStreamHeader, l.Stream())
+			msg.Header.Set(jetstream.ExpectedStreamHeader, l.StreamOf(to))
 			msgs = append(msgs, msg)
 		}
 		if res.Atomic {
@@ -363,7 +363,7 @@ func Import(ctx context.Context, js jetstream.JetStream, r *recording.Reader, as
 		end := &nats.Msg{Subject: wire.ImportSubject(to), Header: nats.Header{}}
 		end.Header.Set(wire.ImportEndHeader, "true")
 		end.Header.Set(jetstream.MsgIDHeader, ids.For("import-end", to))
-		end.Header.Set(jetstream.ExpectedStreamHeader, l.Stream())
+		end.Header.Set(jetstream.ExpectedStreamHeader, l.StreamOf(to))
 		end.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(lastSeq, 10))
 		// The importer's subject as stored: the server does not map this
 		// header (docs/SCALING.md).

@@ -153,11 +153,11 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 			wr.writes.Wrote(err) // the batch goes around wr.js's PublishMsg
 		}
 	} else {
-		ack, err = wr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wr.r.Layout().Stream()),
+		ack, err = wr.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgIDs.Artifact(msg.Subject, a.ID.String())), jetstream.WithExpectStream(wr.r.StreamOf(id)),
 			// The filter as stored: the server does not map this header, and
 			// a published-form filter under the mapping names nothing
 			// stored, so it would guard nothing (docs/SCALING.md).
-			jetstream.WithExpectLastSequenceForSubject(last, wr.r.Layout().Filter(id)))
+			jetstream.WithExpectLastSequenceForSubject(ledger.Sequence(last), wr.r.Layout().Filter(id)))
 	}
 	if err != nil {
 		if ledger.IsWrongLastSequence(err) {
@@ -165,30 +165,34 @@ func (wr *Writer) Resolve(ctx context.Context, id, envDigest string, body []byte
 		}
 		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "publish: " + err.Error()}
 	}
+	// The position of what was stored (its stream's sequence, in a
+	// layout of several streams with the stream's index).
+	l := wr.r.Layout()
+	pos := l.Position(l.Index(id), ack.Sequence)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := wr.r.WaitForIn(wctx, id, ack.Sequence); err != nil {
-		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at position " + strconv.FormatUint(ack.Sequence, 10) + " but not yet projected: " + err.Error()}
+	if err := wr.r.WaitForIn(wctx, id, pos); err != nil {
+		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "published at position " + strconv.FormatUint(pos, 10) + " but not yet projected: " + err.Error()}
 	}
 	var accepted bool
 	var rej string
 	var ord uint64
 	wr.r.ReadDeliberation(id, func(d *projector.Deliberation) {
-		ord = d.Ordinal(ack.Sequence)
+		ord = d.Ordinal(pos)
 		accepted = d.PositionOf(a.ID) != 0
 		if !accepted {
 			kept, _, _ := d.Rejections()
 			for _, r := range kept {
-				if r.Position == ack.Sequence {
+				if r.Position == pos {
 					rej = r.Code + ": " + r.Message
 				}
 			}
 		}
 	})
 	if !accepted {
-		return nil, &api.Error{Kind: api.KindUnprocessable, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded as message #%d (position %d) and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ord, ack.Sequence, rej, principal)}
+		return nil, &api.Error{Kind: api.KindUnprocessable, Code: "binding.rejected", Message: fmt.Sprintf("the principal's %s was recorded as message #%d (position %d) and rejected by the projector (%s); is %q a participant of the charter?", a.Type, ord, pos, rej, principal)}
 	}
-	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: ack.Sequence, Ordinal: ord}, nil
+	return &binding.Resolved{Verdict: v, ArtifactID: a.ID, Type: a.Type, Participant: principal, Position: pos, Ordinal: ord}, nil
 }
 
 // msgIDs makes the Nats-Msg-Ids of the API's writes (binding resolutions
@@ -202,8 +206,8 @@ var msgIDs = wire.NewMsgIDs()
 // returns the artifact's acknowledgement.
 func (wr *Writer) publishDecline(ctx context.Context, id string, msg *nats.Msg, a *events.Artifact, env *binding.Envelope, last uint64) (*jetstream.PubAck, error) {
 	msg.Header.Set(jetstream.MsgIDHeader, msgIDs.Artifact(msg.Subject, a.ID.String()))
-	msg.Header.Set(jetstream.ExpectedStreamHeader, wr.r.Layout().Stream())
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	msg.Header.Set(jetstream.ExpectedStreamHeader, wr.r.StreamOf(id))
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(ledger.Sequence(last), 10))
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, wr.r.Layout().Filter(id))
 	ctl := &nats.Msg{Subject: wire.ControlSubject(id), Data: binding.DeclineControl(env), Header: nats.Header{}}
 	ctl.Header.Set(jetstream.MsgIDHeader, msgIDs.Control(ctl.Subject, "decline:"+env.Digest.String()))

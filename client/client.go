@@ -26,6 +26,7 @@ import (
 	"github.com/parley-engine/parley/closure"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/signing"
 	"github.com/parley-engine/parley/wire"
 )
@@ -38,22 +39,20 @@ type Client struct {
 	ids         *wire.MsgIDs
 	opts        Options
 	signer      *signing.Signer // Options.SigningKey's, nil without one
-	seen        atomic.Uint64   // the highest position of an acknowledged publish
-	// layout is the record's layout once known (0: not yet; layoutKnown
-	// + 0 unpartitioned, + 1 partitioned): from a publish's
-	// acknowledgement (its stream), or asked for (ledger.Locate).
-	layout atomic.Int32
+	// seen is, for each stream of the record (by its index), the highest
+	// position of an acknowledged publish in it (or learned: Saw). In a
+	// layout of one stream, only seen[0].
+	seen [partition.Count]atomic.Uint64
+	// layout is the record's layout once known (nil: not yet): from a
+	// publish's acknowledgement (its stream), or asked for
+	// (ledger.Locate).
+	layout atomic.Pointer[ledger.Layout]
 }
-
-const layoutKnown = 1
 
 // known returns the record's layout, if the client knows it yet.
 func (c *Client) known() (ledger.Layout, bool) {
-	switch c.layout.Load() {
-	case layoutKnown:
-		return ledger.Unpartitioned, true
-	case layoutKnown + 1:
-		return ledger.Partitioned, true
+	if l := c.layout.Load(); l != nil {
+		return *l, true
 	}
 	return ledger.Layout{}, false
 }
@@ -65,13 +64,7 @@ func (c *Client) learn(stream string) {
 	}
 }
 
-func (c *Client) keep(l ledger.Layout) {
-	v := int32(layoutKnown)
-	if l.Partitioned() {
-		v++
-	}
-	c.layout.Store(v)
-}
+func (c *Client) keep(l ledger.Layout) { c.layout.Store(&l) }
 
 // record returns the record's layout and its stream, asking the server
 // (ledger.Locate: the stream's info) when the client does not know it
@@ -87,14 +80,30 @@ func (c *Client) record(ctx context.Context) (ledger.Layout, jetstream.Stream, e
 	return l, s, nil
 }
 
-// expectStream is the Nats-Expected-Stream of a publish: the record's
-// stream once the client knows it, none before (the first acknowledgement
-// names it).
-func (c *Client) expectStream() []jetstream.PublishOpt {
+// expectStream is the Nats-Expected-Stream of a publish to deliberation
+// id: the stream that holds it once the client knows the record's
+// layout, none before (the first acknowledgement names it).
+func (c *Client) expectStream(id string) []jetstream.PublishOpt {
 	if l, ok := c.known(); ok {
-		return []jetstream.PublishOpt{jetstream.WithExpectStream(l.Stream())}
+		return []jetstream.PublishOpt{jetstream.WithExpectStream(l.StreamOf(id))}
 	}
 	return nil
+}
+
+// PositionOf is the position of what an acknowledgement names: its
+// stream's sequence, as a position of the record's layout (the sequence
+// itself in a layout of one stream; ledger.Layout.Position).
+func (c *Client) PositionOf(ack *jetstream.PubAck) uint64 {
+	l, ok := c.known()
+	if !ok {
+		if l, _ = ledger.LayoutOf(ack.Stream); l.N() == 1 {
+			return ack.Sequence
+		}
+	}
+	if p, ok := l.PositionOf(ack.Stream, ack.Sequence); ok {
+		return p
+	}
+	return ack.Sequence
 }
 
 // New returns a client publishing as participant over nc, with the default
@@ -263,7 +272,7 @@ func (c *Client) Control(ctx context.Context, id string, ctl Control) (*jetstrea
 	if err != nil {
 		return nil, err
 	}
-	opts := c.expectStream()
+	opts := c.expectStream(id)
 	// Without a dedupe id, a publish whose answer was lost may have been
 	// stored: send it again only when nobody answered at all.
 	retryable := func(err error) bool {
@@ -301,10 +310,13 @@ func (c *Client) publishMsg(ctx context.Context, op string, msg *nats.Msg, retry
 	if err != nil {
 		return nil, err
 	}
-	c.Saw(ack.Sequence)
 	if _, ok := c.known(); !ok {
 		c.learn(ack.Stream)
 	}
+	// The acknowledgement's Sequence is the position: the stream's
+	// sequence, with its index over several streams.
+	ack.Sequence = c.PositionOf(ack)
+	c.Saw(ack.Sequence)
 	return ack, nil
 }
 
@@ -334,7 +346,7 @@ func (c *Client) PublishArtifact(ctx context.Context, id string, a *events.Artif
 		return nil, err
 	}
 	ack, err := c.publishMsg(ctx, "publish "+a.ID.String(), msg, retryablePublish,
-		append(c.expectStream(), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())))...)
+		append(c.expectStream(id), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
 	}
@@ -350,7 +362,7 @@ func (c *Client) PublishArtifactAsync(id string, a *events.Artifact) (jetstream.
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.js.PublishMsgAsync(msg, append(c.expectStream(), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())),
+	f, err := c.js.PublishMsgAsync(msg, append(c.expectStream(id), jetstream.WithMsgID(c.ids.Artifact(msg.Subject, a.ID.String())),
 		jetstream.WithStallWait(30*time.Second))...)
 	if err != nil {
 		return nil, fmt.Errorf("client: publish %s to %s: %w", a.ID, id, err)
@@ -438,11 +450,13 @@ func (c *Client) WaitPosition(ctx context.Context, id string, seq uint64) (api.V
 	}
 }
 
-// fresh adds to a read request the position the answer must reflect: the
-// larger of at and the client's last acknowledged publish.
+// fresh adds to a read request of deliberation id the position the
+// answer must reflect: the larger of at and the client's last
+// acknowledged publish in the stream that holds id.
 func (c *Client) fresh(req map[string]any, at uint64) map[string]any {
 	if !c.opts.NoReadYourWrites {
-		at = max(at, c.seen.Load())
+		id, _ := req["id"].(string)
+		at = max(at, c.seenFor(id))
 	}
 	if at > 0 {
 		req["min_position"] = at
@@ -615,7 +629,11 @@ func (c *Client) Watch(ctx context.Context, id string, fn func(api.View) bool) e
 		if meta.NumPending > 0 {
 			continue // report once caught up
 		}
-		v, err := c.WaitPosition(ctx, id, meta.Sequence.Stream)
+		pos, err := rd.Position(msg)
+		if err != nil {
+			return err
+		}
+		v, err := c.WaitPosition(ctx, id, pos)
 		if err != nil {
 			return err
 		}

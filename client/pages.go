@@ -54,7 +54,7 @@ func (o ListOptions) req(id, cursor string) pageReq {
 // is retried, instead of answering that the deliberation does not exist.
 func (c *Client) page(ctx context.Context, op, endpoint string, req pageReq, v any) (string, error) {
 	if !c.opts.NoReadYourWrites {
-		req.MinPosition = c.seen.Load()
+		req.MinPosition = c.seenFor(req.ID)
 	}
 	msg, err := c.requestMsg(ctx, op, endpoint, req)
 	if err != nil {

@@ -271,18 +271,52 @@ func (c *Client) onReconnect(cancel func()) (stop func() bool) {
 // min_position to seq (when higher): the position of an acknowledged
 // publish, which the client records itself, or one the caller learned
 // elsewhere (another client's publish, a PubAck of an async publish).
+//
+// A position names its stream (ledger.Layout.Position): over several
+// streams the client keeps the highest of each, and a read of a
+// deliberation carries its stream's.
 func (c *Client) Saw(seq uint64) {
+	k := int(seq >> ledger.PositionBits)
+	if k >= len(c.seen) {
+		return
+	}
+	s := &c.seen[k]
 	for {
-		cur := c.seen.Load()
-		if seq <= cur || c.seen.CompareAndSwap(cur, seq) {
+		cur := s.Load()
+		if seq <= cur || s.CompareAndSwap(cur, seq) {
 			return
 		}
 	}
 }
 
-// Seen returns the stream position of the client's last acknowledged
-// publish (the highest), which its reads carry as min_position.
-func (c *Client) Seen() uint64 { return c.seen.Load() }
+// Seen returns the position of the client's last acknowledged publish
+// (the highest), which its reads carry as min_position. Over several
+// streams it is the highest position of the last stream the client has
+// seen anything of; SeenFor is a deliberation's.
+func (c *Client) Seen() uint64 {
+	for k := len(c.seen) - 1; k >= 0; k-- {
+		if p := c.seen[k].Load(); p > 0 {
+			return p
+		}
+	}
+	return 0
+}
+
+// SeenFor is the highest position the client has seen in the stream
+// that holds deliberation id: what its reads of id carry as
+// min_position. With the layout not yet known, or no id, it is Seen.
+func (c *Client) SeenFor(id string) uint64 { return c.seenFor(id) }
+
+func (c *Client) seenFor(id string) uint64 {
+	l, ok := c.known()
+	if !ok || id == "" || l.N() == 1 {
+		if ok && l.N() == 1 {
+			return c.seen[0].Load()
+		}
+		return c.Seen()
+	}
+	return c.seen[l.Index(id)].Load()
+}
 
 // CatchUp raises the position the client's reads carry to the stream's
 // last sequence: the reads that follow see everything the stream held when
@@ -291,10 +325,17 @@ func (c *Client) Seen() uint64 { return c.seen.Load() }
 func (c *Client) CatchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	_, st, err := c.record(ctx)
+	l, st, err := c.record(ctx)
 	if err != nil {
 		return fmt.Errorf("client: the stream's last position: %w", err)
 	}
 	c.Saw(st.CachedInfo().State.LastSeq) // js.Stream has just read it
+	for k := 1; k < l.N(); k++ {
+		sk, err := c.js.Stream(ctx, l.StreamAt(k))
+		if err != nil {
+			return fmt.Errorf("client: the stream %s's last position: %w", l.StreamAt(k), err)
+		}
+		c.Saw(l.Position(k, sk.CachedInfo().State.LastSeq))
+	}
 	return nil
 }

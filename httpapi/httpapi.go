@@ -51,6 +51,8 @@ type Config struct {
 	// /api/v1/engine).
 	Stream      string
 	Partitioned bool
+	// Streams, over several streams, are their names (api.EngineInfo).
+	Streams []string
 }
 
 // API answers the query API over HTTP from the read model (the NATS
@@ -66,7 +68,7 @@ type API struct {
 
 // New returns the API of cfg.
 func New(cfg Config) *API {
-	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics, engine: api.EngineInfo{Key: cfg.EngineKey, Stream: cfg.Stream, Partitioned: cfg.Partitioned}}
+	return &API{q: cfg.Queries, write: cfg.Writer, health: cfg.Health, metrics: cfg.Metrics, engine: api.EngineInfo{Key: cfg.EngineKey, Stream: cfg.Stream, Partitioned: cfg.Partitioned, Streams: cfg.Streams}}
 }
 
 // Admit admits an expensive read of what for r from the read budget; a

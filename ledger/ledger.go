@@ -127,23 +127,23 @@ func check(cfg jetstream.StreamConfig, subjects []string) error {
 // checks the existing one, refusing it (wrapping ErrUnsafeStream) when it
 // could drop or erase messages. It never changes an existing stream.
 func Ensure(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.Stream, error) {
-	return ensure(ctx, js, Unpartitioned, replicas, true)
+	return ensure(ctx, js, Unpartitioned, 0, replicas, true)
 }
 
 // Existing looks up the stream and checks it as Ensure does, but never
 // creates it: a missing stream is jetstream.ErrStreamNotFound.
 func Existing(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	return ensure(ctx, js, Unpartitioned, 0, false)
+	return ensure(ctx, js, Unpartitioned, 0, 0, false)
 }
 
-func ensure(ctx context.Context, js jetstream.JetStream, l Layout, replicas int, create bool) (jetstream.Stream, error) {
-	name := l.Stream()
+func ensure(ctx context.Context, js jetstream.JetStream, l Layout, k, replicas int, create bool) (jetstream.Stream, error) {
+	name := l.StreamAt(k)
 	s, err := js.Stream(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound) && !create:
 		return nil, fmt.Errorf("ledger: stream %s: %w", name, err)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		s, err = js.CreateStream(ctx, l.StreamConfig(replicas))
+		s, err = js.CreateStream(ctx, l.StreamConfigAt(k, replicas))
 		if err != nil {
 			return nil, fmt.Errorf("ledger: create stream %s: %w", name, err)
 		}
@@ -151,7 +151,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, l Layout, replicas int,
 	case err != nil:
 		return nil, fmt.Errorf("ledger: look up stream %s: %w", name, err)
 	}
-	if err := l.Check(s.CachedInfo().Config); err != nil {
+	if err := l.CheckAt(k, s.CachedInfo().Config); err != nil {
 		return nil, err
 	}
 	return s, nil

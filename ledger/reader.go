@@ -61,7 +61,16 @@ var readerPending = struct{ msgs, bytes int }{65536, 16 << 20}
 type Reader struct {
 	js     nats.JetStreamContext
 	layout Layout
+	k      int    // the index of its stream in the layout
+	stream string // its stream's name
 	filter string
+
+	// parts, over several streams, are a Reader of each, whose messages
+	// come in on merged (readAll); such a Reader has no consumer of its
+	// own.
+	parts  []*Reader
+	merged chan merged
+	stop   chan struct{}
 
 	nc      *nats.Conn
 	mu      sync.Mutex
@@ -85,15 +94,17 @@ var ErrReaderStopped = errors.New("ledger: the reader is stopped")
 // answer within ctx or 5 s) is returned. It reads the unpartitioned
 // layout's stream (Layout.Read for another).
 func Read(ctx context.Context, nc *nats.Conn, filter string, from uint64) (*Reader, error) {
-	return read(ctx, nc, Unpartitioned, filter, from)
+	return read(ctx, nc, Unpartitioned, 0, filter, from)
 }
 
-func read(ctx context.Context, nc *nats.Conn, l Layout, filter string, from uint64) (*Reader, error) {
+// read returns a Reader of the stream of index k of l, from position
+// from (of that stream).
+func read(ctx context.Context, nc *nats.Conn, l Layout, k int, filter string, from uint64) (*Reader, error) {
 	js, err := nc.JetStream()
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{nc: nc, js: js, layout: l, filter: filter, next: from}
+	r := &Reader{nc: nc, js: js, layout: l, k: k, stream: l.StreamAt(k), filter: filter, next: Sequence(from)}
 	if err := r.subscribe(ctx); err != nil {
 		return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 	}
@@ -102,9 +113,60 @@ func read(ctx context.Context, nc *nats.Conn, l Layout, filter string, from uint
 
 func (r *Reader) what() string {
 	if r.filter == "" {
-		return "the stream " + r.layout.Stream()
+		return "the stream " + r.stream
 	}
-	return r.layout.Stream() + " " + r.filter
+	return r.stream + " " + r.filter
+}
+
+type merged struct {
+	m   *nats.Msg
+	err error
+}
+
+// readAll returns a Reader of every stream of l at once, from their
+// first messages.
+func readAll(ctx context.Context, nc *nats.Conn, l Layout, filter string) (*Reader, error) {
+	r := &Reader{nc: nc, layout: l, filter: filter, stream: strings.Join(l.Streams(), ", "), merged: make(chan merged), stop: make(chan struct{})}
+	for k := range l.N() {
+		p, err := read(ctx, nc, l, k, filter, 0)
+		if err != nil {
+			for _, q := range r.parts {
+				q.Stop()
+			}
+			return nil, err
+		}
+		r.parts = append(r.parts, p)
+	}
+	for _, p := range r.parts {
+		go func() {
+			for {
+				m, err := p.Next(context.Background())
+				select {
+				case r.merged <- merged{m, err}:
+				case <-r.stop:
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return r, nil
+}
+
+// Position is the position of a message Next returned: its stream
+// sequence as a position of the layout (Layout.Position).
+func (r *Reader) Position(m *nats.Msg) (uint64, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return 0, fmt.Errorf("ledger: a message read from %s has no metadata: %w", r.what(), err)
+	}
+	p, ok := r.layout.PositionOf(meta.Stream, meta.Sequence.Stream)
+	if !ok {
+		return 0, fmt.Errorf("ledger: a message read from %s came from the stream %s", r.what(), meta.Stream)
+	}
+	return p, nil
 }
 
 // subscribe creates the Reader's consumer from r.next, within ctx.
@@ -125,7 +187,7 @@ func (r *Reader) subscribe(ctx context.Context) error {
 	// with ctx, so ctx is raced here instead.
 	done := make(chan created, 1)
 	go func() {
-		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(r.layout.Stream()), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
+		sub, err := r.js.SubscribeSync(r.filter, nats.BindStream(r.stream), nats.OrderedConsumer(), start, nats.IdleHeartbeat(ReaderHeartbeat))
 		done <- created{sub, err}
 	}()
 	// A refused creation gets no answer, only the server's asynchronous
@@ -135,7 +197,7 @@ func (r *Reader) subscribe(ctx context.Context) error {
 	for {
 		select {
 		case <-tick.C:
-			if denied(r.nc, r.layout.Stream()) {
+			if denied(r.nc, r.stream) {
 				go func() {
 					if c := <-done; c.sub != nil {
 						c.sub.Unsubscribe()
@@ -167,7 +229,7 @@ func denied(nc *nats.Conn, stream string) bool {
 // created takes the subscription SubscribeSync made.
 func (r *Reader) created(sub *nats.Subscription, err error) error {
 	if err != nil {
-		if denied(r.nc, r.layout.Stream()) {
+		if denied(r.nc, r.stream) {
 			return ErrDenied
 		}
 		return err
@@ -190,6 +252,16 @@ func (r *Reader) created(sub *nats.Subscription, err error) error {
 // again, from where it was. It fails when the connection is closed, after
 // Stop, or when a new consumer is refused for good (the stream is gone).
 func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
+	if r.parts != nil {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.stop:
+			return nil, ErrReaderStopped
+		case g := <-r.merged:
+			return g.m, g.err
+		}
+	}
 	wait := 50 * time.Millisecond
 	var last error // why the last consumer could not be made
 	for {
@@ -242,7 +314,7 @@ func (r *Reader) Next(ctx context.Context) (*nats.Msg, error) {
 			return nil, fmt.Errorf("ledger: read %s: %w", r.what(), err)
 		}
 		meta, err := m.Metadata()
-		if err != nil || meta.Stream != r.layout.Stream() || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
+		if err != nil || meta.Stream != r.stream || meta.Sequence.Stream < next || !matches(r.filter, m.Subject) {
 			// Not a message of this Reader's: anything published onto its
 			// inbox (another's push consumer may deliver there), a message
 			// already read, or one outside its filter.
@@ -268,6 +340,13 @@ func (r *Reader) Stop() {
 		return
 	}
 	r.stopped = true
+	if r.parts != nil {
+		close(r.stop)
+		for _, p := range r.parts {
+			p.Stop()
+		}
+		return
+	}
 	if r.sub != nil {
 		sub := r.sub
 		go sub.Unsubscribe()

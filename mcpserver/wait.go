@@ -132,7 +132,7 @@ func (t *tools) waitArtifacts(ctx context.Context, in waitIn) (waitOut, error) {
 		if meta.NumPending > 0 {
 			continue // judge once caught up
 		}
-		if v, err = c.WaitPosition(wctx, in.Deliberation, meta.Sequence.Stream); err != nil {
+		if v, err = c.WaitPosition(wctx, in.Deliberation, ledger.MsgPosition(meta)); err != nil {
 			if wctx.Err() != nil {
 				break
 			}
@@ -272,7 +272,7 @@ func (t *tools) notify(ctx context.Context, rd *ledger.Reader, id, uri string) {
 		if err != nil || meta.NumPending > 0 {
 			continue
 		}
-		if _, err := c.WaitPosition(ctx, id, meta.Sequence.Stream); err != nil && ctx.Err() != nil {
+		if _, err := c.WaitPosition(ctx, id, ledger.MsgPosition(meta)); err != nil && ctx.Err() != nil {
 			return
 		}
 		if !t.stillWatched(uri) {

@@ -53,6 +53,8 @@ type Config struct {
 	// (parley.api.engine).
 	Stream      string
 	Partitioned bool
+	// Streams, over several streams, are their names (api.EngineInfo).
+	Streams []string
 }
 
 // server answers the endpoints.
@@ -230,7 +232,7 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 			respond(r, out, err)
 		}),
 		g.AddEndpoint("engine", a.onlyRequests(func(r micro.Request) {
-			respond(r, api.EngineInfo{Key: a.cfg.EngineKey, Stream: a.cfg.Stream, Partitioned: a.cfg.Partitioned}, nil)
+			respond(r, api.EngineInfo{Key: a.cfg.EngineKey, Stream: a.cfg.Stream, Partitioned: a.cfg.Partitioned, Streams: a.cfg.Streams}, nil)
 		})),
 		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	// subjects. With URL, the cluster's configuration carries the
 	// mapping.
 	Partitioned bool
+	// Streams is the partitioned record's number of streams (more than
+	// one implies Partitioned): the users' permissions name each.
+	Streams int
 	// Principals are the participants the HTTP tokens stand for, reserved
 	// to the engine in the generated authorization (ReservedTokens).
 	Principals []string
@@ -115,8 +118,10 @@ func Connect(ctx context.Context, cfg Config) (_ *Conn, err error) {
 	ecfg := embedded.Config{Dir: cfg.Dir, Host: host, Port: port,
 		ConfigFile: cfg.ConfigFile, Logger: log.With("component", "nats"), MaxConn: cfg.MaxConn}
 	layout := ledger.Unpartitioned
-	if cfg.Partitioned {
-		layout = ledger.Partitioned
+	if cfg.Partitioned || cfg.Streams > 1 {
+		if layout, err = ledger.PartitionedOver(max(cfg.Streams, 1)); err != nil {
+			return nil, fmt.Errorf("service: --streams: %w", err)
+		}
 		for _, m := range partition.Mappings() {
 			ecfg.Mappings = append(ecfg.Mappings, embedded.Mapping{From: m.From, To: m.To})
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,18 +53,25 @@ type Stream struct {
 // a partitioned one of several streams, is refused (ledger.ErrLayout);
 // one of the other layout than c.Layout too, unless c.Adopt takes it.
 // The stream's layout is ledger.LayoutOf its name.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstream.Stream, error) {
+//
+// Over several streams (a partitioned layout of more than one), it
+// returns every stream of the layout, in order of their index, created
+// or checked as one is.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) ([]jetstream.Stream, error) {
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		var st jetstream.Stream
+		var st []jetstream.Stream
 		var snaps []string
 		l, err := layout(actx, js, c)
 		if err == nil {
-			snaps, _ = filepath.Glob(filepath.Join(c.DataDir, SnapshotName(c.Snapshot, l)+".*-of-*"))
+			for k := range l.N() {
+				found, _ := filepath.Glob(filepath.Join(c.DataDir, SnapshotNameAt(c.Snapshot, l, k)+".*-of-*"))
+				snaps = append(snaps, found...)
+			}
 		}
 		var held string
 		if err == nil && len(snaps) == 0 && c.Held != nil {
@@ -75,19 +83,19 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 			return nil, err
 		case err != nil:
 		case len(snaps) > 0:
-			st, err = l.Existing(actx, js)
+			st, err = l.ExistingAll(actx, js)
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				cancel()
 				return nil, fmt.Errorf("service: the stream %s does not exist, but %s holds snapshots of one (%s): the record this engine folded is gone. Restore the stream (the server's backup, or engine import of the exports), or start on a fresh --data directory", l.Stream(), c.DataDir, filepath.Base(snaps[0]))
 			}
 		case held != "":
-			st, err = l.Existing(actx, js)
+			st, err = l.ExistingAll(actx, js)
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				cancel()
 				return nil, fmt.Errorf("service: the stream %s does not exist, but the snapshot bucket holds snapshots of one (%s): the record they were folded from is gone. Restore the stream (the server's backup, or engine import of the exports), or remove those snapshots (another --snapshot-prefix, or delete the bucket)", l.Stream(), held)
 			}
 		default:
-			st, err = l.Ensure(actx, js, c.Replicas)
+			st, err = l.EnsureAll(actx, js, c.Replicas)
 		}
 		cancel()
 		retry := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
@@ -114,11 +122,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c Stream) (jetstr
 // (PARLEY_0000_1023.projection.snapshot), so that a projection folded
 // from one stream is never restored over the other (an engine on a
 // cluster reads whichever layout it finds).
-func SnapshotName(base string, l ledger.Layout) string {
+func SnapshotName(base string, l ledger.Layout) string { return SnapshotNameAt(base, l, 0) }
+
+// SnapshotNameAt is SnapshotName for the stream of index k of the layout:
+// each stream of a partitioned layout has its own snapshots, named after
+// it.
+func SnapshotNameAt(base string, l ledger.Layout, k int) string {
 	if !l.Partitioned() {
 		return base
 	}
-	return l.Stream() + "." + base
+	return l.StreamAt(k) + "." + base
 }
 
 // errOtherLayout is returned, wrapped, for a stream of the other layout
@@ -136,9 +149,11 @@ func layout(ctx context.Context, js jetstream.JetStream, c Stream) (ledger.Layou
 		return c.Layout, nil
 	case c.Adopt && found.Partitioned():
 		if c.Logger != nil {
-			c.Logger.Info("the cluster holds the partitioned record: reading it", "stream", found.Stream())
+			c.Logger.Info("the cluster holds the partitioned record: reading it", "streams", found.N(), "first", found.Stream())
 		}
 		return found, nil
+	case found.Partitioned() && c.Layout.Partitioned():
+		return ledger.Layout{}, fmt.Errorf("%w: the server holds the record %s (%s), and the engine was started with --streams %d: the count of streams is chosen when the record is created", errOtherLayout, found, strings.Join(found.Streams(), ", "), c.Layout.N())
 	case found.Partitioned():
 		return ledger.Layout{}, fmt.Errorf("%w: the server holds the stream %s (the partitioned record), and the engine was started without --partitioned", errOtherLayout, found.Stream())
 	}

@@ -72,7 +72,13 @@ func streamAdmin(stream string) []string {
 // lets deliver onto a subject of the stream, and single messages through
 // the query API (parley.api.artifact, parley.api.outcome).
 func participantReads(l ledger.Layout) []string {
-	return append(queryReads(), l.ReaderSubjects()...)
+	out := append(queryReads(), l.ReaderSubjects()...)
+	for _, name := range l.Streams()[1:] {
+		// The other streams' info: a client's catch-up reads each one's
+		// last sequence.
+		out = append(out, "$JS.API.STREAM.INFO."+name)
+	}
+	return out
 }
 
 // queryReads are the reads of a client without credentials: the query
@@ -83,15 +89,14 @@ func participantReads(l ledger.Layout) []string {
 // many as it likes (docs/OPERATIONS.md, "Hostile clients"). Those who read
 // the stream itself hold the participant's password.
 func queryReads() []string {
-	return []string{
+	out := []string{
 		wire.MicroPrefix + ".>",
 		"$SRV.>",
 		"$JS.API.INFO",
-		// Both layouts' stream info: a client that was told nothing
-		// finds the record's stream by asking (ledger.Locate).
-		"$JS.API.STREAM.INFO." + ledger.Unpartitioned.Stream(),
-		"$JS.API.STREAM.INFO." + ledger.Partitioned.Stream(),
 	}
+	// Every layout's first stream's info: a client that was told
+	// nothing finds the record's layout by asking (ledger.Locate).
+	return append(out, ledger.InfoSubjects()...)
 }
 
 // artPermission is the publish permission of the artifacts of token
@@ -148,7 +153,11 @@ func ReservedTokens(principals []string) []string {
 func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participantPassword string, principals []string, bucket string) []*server.User {
 	reserved := ReservedTokens(principals)
 	reads := participantReads(l)
-	admin := streamAdmin(l.Stream())
+	var admin, acks []string
+	for _, name := range l.Streams() {
+		admin = append(admin, streamAdmin(name)...)
+		acks = append(acks, "$JS.ACK."+name+".>")
+	}
 	// The importer's subject: only the operator publishes there (engine
 	// import), not the engine itself.
 	deny := []string{artPermission(l, wire.ImportToken)}
@@ -185,7 +194,7 @@ func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participan
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "$JS.ACK."+l.Stream()+".>", "_INBOX.>", "$SRV.>", LeaseSubjects),
+			Allow: append(append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>", LeaseSubjects), acks...),
 			Deny:  admin,
 		},
 		// The stream's advisories and the API audit: the engine watches

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 )
 
@@ -31,9 +32,9 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 		}
 		want = &d
 	}
-	msg, err := q.stream.GetMsg(ctx, position)
+	msg, err := ledger.GetMsg(ctx, q.streams, position)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound) && position <= q.r.Position():
+	case errors.Is(err, jetstream.ErrMsgNotFound) && position <= q.r.PositionAt(position):
 		// The projection has applied the position, so the stream holds it:
 		// the replica that answered the read (a direct get may be served
 		// by any) has not caught up. Ask again, not "not found".
@@ -45,7 +46,7 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 		return out, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "read position: " + err.Error()}
 	}
 	var mo projector.MessageOutcome
-	out.Projected = q.r.Position()
+	out.Projected = q.r.PositionAt(position)
 	// The subject as published (the partitioned layout stores it mapped).
 	subject, _ := q.r.Layout().Original(msg.Subject)
 	mo, err = q.r.Outcome(id, projector.Msg{Seq: position, Subject: subject, Data: msg.Data, Import: projector.ImportOf(subject, msg.Header.Get)}, want)

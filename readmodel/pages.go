@@ -12,6 +12,7 @@ import (
 
 	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/canon"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/wire"
 )
@@ -350,7 +351,7 @@ func (q *Queries) Recording(ctx context.Context, id string, p api.PageRequest, a
 				return nil
 			}
 			t0 := time.Now()
-			msg, err := q.stream.GetMsg(ctx, a.Position)
+			msg, err := ledger.GetMsg(ctx, q.streams, a.Position)
 			if err != nil {
 				return nil // the truncated recording shows the failure
 			}

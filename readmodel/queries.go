@@ -23,6 +23,7 @@ import (
 	"github.com/parley-engine/parley/binding"
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/closure"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/substrate"
@@ -32,6 +33,10 @@ import (
 type Config struct {
 	Runner *runner.Runner
 	Stream jetstream.Stream
+	// Streams, over a partitioned layout of several streams, are every
+	// stream in order of its index (Stream is then unused): the bodies
+	// of the artifacts are read from the stream of their position.
+	Streams []jetstream.Stream
 	// Reverifier re-verifies provenance annotations (nil: none); the
 	// provenance report names its roots and counts.
 	Reverifier *substrate.Reverifier
@@ -55,7 +60,7 @@ type Queries struct {
 	receiptSem    chan struct{}
 	maxReceiptLog uint64
 	r             *runner.Runner
-	stream        jetstream.Stream
+	streams       []jetstream.Stream
 	rv            *substrate.Reverifier
 	budget        *Budget       // the read budget and the closure cache (budget.go)
 	waiting       atomic.Int64  // reads waiting for their min_position
@@ -64,7 +69,11 @@ type Queries struct {
 
 // New returns the read model over cfg's runner and stream.
 func New(cfg Config) *Queries {
-	return &Queries{r: cfg.Runner, stream: cfg.Stream, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
+	streams := cfg.Streams
+	if len(streams) == 0 {
+		streams = []jetstream.Stream{cfg.Stream}
+	}
+	return &Queries{r: cfg.Runner, streams: streams, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
 		receipts: cfg.Receipts, receiptSem: make(chan struct{}, receiptSlots), maxReceiptLog: cmp.Or(cfg.MaxReceiptLog, api.MaxReceiptLog)}
 }
 
@@ -113,7 +122,10 @@ func (q *Queries) AwaitPosition(ctx context.Context, id string, min uint64, wait
 	if err == nil {
 		return nil
 	}
-	at := q.r.Position()
+	at := q.r.PositionAt(min)
+	if id != "" {
+		at = q.r.PositionOf(id)
+	}
 	return &api.Error{Kind: api.KindUnavailable, Code: api.CodeBehind, Projected: at,
 		Message: "the engine's projection is at position " + strconv.FormatUint(at, 10) + ", not yet at min_position " + strconv.FormatUint(min, 10) + ": ask again"}
 }
@@ -250,7 +262,7 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 	case seq == 0:
 		return nil, notFound("artifact " + artifactID)
 	}
-	msg, err := q.stream.GetMsg(ctx, seq)
+	msg, err := ledger.GetMsg(ctx, q.streams, seq)
 	if err != nil {
 		return nil, &api.Error{Kind: api.KindUnavailable, Code: api.CodeUnavailable, Message: "read position: " + err.Error()}
 	}
@@ -281,7 +293,7 @@ func (q *Queries) ClosureBudgeted(id, decisionID string, at uint64, admit func()
 		if at > dl.Position {
 			eff = dl.Position
 		}
-		final, size = closureFinal(dl, d, eff, q.r.Position()), dl.Artifacts()
+		final, size = closureFinal(dl, d, eff, q.r.PositionOf(id)), dl.Artifacts()
 	}) {
 		return r, notFound("deliberation " + id)
 	}

@@ -153,9 +153,10 @@ func Replay(ctx context.Context, rec *recording.Reader, opts ReplayOptions) (*Re
 // connection into the end of its publishes: a refused publish gets no
 // answer, and would otherwise fail only at its timeout, without a reason.
 type refusal struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	stream string // the record's stream, once found (ledger.Locate)
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	layout  ledger.Layout // the record's layout, once found (ledger.Locate)
+	located bool
 }
 
 func newRefusal(ctx context.Context) *refusal {
@@ -173,22 +174,30 @@ func (r *refusal) option() nats.Option {
 	})
 }
 
-// publish publishes data on subject into the record's stream (PARLEY, or
-// PARLEY_0000_1023 partitioned: ledger.Locate), failing with the server's
-// permission violation when there is one.
+// publish publishes data on subject into the stream of the record that
+// holds its deliberation (ledger.Locate), failing with the server's
+// permission violation when there is one. The acknowledgement's Sequence
+// is the message's position in the record.
 func (r *refusal) publish(js jetstream.JetStream, subject string, data []byte) (*jetstream.PubAck, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
-	if r.stream == "" {
+	if !r.located {
 		l, _, err := ledger.Locate(ctx, js)
 		if err != nil {
 			return nil, err
 		}
-		r.stream = l.Stream()
+		r.layout, r.located = l, true
 	}
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(r.stream))
+	stream := r.layout.StreamOf(wire.DeliberationOf(subject))
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithExpectStream(stream))
 	if err != nil && context.Cause(r.ctx) != nil {
 		err = context.Cause(r.ctx)
+	}
+	if err == nil {
+		// The position of the message (the stream's sequence, with the
+		// stream's index over several streams).
+		p, _ := r.layout.PositionOf(ack.Stream, ack.Sequence)
+		ack.Sequence = p
 	}
 	return ack, err
 }

@@ -1135,13 +1135,13 @@ func (r *runner) awaitPrincipal(ctx context.Context, nc *nats.Conn) (binding.Kin
 		if err != nil {
 			return "", err
 		}
-		if _, err := c.WaitPosition(ctx, r.id, meta.Sequence.Stream); err != nil {
+		if _, err := c.WaitPosition(ctx, r.id, ledger.MsgPosition(meta)); err != nil {
 			return "", err
 		}
 		if _, found, err := c.Artifact(ctx, r.id, a.ID.String()); err != nil || !found {
 			continue // not admitted: keep waiting for one that is
 		}
-		entry := ContextArtifact{Position: meta.Sequence.Stream, Participant: r.cfg.Principal, Artifact: a.Canonical}
+		entry := ContextArtifact{Position: ledger.MsgPosition(meta), Participant: r.cfg.Principal, Artifact: a.Canonical}
 		r.record = append(r.record, entry)
 		r.lastTurn = []ContextArtifact{entry}
 		r.sum.Participants[r.cfg.Principal]++

@@ -80,12 +80,21 @@ func (b *byteBudget) stats() BudgetStats {
 
 // InFlight reports the in-flight byte budget: its size, the bytes read
 // from the stream and not yet applied, and how often the consumer waited.
-func (r *Runner) InFlight() BudgetStats { return r.budget.stats() }
+func (r *Runner) InFlight() BudgetStats {
+	if r.parts != nil {
+		return r.setInFlight()
+	}
+	return r.budget.stats()
+}
 
 // KeptBytes reports the bytes of the summaries kept of rejected, late and
 // foreign messages across the shards, their bound, how many the bound has
 // dropped since the start, and the stream time of the last drop.
 func (r *Runner) KeptBytes() (used, max int64, dropped uint64, last time.Time) {
+	if r.parts != nil {
+		return r.setKeptBytes()
+	}
+
 	for _, s := range r.shards {
 		s.mu.RLock()
 		u, m, d, l := s.proj.KeptBytes()
@@ -102,6 +111,10 @@ func (r *Runner) KeptBytes() (used, max int64, dropped uint64, last time.Time) {
 // waiting for a supervisor FAILURE and the breaches not kept for their
 // bounds (projector.Projection.Breaches).
 func (r *Runner) Breaches() (held int64, dropped uint64) {
+	if r.parts != nil {
+		return r.setBreaches()
+	}
+
 	for _, s := range r.shards {
 		s.mu.RLock()
 		h, d := s.proj.Breaches()

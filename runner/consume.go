@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/provenance"
 	"github.com/parley-engine/parley/wire"
@@ -56,11 +57,15 @@ const Reverifiers = 8
 // consumer ended first (the connection closed, the stream deleted), an
 // error that says so and why, once everything it started has stopped.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.parts != nil {
+		return r.setRun(ctx)
+	}
+
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, NamePrefix: r.consumerPrefix}
 	if r.start > 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.start + 1, NamePrefix: r.consumerPrefix}
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: ledger.Sequence(r.start) + 1, NamePrefix: r.consumerPrefix}
 	}
-	cons, err := r.js.OrderedConsumer(ctx, r.layout.Stream(), cfg)
+	cons, err := r.js.OrderedConsumer(ctx, r.Stream(), cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it began: nothing was applied
@@ -221,6 +226,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.budget.give(cost)
 			return
 		}
+		seq = r.pos(seq)
 		if seq <= taken {
 			r.budget.give(cost)
 			return // delivered again across a reset
@@ -283,7 +289,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Nothing more can arrive; the consumer stops once its reset
 			// lets go (stop keeps out whatever it still hands over).
 			go cc.Stop()
-			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), r.layout.Stream(), err)
+			runErr = fmt.Errorf("service: consume ended at position %d: the stream %s is gone: %w", r.Position(), r.Stream(), err)
 		}
 	}
 	endBeside()
@@ -337,7 +343,7 @@ func (r *Runner) watchStream(ctx context.Context, errs <-chan struct{}, gone cha
 		case <-recheck.C:
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := r.js.Stream(lctx, r.layout.Stream())
+		_, err := r.js.Stream(lctx, r.Stream())
 		cancel()
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			notFound = 0

@@ -48,6 +48,11 @@ func (s *shard) indexOpened() {
 // memory, whatever the number of deliberations. Deliberations opened while
 // it runs may or may not be visited.
 func (r *Runner) DeliberationsBefore(before uint64, fn func(*projector.Deliberation) bool) {
+	if r.parts != nil {
+		r.setDeliberationsBefore(before, fn)
+		return
+	}
+
 	heads := make([][]openedDelib, len(r.shards))
 	for i, s := range r.shards {
 		s.mu.RLock()
@@ -98,6 +103,10 @@ type UnroutedPage struct {
 // shards', the most recent MaxKept are kept. The page is merged from the
 // shards' lists under their read locks, copying no more than the page.
 func (r *Runner) UnroutedAfter(after uint64, limit int) UnroutedPage {
+	if r.parts != nil {
+		return r.setUnroutedAfter(after, limit)
+	}
+
 	lists := make([][]api.Rejection, len(r.shards))
 	var out UnroutedPage
 	for i, s := range r.shards {

@@ -114,6 +114,10 @@ func signal(c chan struct{}) {
 // reports whether it exists. fn must not keep references to what it reads
 // past its return; while it runs, only this deliberation's messages wait.
 func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) bool {
+	if r.parts != nil {
+		return r.partOf(id).ReadDeliberation(id, fn)
+	}
+
 	d, l := r.lookup(id)
 	if d == nil || l == nil {
 		return false
@@ -142,6 +146,10 @@ func (r *Runner) lookup(id string) (*projector.Deliberation, *delibLock) {
 // yields, not for the whole read; what fn read before a yield may be older
 // than what it reads after.
 func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func(rest time.Duration))) bool {
+	if r.parts != nil {
+		return r.partOf(id).ReadDeliberationYielding(id, fn)
+	}
+
 	d, l := r.lookup(id)
 	if d == nil || l == nil {
 		return false
@@ -161,6 +169,13 @@ func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Delibe
 // EachDeliberation runs fn with every deliberation, each under its own read
 // lock, in no particular order.
 func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
+	if r.parts != nil {
+		for _, p := range r.parts {
+			p.EachDeliberation(fn)
+		}
+		return
+	}
+
 	type entry struct {
 		d *projector.Deliberation
 		l *delibLock
@@ -181,6 +196,14 @@ func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 
 // Deliberations returns the number of deliberations.
 func (r *Runner) Deliberations() int {
+	if r.parts != nil {
+		n := 0
+		for _, p := range r.parts {
+			n += p.Deliberations()
+		}
+		return n
+	}
+
 	n := 0
 	for _, s := range r.shards {
 		s.mu.RLock()
@@ -193,6 +216,10 @@ func (r *Runner) Deliberations() int {
 // Unrouted returns the most recent kept rejections of messages that belong
 // to no open deliberation, in stream order, and their total.
 func (r *Runner) Unrouted() ([]api.Rejection, int) {
+	if r.parts != nil {
+		return r.setUnrouted()
+	}
+
 	var all []api.Rejection
 	total := 0
 	for _, s := range r.shards {
@@ -212,6 +239,10 @@ func (r *Runner) Unrouted() ([]api.Rejection, int) {
 // Outcome says what the projection did with the message m of deliberation
 // id (projector.Projection.OutcomeOf), once the projection has reached it.
 func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projector.MessageOutcome, error) {
+	if r.parts != nil {
+		return r.partOf(id).Outcome(id, m, want)
+	}
+
 	if m.Seq > r.Position() {
 		return projector.MessageOutcome{Deliberation: id, Position: m.Seq, Verdict: api.VerdictUnprojected,
 			Note: "the projection is at position " + strconv.FormatUint(r.Position(), 10)}, nil
@@ -231,6 +262,10 @@ func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projec
 
 // Position is the stream position up to which every message is applied.
 func (r *Runner) Position() uint64 {
+	if r.parts != nil {
+		return r.parts[0].Position()
+	}
+
 	pos := r.dispatched.Load()
 	for _, s := range r.shards {
 		if h := s.heldMin.Load(); h > 0 {
@@ -253,12 +288,25 @@ func (r *Runner) advanced() { r.moved.notify(r.dispatched.Load()) }
 // position seq, or ctx ends. It does not poll: the shards wake the
 // waiters each time they have applied a batch's part or held messages.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
+	if r.parts != nil {
+		return r.partAt(seq).WaitFor(ctx, seq)
+	}
+
 	return r.wait(ctx, seq, r.Position)
 }
 
 // WaitForIn waits until deliberation id's messages up to position seq are
 // applied (a reader holding another deliberation does not delay it).
 func (r *Runner) WaitForIn(ctx context.Context, id string, seq uint64) error {
+	if r.parts != nil {
+		// A position of another stream than id's (a client's write to
+		// another deliberation) is waited for in its own stream.
+		if k, _, _ := r.layout.Split(seq); k != r.layout.Index(id) {
+			return r.partAt(seq).WaitFor(ctx, seq)
+		}
+		return r.partOf(id).WaitForIn(ctx, id, seq)
+	}
+
 	s := r.shardOf(id)
 	return r.wait(ctx, seq, func() uint64 {
 		pos := r.dispatched.Load()

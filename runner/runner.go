@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,9 +40,14 @@ const DefaultShards = 8
 // deliberations across engines would move; it is snapshotted on its own,
 // by its own goroutine, so a snapshot never stops the fold of the others.
 type Runner struct {
-	js        jetstream.JetStream
-	stream    jetstream.Stream
-	layout    ledger.Layout // the stream's (ledger.LayoutOf its name)
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	layout ledger.Layout // the stream's (ledger.LayoutOf its name)
+	name   string        // the stream's name
+	// base is the position of the stream's sequence 0: its index in the
+	// layout, shifted (ledger.Layout.Position). Every position the runner
+	// holds is base | the stream's sequence: 0 in a layout of one stream.
+	base      uint64
 	log       *slog.Logger
 	observe   func(out projector.Outcome, position, pending uint64)
 	store     SnapshotStore   // nil: no snapshots
@@ -54,6 +60,11 @@ type Runner struct {
 	verify    provenance.Verifier
 	reverify  chan *item // to the re-verifiers (Run's)
 	onApply   func(*Runner, projector.Msg, projector.Outcome)
+
+	// parts, for a runner of several streams (NewSet), are the runners
+	// of each; such a runner has no shards, consumer or snapshots of its
+	// own, and its exported methods route to its parts.
+	parts []*Runner
 
 	shards     []*shard
 	budget     *byteBudget      // the bytes read and not yet applied (budget.go)
@@ -137,7 +148,8 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 			if err != nil {
 				return nil, fmt.Errorf("service: %w", err)
 			}
-			r.layout = l
+			k, _ := l.IndexOf(info.Config.Name)
+			r.layout, r.name, r.base = l, info.Config.Name, l.Position(k, 0)
 		}
 	}
 	if r.log == nil {
@@ -187,6 +199,8 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 			r.log.Info("projection restored from snapshots", "shards", n, "position", low)
 		}
 	}
+	// A stream's positions start at its base (ledger.Layout.Position).
+	r.start = max(r.start, r.base)
 	for _, s := range r.shards {
 		s.enq.Store(r.start)
 		s.processed.Store(r.start)
@@ -199,16 +213,49 @@ func New(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, c
 // its stream's name (Unpartitioned without a stream).
 func (r *Runner) Layout() ledger.Layout { return r.layout }
 
+// Stream is the name of the stream the runner reads.
+func (r *Runner) Stream() string { return cmp.Or(r.name, r.layout.Stream()) }
+
+// pos is the position of the stream's sequence seq.
+func (r *Runner) pos(seq uint64) uint64 { return r.base | seq }
+
+// StreamOf is the name of the stream holding deliberation id.
+func (r *Runner) StreamOf(id string) string {
+	if r.parts != nil {
+		return r.partOf(id).Stream()
+	}
+	return r.Stream()
+}
+
+// posIn is the position of sequence seq of the stream holding
+// deliberation id.
+func (r *Runner) posIn(id string, seq uint64) uint64 {
+	if r.parts != nil {
+		return r.partOf(id).pos(seq)
+	}
+	return r.pos(seq)
+}
+
 // StartPosition is the position the runner reads the stream after: the
 // lowest of the snapshots it restored, 0 when it rebuilds the projection
 // from the whole stream.
-func (r *Runner) StartPosition() uint64 { return r.start }
+func (r *Runner) StartPosition() uint64 {
+	if r.parts != nil {
+		return r.setStart()
+	}
+	return r.start
+}
 
 // SnapshotsNotUsed is why New did not use the snapshots it found (an
 // error of one of the classes ErrSnapshotInvalid, ErrSnapshotTooLarge,
 // ErrSnapshotShards, ErrSnapshotMissing, ErrSnapshotAhead, or the store's
 // own); nil when it used them or found none.
-func (r *Runner) SnapshotsNotUsed() error { return r.notUsed }
+func (r *Runner) SnapshotsNotUsed() error {
+	if r.parts != nil {
+		return r.setNotUsed()
+	}
+	return r.notUsed
+}
 
 func (r *Runner) shardOf(deliberation string) *shard {
 	if deliberation == "" {
@@ -233,6 +280,10 @@ func NewInMemory(n int, opts projector.Options) *Runner {
 // ApplyInMemory applies m as the shard's goroutine would (a runner of
 // NewInMemory, which has none).
 func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
+	if r.parts != nil {
+		return r.partOf(wire.DeliberationOf(m.Subject)).ApplyInMemory(m)
+	}
+
 	id := wire.DeliberationOf(m.Subject)
 	s := r.shardOf(id)
 	s.mu.Lock()
@@ -253,5 +304,9 @@ func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 // own (its ordered consumer, under every name it takes): the engine's
 // watch never counts or removes it.
 func (r *Runner) OwnsConsumer(name string) bool {
+	if r.parts != nil {
+		return slices.ContainsFunc(r.parts, func(p *Runner) bool { return p.OwnsConsumer(name) })
+	}
+
 	return strings.HasPrefix(name, r.consumerPrefix+"_")
 }

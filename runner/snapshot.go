@@ -60,8 +60,8 @@ func (r *Runner) loadSnapshots(ctx context.Context) ([]*projector.Projection, er
 		return nil, err
 	}
 	for _, p := range ps {
-		if p.Position() > info.State.LastSeq {
-			return nil, snapErr(ErrSnapshotAhead, nil, "a snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), info.State.LastSeq)
+		if p.Position() > r.pos(info.State.LastSeq) {
+			return nil, snapErr(ErrSnapshotAhead, nil, "a snapshot at position %d is ahead of the stream (last %d): the stream is not the one it was taken from", p.Position(), r.pos(info.State.LastSeq))
 		}
 	}
 	return ps, nil
@@ -116,6 +116,10 @@ type frozen struct {
 // here while it folds on. A shard that holds messages back is skipped
 // until the next time.
 func (r *Runner) Snapshot() error {
+	if r.parts != nil {
+		return r.setSnapshot()
+	}
+
 	if r.store == nil {
 		return nil
 	}

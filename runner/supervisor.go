@@ -295,8 +295,8 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 			// publish is absorbed, but a judgment at another position (after
 			// the projector refused this emission, say) publishes anew.
 			jetstream.WithMsgID(msgIDs.For("supervisor", j.Deliberation, e.Artifact.ID.String(), strconv.FormatUint(expect, 10))),
-			jetstream.WithExpectStream(s.r.layout.Stream()),
-			jetstream.WithExpectLastSequenceForSubject(expect, s.r.layout.Filter(j.Deliberation)))
+			jetstream.WithExpectStream(s.r.StreamOf(j.Deliberation)),
+			jetstream.WithExpectLastSequenceForSubject(ledger.Sequence(expect), s.r.layout.Filter(j.Deliberation)))
 		if err != nil {
 			switch {
 			case ledger.IsLostRace(err):
@@ -312,7 +312,7 @@ func (s *Supervisor) publish(ctx context.Context, j Job) (int, uint64, error) {
 		} else {
 			s.log.Info("supervisor", "deliberation", j.Deliberation, "published", e.Artifact.Type, "reason", e.Reason, "position", ack.Sequence)
 		}
-		expect = ack.Sequence
+		expect = s.r.posIn(j.Deliberation, ack.Sequence)
 	}
 	return len(j.Emissions), expect, nil
 }
@@ -353,8 +353,8 @@ func (s *Supervisor) Step(ctx context.Context) int {
 			// deliberation the stream held a moment later.
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
 			upTo := last + 1
-			if st, err := s.js.Stream(wctx, s.r.layout.Stream()); err == nil {
-				upTo = max(upTo, st.CachedInfo().State.LastSeq)
+			if st, err := s.js.Stream(wctx, s.r.StreamOf(j.Deliberation)); err == nil {
+				upTo = max(upTo, s.r.posIn(j.Deliberation, st.CachedInfo().State.LastSeq))
 			}
 			err = s.r.WaitForIn(wctx, j.Deliberation, upTo)
 			cancel()
@@ -407,8 +407,8 @@ func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job, stamp string)
 	}
 	ack, err := s.js.PublishMsg(ctx, msg,
 		jetstream.WithMsgID(msgIDs.For("checkpoint", j.Deliberation, strconv.FormatUint(j.Size, 10), strconv.FormatUint(j.Position, 10))),
-		jetstream.WithExpectStream(s.r.layout.Stream()),
-		jetstream.WithExpectLastSequenceForSubject(j.Position, s.r.layout.Filter(j.Deliberation)))
+		jetstream.WithExpectStream(s.r.StreamOf(j.Deliberation)),
+		jetstream.WithExpectLastSequenceForSubject(ledger.Sequence(j.Position), s.r.layout.Filter(j.Deliberation)))
 	if err != nil {
 		switch {
 		case ledger.IsLostRace(err):
@@ -418,8 +418,8 @@ func (s *Supervisor) publishCheckpoint(ctx context.Context, j Job, stamp string)
 		}
 		return 0, j.Position, fmt.Errorf("service: publish the checkpoint of %s: %w", j.Deliberation, err)
 	}
-	s.log.Debug("supervisor: checkpoint", "deliberation", j.Deliberation, "size", j.Size, "position", ack.Sequence)
-	return 1, ack.Sequence, nil
+	s.log.Debug("supervisor: checkpoint", "deliberation", j.Deliberation, "size", j.Size, "position", s.r.posIn(j.Deliberation, ack.Sequence))
+	return 1, s.r.posIn(j.Deliberation, ack.Sequence), nil
 }
 
 // checkAdmitted logs, and backs off from, emissions of j the projector

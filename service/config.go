@@ -38,9 +38,18 @@ type Config struct {
 	// cluster's configuration carries the mapping, and the engine reads
 	// the layout the cluster holds (a partitioned stream even without
 	// Partitioned); with Partitioned it refuses the unpartitioned stream.
-	// A server that holds both layouts, or a partitioned one of several
-	// streams, is refused (not supported yet: one stream).
+	// A server that holds both layouts is refused.
 	Partitioned bool
+	// Streams is the number of streams of the partitioned record, a
+	// power of two (--streams; more than 1 implies Partitioned): the
+	// partitions spread over them in contiguous ranges
+	// (PARLEY_0000_0255 … PARLEY_0768_1023 for four), each stream
+	// folded by a runner of its own, a position the stream's index and
+	// sequence (ledger.Layout.Position). It is chosen when the record is
+	// created: an engine told another count than the server holds
+	// refuses to start, but on a cluster (NATS) it reads the layout it
+	// finds.
+	Streams int
 	// Replicas of the PARLEY stream when the engine creates it (1
 	// embedded; 3 is usual on a cluster).
 	Replicas int

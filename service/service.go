@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,12 +56,18 @@ import (
 
 // Service is a running engine.
 type Service struct {
-	cfg        Config
-	log        *slog.Logger
-	conn       *natsconn.Conn
-	nc         *nats.Conn
-	js         jetstream.JetStream
-	Stream     jetstream.Stream
+	cfg    Config
+	log    *slog.Logger
+	conn   *natsconn.Conn
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	Stream jetstream.Stream
+	// Streams are every stream of the record, in order of their index:
+	// Stream alone, but for a partitioned layout of several streams
+	// (Config.Streams).
+	Streams []jetstream.Stream
+	// Runner folds the record: over several streams, a set of a runner
+	// per stream (runner.NewSet).
 	Runner     *runner.Runner
 	Queries    *readmodel.Queries
 	Metrics    *metrics.Metrics
@@ -81,6 +88,7 @@ type Service struct {
 	cancel     context.CancelFunc
 	lock       *datadir.Lock
 	watch      atomic.Pointer[health.Watch]
+	watches    []*health.Watch // each stream's; watch is the first
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
 	auth       *httpapi.Auth
@@ -162,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		ParticipantPassword: participantPassword, AnonymousWrites: cfg.AnonymousWrites,
 		Listen: cfg.Listen, ConfigFile: cfg.NATSConfig, Creds: cfg.Creds, NKey: cfg.NKey,
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
-		MaxConn: s.fds.NATS, Principals: principals, SnapshotBucket: bucket, Logger: s.log, Partitioned: cfg.Partitioned,
+		MaxConn: s.fds.NATS, Principals: principals, SnapshotBucket: bucket, Logger: s.log, Partitioned: cfg.Partitioned, Streams: cfg.Streams,
 		OnError: func(err error) {
 			if w := s.watch.Load(); w != nil {
 				w.PermissionDenied(err)
@@ -181,8 +189,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	ensureCtx, cancelEnsure := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelEnsure()
 	layout := ledger.Unpartitioned
-	if cfg.Partitioned {
-		layout = ledger.Partitioned
+	if cfg.Partitioned || cfg.Streams > 1 {
+		if layout, err = ledger.PartitionedOver(max(cfg.Streams, 1)); err != nil {
+			return nil, fmt.Errorf("service: --streams: %w", err)
+		}
 	}
 	prefix := cmp.Or(cfg.SnapshotPrefix, SnapshotFile)
 	var held func(context.Context) (string, error)
@@ -191,10 +201,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			return heldSnapshot(ctx, s.js, bucket, natsconn.SnapshotName(prefix, layout))
 		}
 	}
-	if s.Stream, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas, Layout: layout, Adopt: cfg.NATS != "",
+	if s.Streams, err = natsconn.EnsureStream(ensureCtx, s.js, natsconn.Stream{Replicas: cfg.Replicas, Layout: layout, Adopt: cfg.NATS != "",
 		DataDir: cfg.DataDir, Snapshot: SnapshotFile, Held: held, Logger: s.log}); err != nil {
 		return nil, err
 	}
+	s.Stream = s.Streams[0]
 	maxBytes := cfg.MaxArtifactBytes
 	if maxBytes <= 0 {
 		maxBytes = canon.DefaultMaxSize
@@ -215,60 +226,94 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// Each layout's own snapshots: a projection is never restored over
-	// the other stream.
-	var snapshots runner.SnapshotStore
-	if cfg.SnapshotStore == SnapshotJetStream {
-		if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Stream, bucket, natsconn.SnapshotName(prefix, record)); err != nil {
+	// Each layout's own snapshots, each stream's of a layout of several:
+	// a projection is never restored over another stream.
+	n := record.N()
+	parts := make([]*runner.Runner, n)
+	for k := range n {
+		var snapshots runner.SnapshotStore
+		if cfg.SnapshotStore == SnapshotJetStream {
+			if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Streams[k], bucket, natsconn.SnapshotNameAt(prefix, record, k)); err != nil {
+				return nil, err
+			}
+		}
+		// Over several streams each stream's runner has its share of the
+		// engine's bounds: a stream holds the deliberations of its
+		// partitions, and a client that picks ids can fill one stream's.
+		maxDelibs, maxKept, inFlight := maxDeliberations(cfg.MaxDeliberations), cfg.MaxKeptBytes, cfg.InFlightBytes
+		if n > 1 {
+			if maxDelibs > 0 {
+				maxDelibs = max(maxDelibs/n, 1)
+			}
+			if maxKept > 0 {
+				maxKept = max(maxKept/int64(n), 1)
+			} else if maxKept == 0 {
+				maxKept = max(projector.DefaultMaxKeptBytes/int64(n), 1)
+			}
+			inFlight = max(cmp.Or(inFlight, runner.DefaultInFlightBytes)/int64(n), 1<<20)
+		}
+		// Not ensureCtx: snapshots kept in JetStream take as long as their
+		// size needs (runner.ObjectSnapshots bounds each read).
+		parts[k], err = runner.New(ctx, s.js, s.Streams[k], runner.Config{
+			SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotNameAt(SnapshotFile, record, k)),
+			Snapshots:     snapshots,
+			SnapshotEvery: cfg.SnapshotEvery,
+			Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
+				Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDelibs, MaxKeptBytes: maxKept},
+			InFlightBytes: inFlight,
+			Verify:        verify,
+			Logger:        s.log.With("component", "projector"),
+			Observe:       s.Metrics.Observe,
+			OnApply:       announcer.OnApply,
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
-	// Not ensureCtx: snapshots kept in JetStream take as long as their
-	// size needs (runner.ObjectSnapshots bounds each read).
-	s.Runner, err = runner.New(ctx, s.js, s.Stream, runner.Config{
-		SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotName(SnapshotFile, record)),
-		Snapshots:     snapshots,
-		SnapshotEvery: cfg.SnapshotEvery,
-		Projector: projector.Options{Validator: events.NewValidator(events.WithCanonOptions(canon.WithMaxSize(maxBytes))),
-			Defaults: cfg.CharterDefaults, Rules: termination.Rules{}, MaxDeliberations: maxDeliberations(cfg.MaxDeliberations), MaxKeptBytes: cfg.MaxKeptBytes},
-		InFlightBytes: cfg.InFlightBytes,
-		Verify:        verify,
-		Logger:        s.log.With("component", "projector"),
-		Observe:       s.Metrics.Observe,
-		OnApply:       announcer.OnApply,
-	})
-	if err != nil {
-		return nil, err
+	s.Runner = parts[0]
+	if n > 1 {
+		if s.Runner, err = runner.NewSet(parts); err != nil {
+			return nil, err
+		}
 	}
 	s.Metrics.WatchRunner(s.Runner)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	superCtx, stopJudging := context.WithCancel(runCtx)
-	w := health.New(health.Config{JS: s.js, Stream: s.Stream, Runner: s.Runner, Server: s.conn.Server, Metrics: s.Metrics,
-		Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery, MaxConsumers: cfg.MaxConsumers,
-		Halt: func(reason string) {
-			// The supervisor emits nothing more; the API answers 503
-			// (httpapi.Guard, microapi's guard).
-			stopJudging()
-			s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
-		}})
-	s.watch.Store(w)
-	if s.watchSubs, err = w.Subscribe(s.nc); err != nil {
-		return nil, err
+	// A watch of each stream (the first is the engine's: its report
+	// carries the others' problems, watches.go).
+	halt := func(reason string) {
+		// The supervisor emits nothing more; the API answers 503
+		// (httpapi.Guard, microapi's guard).
+		stopJudging()
+		s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
 	}
+	for k, part := range parts {
+		wk := health.New(health.Config{JS: s.js, Stream: s.Streams[k], Runner: part, Server: s.conn.Server, Metrics: s.Metrics,
+			Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery, MaxConsumers: cfg.MaxConsumers, Halt: halt})
+		subs, err := wk.Subscribe(s.nc)
+		if err != nil {
+			return nil, err
+		}
+		s.watchSubs = append(s.watchSubs, subs...)
+		s.watches = append(s.watches, wk)
+	}
+	w := s.watches[0]
+	s.watch.Store(w)
+	watched := watchSet(s.watches)
 	ejs := w.JetStream(s.js)
-	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Reverifier: s.Reverifier,
+	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Streams: s.Streams, Reverifier: s.Reverifier,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait,
 		Receipts: func(ctx context.Context, id string, ordinals []uint64) (map[uint64][]byte, map[uint64]error, error) {
 			return archive.Receipts(ctx, s.js, id, ordinals, verify)
 		}})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
 	writer.Key = s.Key
-	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: w, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
-		Stream: record.Stream(), Partitioned: record.Partitioned()})
-	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: w.Halted,
-		Health:  func(ctx context.Context) any { return w.Report(ctx) },
-		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned()}); err != nil {
+	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: watched, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
+		Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record)})
+	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: watched.Halted,
+		Health:  func(ctx context.Context) any { return watched.Report(ctx) },
+		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record)}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	// The service's subscriptions reach the server before Start returns:
@@ -291,7 +336,8 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	root := http.NewServeMux()
 	root.Handle("/", httpAPI.Handler())
 	explorer := web.New(s.Runner, s.Stream)
-	explorer.Halted = w.Halted
+	explorer.Streams = s.Streams
+	explorer.Halted = watched.Halted
 	explorer.JetStream = ejs
 	explorer.SignedIn = httpapi.SignedIn
 	explorer.Admit = func(r *http.Request) (func(), error) {
@@ -303,7 +349,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	explorer.Register(root)
 	s.explorer = explorer
-	web.NewBinder(s.Runner, s.Stream, writer, httpapi.Resolver).Register(root)
+	binder := web.NewBinder(s.Runner, s.Stream, writer, httpapi.Resolver)
+	binder.Streams = s.Streams
+	binder.Register(root)
 	// min_position holds for the explorer's endpoints as for the API's,
 	// applied once for both.
 	// At most fds.HTTP connections: past it the next waits for the one
@@ -314,13 +362,15 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(w.Halted, httpAPI.MinPosition(root))), s.httpBudget)
+	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(watched.Halted, httpAPI.MinPosition(root))), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	mem := metrics.NewMemoryLimit()
 	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner, Memory: mem, Consumers: w.ConsumerBound}
 	s.Metrics.WatchBounds(bounds)
 	s.Metrics.WatchDescriptors(s.fds.Limit, s.fds.HTTP, s.fds.NATS, s.fds.Files)
-	w.SetBounds(bounds.Report)
+	for _, wk := range s.watches {
+		wk.SetBounds(bounds.Report)
+	}
 	s.log.Info("descriptors", "limit", s.fds.Limit, "http_connections", s.fds.HTTP, "nats_clients", s.fds.NATS, "files", s.fds.Files)
 	// The credentials are written before anything answers: a client that
 	// sees /healthz answer finds them.
@@ -344,7 +394,15 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}()
 	s.watchDone = make(chan struct{})
 	go func() {
-		w.Run(runCtx)
+		var wg sync.WaitGroup
+		for _, wk := range s.watches {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wk.Run(runCtx)
+			}()
+		}
+		wg.Wait()
 		close(s.watchDone)
 	}()
 	// Memory the embedded server's pools keep after a burst goes back to

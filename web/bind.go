@@ -19,6 +19,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/textsafe"
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 )
@@ -57,7 +58,9 @@ type BindingAPI interface {
 type Binder struct {
 	r      *runner.Runner
 	stream jetstream.Stream
-	api    BindingAPI
+	// Streams: as Explorer.Streams.
+	Streams []jetstream.Stream
+	api     BindingAPI
 	// principal returns the participant a request may resolve as (the
 	// one its token stands for), or an error saying why it may not.
 	principal func(*http.Request) (string, error)
@@ -235,7 +238,13 @@ func (b *Binder) outcome(ctx context.Context, id string, decision canon.Digest) 
 	if seq == 0 {
 		return ""
 	}
-	msg, err := b.stream.GetMsg(ctx, seq)
+	var msg *jetstream.RawStreamMsg
+	var err error
+	if len(b.Streams) > 0 {
+		msg, err = ledger.GetMsg(ctx, b.Streams, seq)
+	} else {
+		msg, err = b.stream.GetMsg(ctx, seq)
+	}
 	if err != nil {
 		return ""
 	}

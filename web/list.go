@@ -137,7 +137,7 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 	for i := range out.Deliberations {
 		row := &out.Deliberations[i]
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if m, err := e.stream.GetMsg(gctx, row.Position); err == nil {
+		if m, err := e.getMsg(gctx, row.Position); err == nil {
 			t := m.Time.UTC()
 			row.LastActivity = &t
 		}

@@ -340,7 +340,7 @@ func (e *Explorer) serveEvents(w http.ResponseWriter, r *http.Request) {
 func (e *Explorer) body(ctx context.Context, a *ArtifactEvent) bool {
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msg, err := e.stream.GetMsg(gctx, a.Position)
+	msg, err := e.getMsg(gctx, a.Position)
 	if err != nil {
 		return false
 	}

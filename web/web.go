@@ -15,6 +15,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/runner"
 )
 
@@ -39,6 +41,10 @@ var assets embed.FS
 type Explorer struct {
 	r      *runner.Runner
 	stream jetstream.Stream
+	// Streams, over a partitioned layout of several streams, are every
+	// stream in order of its index: bodies are read from the stream of
+	// their position (ledger.GetMsg). Unset: the one stream of New.
+	Streams []jetstream.Stream
 	// JetStream, when set, is the engine's, from which a deliberation's
 	// recording is exported for download and audit (nil: those answer
 	// 503 unavailable).
@@ -206,4 +212,12 @@ func refuse(w http.ResponseWriter, err error) {
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+}
+
+// getMsg reads the message at a position of the record.
+func (e *Explorer) getMsg(ctx context.Context, position uint64) (*jetstream.RawStreamMsg, error) {
+	if len(e.Streams) > 0 {
+		return ledger.GetMsg(ctx, e.Streams, position)
+	}
+	return e.stream.GetMsg(ctx, position)
 }

@@ -100,7 +100,7 @@ func MsgOf(m *nats.Msg) (projector.Msg, error) {
 	if err != nil {
 		return projector.Msg{}, errors.New("witness: a message without its stream metadata: " + err.Error())
 	}
-	msg := projector.Msg{Seq: meta.Sequence.Stream, Subject: m.Subject, Data: m.Data, Time: meta.Timestamp}
+	msg := projector.Msg{Seq: ledger.MsgPosition(meta), Subject: m.Subject, Data: m.Data, Time: meta.Timestamp}
 	if h := m.Header; h != nil {
 		msg.Signature = projector.SignatureOf(m.Subject, h)
 		msg.Import = projector.ImportOf(m.Subject, h.Get)

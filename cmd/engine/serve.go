@@ -60,6 +60,7 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "client key file for NATS TLS")
 	fs.StringVar(&cfg.EngineKey, "engine-key", "", "the engine's key, an nkeys user seed file (engine keygen --out FILE); default DATA/engine.nk, created at the first start. It signs the supervisor's emissions and the checkpoints (docs/VERIFY.md)")
 	fs.BoolVar(&cfg.AnonymousWrites, "anonymous-writes", false, "let clients without credentials publish as participants on the embedded default: whoever reaches the server may then write to the record, and make the engine and its server hold what it writes (docs/SECURITY.md)")
+	fs.IntVar(&cfg.Streams, "streams", 1, "the number of streams of the partitioned record, a power of two (more than 1 implies --partitioned): the 1,024 partitions spread over them in contiguous ranges, PARLEY_0000_0255 … PARLEY_0768_1023 for four, each folded by a runner of its own (docs/SCALING.md). Chosen when the record is created")
 	fs.BoolVar(&cfg.Partitioned, "partitioned", false, "store the record partitioned: the server's subject mapping stores each deliberation's subjects under its partition (parley.p.<n>.…) in the one stream PARLEY_0000_1023 (docs/SCALING.md). The engine installs the mapping on its embedded server; a cluster (--nats) carries it in its configuration, and the engine reads the layout the cluster holds")
 	fs.StringVar(&cfg.NATSConfig, "nats-config", "", "nats-server configuration file for the embedded server (for example deploy/nats.conf)")
 	fs.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the PARLEY stream when the engine creates it")
@@ -164,7 +165,9 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	case cfg.NATSConfig != "":
 		where = "embedded, users of " + cfg.NATSConfig
 	}
-	if l := s.Runner.Layout(); l.Partitioned() {
+	if l := s.Runner.Layout(); l.N() > 1 {
+		where += fmt.Sprintf("; the record partitioned over %d streams, %s to %s", l.N(), l.StreamAt(0), l.StreamAt(l.N()-1))
+	} else if l.Partitioned() {
 		where += "; the record partitioned, in " + l.Stream()
 	}
 	c := s.Credentials()

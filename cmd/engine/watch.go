@@ -270,7 +270,7 @@ func (w *watcher) follow(ctx context.Context, connEvents <-chan string, url stri
 				}
 				subject = im.Subject
 			}
-			term, check, code := w.message(ctx, meta.Sequence.Stream, subject, n.msg.Data)
+			term, check, code := w.message(ctx, ledger.MsgPosition(meta), subject, n.msg.Data)
 			if code >= 0 {
 				return code
 			}

@@ -1,0 +1,215 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/parley-engine/parley/api"
+	"github.com/parley-engine/parley/projector"
+)
+
+// NewSet returns a runner over every stream of a partitioned layout of
+// several streams: parts[k] is the runner of the layout's stream of
+// index k (New over that stream). A deliberation is in one stream, so
+// each part folds its own deliberations and the set routes a read to the
+// part that holds it; a position names its stream (ledger.Layout.Position),
+// so a wait for one is the wait of that stream's part. Reads that span
+// every deliberation merge the parts' answers, in order of position: by
+// stream, then by sequence.
+//
+// The set's Run runs every part and ends when one ends; its supervisor
+// (NewSupervisor) judges every part's deliberations.
+func NewSet(parts []*Runner) (*Runner, error) {
+	if len(parts) < 2 {
+		return nil, errors.New("runner: a set has at least two parts")
+	}
+	l := parts[0].layout
+	if l.N() != len(parts) {
+		return nil, fmt.Errorf("runner: %d parts for a layout of %d streams", len(parts), l.N())
+	}
+	for k, p := range parts {
+		if p.layout != l || p.base != l.Position(k, 0) {
+			return nil, fmt.Errorf("runner: part %d reads %s, not the stream %s of the layout", k, p.Stream(), l.StreamAt(k))
+		}
+	}
+	return &Runner{layout: l, parts: parts, clock: parts[0].clock, log: parts[0].log, consumerPrefix: parts[0].consumerPrefix}, nil
+}
+
+// Parts are the runners of a set's streams, in order of their index (nil
+// for a runner of one stream).
+func (r *Runner) Parts() []*Runner { return r.parts }
+
+// partOf is the part holding deliberation id.
+func (r *Runner) partOf(id string) *Runner { return r.parts[r.layout.Index(id)] }
+
+// partAt is the part of the stream a position names (the first for a
+// position of no stream of the layout).
+func (r *Runner) partAt(position uint64) *Runner {
+	k, _, ok := r.layout.Split(position)
+	if !ok {
+		k = 0
+	}
+	return r.parts[k]
+}
+
+// PositionAt is the position up to which every message of the stream
+// that position names is applied: Position for a runner of one stream.
+// A read that waited for min_position says with it how far the
+// projection is.
+func (r *Runner) PositionAt(position uint64) uint64 {
+	if r.parts == nil {
+		return r.Position()
+	}
+	return r.partAt(position).Position()
+}
+
+// PositionOf is the position up to which every message of the stream
+// that holds deliberation id is applied.
+func (r *Runner) PositionOf(id string) uint64 {
+	if r.parts == nil {
+		return r.Position()
+	}
+	return r.partOf(id).Position()
+}
+
+// setRun runs every part; the first to end ends the others, and its
+// error is returned (nil when ctx ended).
+func (r *Runner) setRun(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(r.parts))
+	var wg sync.WaitGroup
+	for k, p := range r.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = p.Run(ctx)
+			cancel()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *Runner) setSnapshot() error {
+	var errs []error
+	for _, p := range r.parts {
+		errs = append(errs, p.Snapshot())
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runner) setInFlight() BudgetStats {
+	var out BudgetStats
+	for _, p := range r.parts {
+		st := p.InFlight()
+		out.Max += st.Max
+		out.Used += st.Used
+		out.Peak += st.Peak
+		out.Waits += st.Waits
+		if st.LastWait.After(out.LastWait) {
+			out.LastWait = st.LastWait
+		}
+	}
+	return out
+}
+
+func (r *Runner) setKeptBytes() (used, max int64, dropped uint64, last time.Time) {
+	for _, p := range r.parts {
+		u, m, d, l := p.KeptBytes()
+		used, max, dropped = used+u, max+m, dropped+d
+		if l.After(last) {
+			last = l
+		}
+	}
+	return used, max, dropped, last
+}
+
+func (r *Runner) setBreaches() (held int64, dropped uint64) {
+	for _, p := range r.parts {
+		h, d := p.Breaches()
+		held, dropped = held+h, dropped+d
+	}
+	return held, dropped
+}
+
+// setDeliberationsBefore walks the parts from the last stream to the
+// first: positions order by stream, then by sequence.
+func (r *Runner) setDeliberationsBefore(before uint64, fn func(*projector.Deliberation) bool) {
+	more := true
+	for k := len(r.parts) - 1; k >= 0 && more; k-- {
+		p := r.parts[k]
+		b := before
+		if before > 0 {
+			bk, _, _ := r.layout.Split(before)
+			switch {
+			case bk < k:
+				continue // every position of the stream is at or after before
+			case bk > k:
+				b = 0 // every position of the stream is before it
+			}
+		}
+		p.DeliberationsBefore(b, func(d *projector.Deliberation) bool {
+			more = fn(d)
+			return more
+		})
+	}
+}
+
+// setUnroutedAfter merges the parts' pages: each part keeps its own
+// (its share of the bound), in order of position.
+func (r *Runner) setUnroutedAfter(after uint64, limit int) UnroutedPage {
+	var out UnroutedPage
+	for _, p := range r.parts {
+		pg := p.UnroutedAfter(after, limit+1)
+		out.Rejections = append(out.Rejections, pg.Rejections...)
+		out.More = out.More || pg.More
+		out.Kept += pg.Kept
+		out.Total += pg.Total
+		for c, n := range pg.ByCode {
+			if out.ByCode == nil {
+				out.ByCode = map[string]int{}
+			}
+			out.ByCode[c] += n
+		}
+	}
+	slices.SortFunc(out.Rejections, func(a, b api.Rejection) int { return cmp.Compare(a.Position, b.Position) })
+	if limit >= 0 && len(out.Rejections) > limit {
+		out.Rejections, out.More = out.Rejections[:limit], true
+	}
+	return out
+}
+
+func (r *Runner) setUnrouted() ([]api.Rejection, int) {
+	var all []api.Rejection
+	total := 0
+	for _, p := range r.parts {
+		kept, n := p.Unrouted()
+		all = append(all, kept...)
+		total += n
+	}
+	slices.SortFunc(all, func(a, b api.Rejection) int { return cmp.Compare(a.Position, b.Position) })
+	return all, total
+}
+
+// setStart is the parts' start positions' smallest.
+func (r *Runner) setStart() uint64 {
+	low := r.parts[0].StartPosition()
+	for _, p := range r.parts[1:] {
+		low = min(low, p.StartPosition())
+	}
+	return low
+}
+
+func (r *Runner) setNotUsed() error {
+	var errs []error
+	for _, p := range r.parts {
+		errs = append(errs, p.SnapshotsNotUsed())
+	}
+	return errors.Join(errs...)
+}
