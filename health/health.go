@@ -157,9 +157,11 @@ func (w *Watch) Report(ctx context.Context) Health {
 	if err != nil {
 		errs = append(errs, "stream info: "+err.Error())
 	} else {
+		// Over several streams a position carries its stream's index
+		// above the sequence (ledger.Position): the lag is the stream's.
 		h.StreamLast = info.State.LastSeq
-		if h.StreamLast > h.Position {
-			h.Lag = h.StreamLast - h.Position
+		if seq := ledger.Sequence(h.Position); h.StreamLast > seq {
+			h.Lag = h.StreamLast - seq
 		}
 	}
 	w.fill(&h)
@@ -450,7 +452,10 @@ func (w *Watch) runConsumers(ctx context.Context) {
 func (w *Watch) check(ctx context.Context, by string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	position := w.r.Position() // before the info: the stream is at least there
+	// Before the info: the stream is at least there. The stream's
+	// sequence, compared with the stream's state (a position over several
+	// streams carries its stream's index, ledger.Position).
+	position := ledger.Sequence(w.r.Position())
 	info, err := w.stream.Info(ctx)
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down
@@ -480,7 +485,9 @@ func (w *Watch) check(ctx context.Context, by string) {
 	w.notFound = 0
 	w.mu.Unlock()
 	w.clear(ProblemStreamUnavailable)
-	if err := w.r.Layout().Check(info.Config); err != nil {
+	l := w.r.Layout()
+	k, _ := l.IndexOf(w.name)
+	if err := l.CheckAt(k, info.Config); err != nil {
 		w.raise(ProblemStreamUnsafe, strings.TrimPrefix(err.Error(), "ledger: "), by)
 	}
 	if !w.created.IsZero() && !info.Created.Equal(w.created) {

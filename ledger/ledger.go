@@ -112,10 +112,19 @@ func check(cfg jetstream.StreamConfig, subjects []string) error {
 	if cfg.SubjectDeleteMarkerTTL > 0 {
 		p = append(p, "subject_delete_marker_ttl is set")
 	}
+	var missing []string
 	for _, s := range subjects {
 		if !slices.Contains(cfg.Subjects, s) {
-			p = append(p, "subjects do not include "+s)
+			missing = append(missing, s)
 		}
+	}
+	// A partitioned stream has hundreds of subjects: name a few.
+	const named = 4
+	switch {
+	case len(missing) > named:
+		p = append(p, fmt.Sprintf("subjects do not include %s and %d more of its %d", strings.Join(missing[:named], ", "), len(missing)-named, len(subjects)))
+	case len(missing) > 0:
+		p = append(p, "subjects do not include "+strings.Join(missing, ", "))
 	}
 	if len(p) == 0 {
 		return nil

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,24 +22,24 @@ import (
 // live supervisor completes it again, to the same state digest), and fork
 // it half-way with the same participants continuing: a counterfactual run
 // with no call for the prefix. On both layouts of the record, the
-// unpartitioned default and the partitioned one (the server's mapping,
-// docs/SCALING.md), to the same state digest.
+// unpartitioned default, the partitioned one (the server's mapping,
+// docs/SCALING.md) in one stream and over four, to the same state digest.
 func TestReplayAndFork(t *testing.T) {
-	digests := map[bool]string{}
-	for _, partitioned := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) {
-			digests[partitioned] = replayAndFork(t, partitioned)
+	digests := map[int]string{}
+	for _, streams := range []int{0, 1, 4} { // 0: unpartitioned
+		t.Run(map[int]string{0: "unpartitioned", 1: "partitioned", 4: "four-streams"}[streams], func(t *testing.T) {
+			digests[streams] = replayAndFork(t, streams)
 		})
 	}
-	if digests[false] == "" || digests[false] != digests[true] {
-		t.Errorf("the same scripted deliberation: state digest %q unpartitioned, %q partitioned", digests[false], digests[true])
+	if digests[0] == "" || digests[0] != digests[1] || digests[0] != digests[4] {
+		t.Errorf("the same scripted deliberation: state digest %q unpartitioned, %q partitioned, %q over four streams", digests[0], digests[1], digests[4])
 	}
 }
 
-func replayAndFork(t *testing.T, partitioned bool) string {
+func replayAndFork(t *testing.T, streams int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: streams > 0, Streams: streams})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,12 @@ func replayAndFork(t *testing.T, partitioned bool) string {
 	// The record is where the layout puts it: partitioned, every message
 	// of the deliberation is stored under its mapped subjects.
 	wantStream, filter := "PARLEY", "parley."+orig.Deliberation+".>"
-	if partitioned {
+	switch streams {
+	case 1:
 		wantStream, filter = "PARLEY_0000_1023", partition.DeliberationFilter(orig.Deliberation)
+	case 4:
+		first := partition.Of(orig.Deliberation) / 256 * 256
+		wantStream, filter = fmt.Sprintf("PARLEY_%04d_%04d", first, first+255), partition.DeliberationFilter(orig.Deliberation)
 	}
 	st, err := js.Stream(ctx, wantStream)
 	if err != nil {
