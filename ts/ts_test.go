@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
@@ -94,13 +95,14 @@ func run(name string, args ...string) error {
 
 func engine(t *testing.T) (*service.Service, *nats.Conn) {
 	t.Helper()
-	return engineOn(t, false)
+	return engineOn(t, 0)
 }
 
-// engineOn is engine on the record's layout, partitioned or not.
-func engineOn(t *testing.T, partitioned bool) (*service.Service, *nats.Conn) {
+// engineOn is engine on the record's layout: unpartitioned (streams 0),
+// or partitioned over streams streams.
+func engineOn(t *testing.T, streams int) (*service.Service, *nats.Conn) {
 	t.Helper()
-	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: partitioned})
+	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Partitioned: streams > 0, Streams: streams})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,18 +172,20 @@ func userKey(t *testing.T) (nkeys.KeyPair, string, string) {
 // artifact is signed and the charter requires it, so the engine verified
 // the TypeScript signatures; the reviewer checks the final closure itself.
 //
-// On both layouts of the record: partitioned (docs/SCALING.md), the
-// library finds the record's stream by asking and reads it under the
-// published subjects.
+// On every layout of the record: partitioned (docs/SCALING.md), in one
+// stream and over four, the library finds the record's layout by asking,
+// reads the deliberation's stream under the published subjects, and its
+// reads wait for its own publishes by their positions (over four streams,
+// in a stream other than the first, where a position is not a sequence).
 func TestTypeScriptParticipantBesideGo(t *testing.T) {
-	for _, partitioned := range []bool{false, true} {
-		t.Run(map[bool]string{false: "unpartitioned", true: "partitioned"}[partitioned], func(t *testing.T) { participantBesideGo(t, partitioned) })
+	for _, streams := range []int{0, 1, 4} {
+		t.Run(map[int]string{0: "unpartitioned", 1: "partitioned", 4: "four-streams"}[streams], func(t *testing.T) { participantBesideGo(t, streams) })
 	}
 }
 
-func participantBesideGo(t *testing.T, partitioned bool) {
+func participantBesideGo(t *testing.T, streams int) {
 	node := built(t)
-	s, nc := engineOn(t, partitioned)
+	s, nc := engineOn(t, streams)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -193,7 +197,11 @@ func participantBesideGo(t *testing.T, partitioned bool) {
 		t.Fatal(err)
 	}
 	judge, _ := client.NewWithOptions(nc, "judge", client.Options{SigningKey: judgeKey})
-	id, err := architect.Open(ctx, client.Charter{
+	id := uuid.Must(uuid.NewV7()).String()
+	for l := s.Runner.Layout(); l.Index(id) == 0 && l.N() > 1; {
+		id = uuid.Must(uuid.NewV7()).String()
+	}
+	err = architect.OpenID(ctx, id, client.Charter{
 		Title:             "Adopt the read-through cache?",
 		Participants:      []string{"architect", "reviewer", "judge"},
 		Keys:              map[string]string{"architect": archPub, "reviewer": reviewerPub, "judge": judgePub},

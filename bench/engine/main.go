@@ -17,6 +17,11 @@
 //
 //   - concurrency: D deliberations of 10 participants each, all at once.
 //
+// With -streams S, the ingest instead spreads the artifacts over 64
+// deliberations and runs the engine on the partitioned record in one
+// stream and over S (engine serve --streams), beside the bare consumer's
+// floor, in each round.
+//
 // With -partitioned, the ingest runs on the partitioned record too (the
 // server's subject mapping, the one stream PARLEY_0000_1023;
 // docs/SCALING.md), beside the unpartitioned one in each round.
@@ -61,6 +66,7 @@ func main() {
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
 	flag.BoolVar(&partitionedIngest, "partitioned", false, "ingest on the partitioned record too (engine serve --partitioned), beside the unpartitioned one")
+	flag.IntVar(&streamsIngest, "streams", 0, "ingest spread over 64 deliberations on the partitioned record over this many streams, beside one stream (engine serve --streams); 0: not")
 	flag.BoolVar(&signedIngest, "signed", true, "ingest a signed deliberation too (a key bound to every participant, signatures required), beside the unsigned one")
 	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine) and of the replay (bare consumer, rebuild), alternating their order")
 	per := flag.Int("per", 5, "artifacts per participant per deliberation in the concurrency benchmark")
@@ -117,6 +123,13 @@ func claims(n int, tag string) []*events.Artifact {
 
 // signedIngest: -signed; partitionedIngest: -partitioned.
 var signedIngest, partitionedIngest bool
+
+// streamsIngest: -streams.
+var streamsIngest int
+
+// spread is how many deliberations the -streams ingest spreads its
+// artifacts over (a deliberation's messages are in one stream).
+const spread = 64
 
 func ingest(ctx context.Context, n, k, rounds int) {
 	arts := claims(n, "ingest")
@@ -265,6 +278,79 @@ func ingest(ctx context.Context, n, k, rounds int) {
 			log.Fatalf("engine accepted %d of %d (%v)", v.Artifacts, n, err)
 		}
 		return elapsed
+	}
+
+	// spreadEngine: the engine on the partitioned record over streams
+	// streams, the artifacts spread over spread deliberations (artifact
+	// i to deliberation i mod spread), until the projection has accepted
+	// them all.
+	spreadEngine := func(streams int) time.Duration {
+		dir := tempDir()
+		defer os.RemoveAll(dir)
+		s := benchkit.StartEngine(ctx, service.Config{DataDir: dir, Partitioned: true, Streams: streams})
+		defer s.Close()
+		nc, _ := nats.Connect(s.NATSURL(), s.Participant())
+		orch, _ := client.New(nc, "orchestrator")
+		ids := make([]string, spread)
+		for j := range ids {
+			ids[j] = uuid.Must(uuid.NewV7()).String()
+			if err := orch.OpenID(ctx, ids[j], client.Charter{Title: "ingest"}); err != nil {
+				log.Fatal(err)
+			}
+		}
+		nc.Close()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for p := 0; p < k; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				nc, _ := nats.Connect(s.NATSURL(), s.Participant())
+				defer nc.Close()
+				c, _ := client.New(nc, fmt.Sprintf("p%d", p))
+				for i := p; i < n; i += k {
+					if _, err := c.PublishArtifactAsync(ids[i%spread], arts[i]); err != nil {
+						log.Fatal(err)
+					}
+				}
+				<-c.PublishAsyncComplete()
+			}(p)
+		}
+		wg.Wait()
+		benchkit.WaitApplied(ctx, s)
+		elapsed := time.Since(start)
+		total := 0
+		for _, id := range ids {
+			v, err := s.Queries.Get(id)
+			if err != nil {
+				log.Fatal(err)
+			}
+			total += v.Artifacts
+		}
+		if total != n {
+			log.Fatalf("engine over %d streams accepted %d of %d", streams, total, n)
+		}
+		return elapsed
+	}
+	if streamsIngest > 0 {
+		fmt.Printf("ingest  %d artifacts, %d participants, spread over %d deliberations: the engine over 1 and %d streams, beside the bare consumer's floor; %d rounds\n", n, k, spread, streamsIngest, rounds)
+		var oneToBare, manyToBare, manyToOne []float64
+		for r := range rounds {
+			var bareT, oneT, manyT time.Duration
+			if r%2 == 0 {
+				bareT, oneT, manyT = raw(true), spreadEngine(1), spreadEngine(streamsIngest)
+			} else {
+				manyT, oneT, bareT = spreadEngine(streamsIngest), spreadEngine(1), raw(true)
+			}
+			bareRate, oneRate, manyRate := float64(n)/bareT.Seconds(), float64(n)/oneT.Seconds(), float64(n)/manyT.Seconds()
+			fmt.Printf("  round %d\n", r+1)
+			fmt.Printf("  bare ordered consumer (floor)    %9.0f msgs/s  (%s)\n", bareRate, bareT.Round(time.Millisecond))
+			fmt.Printf("  engine, 1 stream                 %9.0f msgs/s  (%s) = %.2f of the floor\n", oneRate, oneT.Round(time.Millisecond), oneRate/bareRate)
+			fmt.Printf("  engine, %d streams                %9.0f msgs/s  (%s) = %.2f of the floor, %.2f of 1 stream\n", streamsIngest, manyRate, manyT.Round(time.Millisecond), manyRate/bareRate, manyRate/oneRate)
+			oneToBare, manyToBare, manyToOne = append(oneToBare, oneRate/bareRate), append(manyToBare, manyRate/bareRate), append(manyToOne, manyRate/oneRate)
+		}
+		fmt.Printf("  median (range) of %d rounds: 1 stream/floor %s, %d streams/floor %s, %d streams/1 stream %s\n\n", rounds, median(oneToBare), streamsIngest, median(manyToBare), streamsIngest, median(manyToOne))
+		return
 	}
 
 	fmt.Printf("ingest  %d artifacts, %d participants (~%d B each), %d rounds\n", n, k, len(arts[0].Canonical), rounds)

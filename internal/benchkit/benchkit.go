@@ -126,14 +126,17 @@ func (s *Server) Stop() {
 // WaitApplied waits, up to ten minutes, until the engine has applied every
 // message its stream holds now.
 func WaitApplied(ctx context.Context, s *service.Service) {
-	info, err := s.Stream.Info(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	if err := s.Runner.WaitFor(wctx, info.State.LastSeq); err != nil {
-		log.Fatal(err)
+	l := s.Runner.Layout()
+	for k, st := range s.Streams {
+		info, err := st.Info(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := s.Runner.WaitFor(wctx, l.Position(k, info.State.LastSeq)); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 

@@ -15,14 +15,21 @@ import {
   MAX_CONTROL_BYTES,
   MsgIds,
   PARTITIONED_STREAM_NAME,
+  PARTITIONS,
   STREAM_NAME,
+  type Layout,
   artifactSubject,
   controlSubject,
   deliberationFilter,
+  layoutOf,
   mappedDeliberationFilter,
   newDeliberationId,
   parseSubject,
+  position,
   publishedSubject,
+  splitPosition,
+  streamAt,
+  streamIndex,
   validDeliberation,
   validToken,
 } from "./wire.js";
@@ -154,7 +161,7 @@ export interface Delivery {
 }
 
 export interface WatchOptions {
-  /** Start at this stream position (default: the first message of the deliberation). */
+  /** Start at this position (default: the first message of the deliberation); over several streams, a position of the deliberation's stream. */
   fromPosition?: number;
   /** Stops the watch. */
   signal?: AbortSignal;
@@ -198,11 +205,13 @@ export class Participant {
   readonly #ids = new MsgIds();
   readonly #attempt: number;
   readonly #retryFor: number;
-  #seen = 0; // the highest position of this participant's acknowledged publishes
+  // The highest position of this participant's acknowledged publishes,
+  // by the index of their stream (one stream: index 0 alone).
+  readonly #seen = new Map<number, number>();
   #owned = false;
-  // The record's stream once known: from a publish's acknowledgement, or
-  // asked for (#record). PARLEY, or PARLEY_0000_1023 partitioned.
-  #stream?: string;
+  // The record's layout once known: from a publish's acknowledgement, or
+  // asked for (#record).
+  #layout?: Layout;
 
   constructor(nc: NatsConnection, token: string, opts: ParticipantOptions = {}) {
     if (!validToken(token)) throw new TypeError(`invalid participant token ${JSON.stringify(token)}: [A-Za-z0-9][A-Za-z0-9_-]{0,63}`);
@@ -222,17 +231,28 @@ export class Participant {
     return p;
   }
 
-  /** The highest stream position this participant has seen acknowledged; every read waits for it. */
+  /**
+   * The highest position this participant has seen acknowledged (over
+   * several streams, in the last stream it has seen anything of); every
+   * read of a deliberation waits for the highest in its stream.
+   */
   get position(): number {
-    return this.#seen;
+    return Math.max(0, ...this.#seen.values());
+  }
+
+  /** The highest position seen in the stream holding deliberation (every stream's highest without one, or with the layout unknown). */
+  positionFor(deliberation?: string): number {
+    if (!deliberation || !this.#layout) return this.position;
+    return this.#seen.get(streamIndex(this.#layout, deliberation)) ?? 0;
   }
 
   async close(): Promise<void> {
     if (this.#owned) await this.nc.drain();
   }
 
-  #saw(position: number): void {
-    if (position > this.#seen) this.#seen = position;
+  #saw(p: number): void {
+    const { index } = splitPosition(p);
+    if (p > (this.#seen.get(index) ?? 0)) this.#seen.set(index, p);
   }
 
   async #retry<T>(what: string, f: () => Promise<T>, retryable: (e: unknown) => boolean): Promise<T> {
@@ -255,8 +275,10 @@ export class Participant {
 
   async #publish(subject: string, data: Uint8Array, h: MsgHdrs, msgID: string | undefined): Promise<PubAck> {
     if (msgID) h.set(H.msgId, msgID);
-    // The record's stream once known; the first acknowledgement names it.
-    if (this.#stream) h.set(H.expectedStream, this.#stream);
+    // The stream holding the deliberation, once the layout is known; the
+    // first acknowledgement names it.
+    const deliberation = parseSubject(subject)?.deliberation;
+    if (this.#layout && deliberation) h.set(H.expectedStream, streamAt(this.#layout, streamIndex(this.#layout, deliberation)));
     const retryable = msgID
       ? (e: unknown) => {
           const api = jsApiCode(e);
@@ -264,27 +286,36 @@ export class Participant {
         }
       : noResponders;
     const ack = await this.#retry(`publish on ${subject}`, () => this.js.publish(subject, data, { headers: h, timeout: this.#attempt }), retryable);
-    this.#saw(ack.seq);
-    if (!this.#stream && (ack.stream === STREAM_NAME || ack.stream === PARTITIONED_STREAM_NAME)) this.#stream = ack.stream;
-    return ack;
+    // The acknowledgement's seq is the position: the stream's sequence,
+    // with its index over several streams.
+    const where = layoutOf(ack.stream);
+    if (where && !this.#layout) this.#layout = where.layout;
+    const p = where ? position(where.index, ack.seq) : ack.seq;
+    this.#saw(p);
+    return { ...ack, seq: p };
   }
 
   /**
-   * The record's stream: PARLEY, or PARLEY_0000_1023 when the engine runs
-   * with the record partitioned (docs/SCALING.md). Asked for by its info
-   * ($JS.API.STREAM.INFO, which participants may ask), PARLEY first.
+   * The record's layout: PARLEY, or the partitioned record in
+   * PARLEY_0000_1023 or over several streams (docs/SCALING.md). Asked for
+   * by the first stream's info ($JS.API.STREAM.INFO, which participants
+   * may ask), PARLEY first, then the partitioned layouts of 1, 2, 4, …
+   * streams.
    */
-  async #record(): Promise<string> {
-    if (this.#stream) return this.#stream;
-    for (const name of [STREAM_NAME, PARTITIONED_STREAM_NAME]) {
+  async #record(): Promise<Layout> {
+    if (this.#layout) return this.#layout;
+    const candidates: Layout[] = [{ partitioned: false, streams: 1 }];
+    for (let n = 1; n <= PARTITIONS; n *= 2) candidates.push({ partitioned: true, streams: n });
+    for (const l of candidates) {
+      const name = streamAt(l, 0);
       const m = await this.#retry(`stream info ${name}`, () => this.nc.request(`$JS.API.STREAM.INFO.${name}`, "", { timeout: this.#attempt }), noAnswer);
       const info = m.json<{ error?: { code: number }; config?: { name: string } }>();
       if (info.error?.code === 404) continue;
       if (info.error) throw new Error(`stream info ${name}: ${JSON.stringify(info.error)}`);
-      this.#stream = name;
-      return name;
+      this.#layout = l;
+      return l;
     }
-    throw new Error(`neither ${STREAM_NAME} nor ${PARTITIONED_STREAM_NAME}: no parley record on this server`);
+    throw new Error(`neither ${STREAM_NAME} nor ${PARTITIONED_STREAM_NAME} (or the first stream of a partitioned record over several): no parley record on this server`);
   }
 
   /** Publishes a control message; open and round carry a dedupe id, the others none. */
@@ -360,7 +391,10 @@ export class Participant {
    */
   async request(endpoint: string, body: Record<string, unknown> = {}): Promise<{ data: Uint8Array; headers?: MsgHdrs }> {
     const req = { ...body };
-    if (endpoint !== "health" && this.#seen > 0 && req.min_position === undefined) req.min_position = this.#seen;
+    if (endpoint !== "health" && req.min_position === undefined) {
+      const seen = this.positionFor(typeof req.id === "string" ? req.id : undefined);
+      if (seen > 0) req.min_position = seen;
+    }
     const payload = Buffer.from(JSON.stringify(req), "utf8");
     const m = await this.#retry(
       `parley.api.${endpoint}`,
@@ -473,10 +507,11 @@ export class Participant {
    */
   async *watch(id: string, opts: WatchOptions = {}): AsyncGenerator<Delivery> {
     if (!validDeliberation(id)) throw new TypeError(`invalid deliberation id ${JSON.stringify(id)}`);
-    const stream = await this.#record();
-    const c = await this.js.consumers.getPushConsumer(stream, {
-      filter_subjects: stream === PARTITIONED_STREAM_NAME ? mappedDeliberationFilter(id) : deliberationFilter(id),
-      ...(opts.fromPosition ? { opt_start_seq: opts.fromPosition } : {}),
+    const l = await this.#record();
+    const k = streamIndex(l, id);
+    const c = await this.js.consumers.getPushConsumer(streamAt(l, k), {
+      filter_subjects: l.partitioned ? mappedDeliberationFilter(id) : deliberationFilter(id),
+      ...(opts.fromPosition ? { opt_start_seq: splitPosition(opts.fromPosition).seq } : {}),
     });
     const msgs = await c.consume();
     const stop = () => void msgs.stop();
@@ -484,7 +519,7 @@ export class Participant {
     try {
       if (opts.signal?.aborted) return;
       for await (const m of msgs) {
-        yield delivery(m);
+        yield delivery(m, k);
       }
     } finally {
       opts.signal?.removeEventListener("abort", stop);
@@ -494,12 +529,12 @@ export class Participant {
   }
 }
 
-function delivery(m: JsMsg): Delivery {
+function delivery(m: JsMsg, k: number): Delivery {
   // The subject as published (the partitioned record stores it mapped).
   const subject = publishedSubject(m.subject);
   const s = parseSubject(subject);
   const d: Delivery = {
-    position: m.seq,
+    position: position(k, m.seq),
     subject,
     time: new Date(Math.floor(m.info.timestampNanos / 1e6)),
     kind: s ? s.kind : "other",

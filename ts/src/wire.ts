@@ -12,6 +12,13 @@ export const STREAM_SUBJECTS = ["parley.*.art.*", "parley.*.ctl"] as const;
  */
 export const PARTITIONED_STREAM_NAME = "PARLEY_0000_1023";
 export const PARTITIONS = 1024;
+/**
+ * A position over several streams (engine serve --streams): the stream's
+ * index times 2^POSITION_BITS plus its sequence; in a record of one
+ * stream, the sequence itself. Always below 2^53: an exact JS number.
+ */
+export const POSITION_BITS = 43;
+const POSITION_SPAN = 2 ** POSITION_BITS;
 const MAPPED_PREFIX = "parley.p.";
 export const SUBJECT_PREFIX = "parley.";
 export const API_PREFIX = "parley.api";
@@ -75,6 +82,52 @@ export function partitionOf(deliberation: string): number {
     h = Math.imul(h, 16777619) >>> 0;
   }
   return h % PARTITIONS;
+}
+
+/**
+ * The record's layout: unpartitioned (PARLEY), or partitioned over a power
+ * of two of streams PARLEY_<first>_<last> of contiguous partitions.
+ */
+export interface Layout {
+  partitioned: boolean;
+  streams: number;
+}
+
+/** The layout the stream named name belongs to, and its index in it; null for a stream of none. */
+export function layoutOf(name: string): { layout: Layout; index: number } | null {
+  if (name === STREAM_NAME) return { layout: { partitioned: false, streams: 1 }, index: 0 };
+  const m = /^PARLEY_(\d{4})_(\d{4})$/.exec(name);
+  if (!m) return null;
+  const first = Number(m[1]);
+  const last = Number(m[2]);
+  const size = last - first + 1;
+  if (size < 1 || last >= PARTITIONS || PARTITIONS % size !== 0 || first % size !== 0 || (size & (size - 1)) !== 0) return null;
+  return { layout: { partitioned: true, streams: PARTITIONS / size }, index: first / size };
+}
+
+/** The name of the stream of index k of a layout. */
+export function streamAt(l: Layout, k: number): string {
+  if (!l.partitioned) return STREAM_NAME;
+  const size = PARTITIONS / l.streams;
+  const pad = (n: number) => String(n).padStart(4, "0");
+  return `PARLEY_${pad(k * size)}_${pad((k + 1) * size - 1)}`;
+}
+
+/** The index of the stream holding a deliberation (0 in a record of one stream). */
+export function streamIndex(l: Layout, deliberation: string): number {
+  if (l.streams <= 1) return 0;
+  return Math.floor(partitionOf(deliberation) / (PARTITIONS / l.streams));
+}
+
+/** The position of sequence seq of the stream of index k. */
+export function position(k: number, seq: number): number {
+  return k * POSITION_SPAN + seq;
+}
+
+/** The stream index and sequence of a position. */
+export function splitPosition(p: number): { index: number; seq: number } {
+  const index = Math.floor(p / POSITION_SPAN);
+  return { index, seq: p - index * POSITION_SPAN };
 }
 
 /** Everything of one deliberation as the partitioned record stores it: parley.p.<n>.<d>.>. */
