@@ -3,10 +3,12 @@ package lease
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +21,20 @@ import (
 // expires them as it expires leases.
 const memberPrefix = "member."
 
-// MemberKey is the key by which the engine named name says it is alive.
+// MemberKey is the key by which the engine named name says it is alive
+// in a group of partitions.
 func MemberKey(name string) string { return memberPrefix + name }
+
+// UnitMemberKey is MemberKey in a group of unit: member.<name> for
+// partitions, <unit>-member.<name> for another unit.
+func UnitMemberKey(unit, name string) string { return membersOf(unit) + name }
+
+func membersOf(unit string) string {
+	if unit == "" || unit == Partition {
+		return memberPrefix
+	}
+	return unit + "-" + memberPrefix
+}
 
 // GroupConfig configures a Group.
 type GroupConfig struct {
@@ -36,6 +50,17 @@ type GroupConfig struct {
 	// change (and once after the first round). The leases are the
 	// fencing tokens of what it writes for them (Group.Lease).
 	OnChange func(held []int)
+	// Member, when set, is what the engine's member key holds (at most
+	// 1 KiB; default: its name): what the other engines read of it
+	// (Members), the address it answers reads at, say.
+	Member []byte
+}
+
+func (c GroupConfig) memberValue(name string) []byte {
+	if len(c.Member) > 0 {
+		return c.Member
+	}
+	return []byte(name)
 }
 
 // A Group shares a number of partitions among the live engines that run
@@ -78,6 +103,9 @@ func NewGroup(m *Leases, cfg GroupConfig) (*Group, error) {
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = m.ttl / 3
+	}
+	if len(cfg.Member) > 1024 {
+		return nil, &Error{Code: CodeInvalid, Op: "group", Err: fmt.Errorf("a member value of %d bytes: at most 1,024", len(cfg.Member))}
 	}
 	return &Group{leases: m, kv: m.kv, name: m.owner, cfg: cfg, held: map[int]*holding{}}, nil
 }
@@ -175,8 +203,9 @@ func (g *Group) Run(ctx context.Context) error {
 func (g *Group) round(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, g.leases.ttl)
 	defer cancel()
-	if _, err := g.kv.Put(rctx, MemberKey(g.name), []byte(g.name)); err != nil {
-		return &Error{Code: CodeUnavailable, Op: "heartbeat", Key: MemberKey(g.name), Err: err}
+	member := UnitMemberKey(g.leases.unit, g.name)
+	if _, err := g.kv.Put(rctx, member, []byte(g.cfg.memberValue(g.name))); err != nil {
+		return &Error{Code: CodeUnavailable, Op: "heartbeat", Key: member, Err: err}
 	}
 	g.renew(rctx)
 	members, taken, err := g.look(rctx)
@@ -258,15 +287,17 @@ func (g *Group) look(ctx context.Context) (members int, taken map[int]bool, err 
 	}
 	taken = map[int]bool{}
 	self := false
+	members0, unit := membersOf(g.leases.unit), cmpOr(g.leases.unit, Partition)+"."
 	for k := range keys.Keys() {
-		if name, ok := strings.CutPrefix(k, memberPrefix); ok {
+		if name, ok := strings.CutPrefix(k, members0); ok {
 			members++
 			self = self || name == g.name
 			continue
 		}
-		var p int
-		if _, err := fmt.Sscanf(k, "partition.%d", &p); err == nil {
-			taken[p] = true
+		if rest, ok := strings.CutPrefix(k, unit); ok {
+			if p, err := strconv.Atoi(rest); err == nil {
+				taken[p] = true
+			}
 		}
 	}
 	if !self {
@@ -327,8 +358,38 @@ func (g *Group) leave() {
 	for _, p := range g.Held() {
 		g.release(ctx, p)
 	}
-	_ = g.kv.Delete(ctx, MemberKey(g.name))
+	_ = g.kv.Delete(ctx, UnitMemberKey(g.leases.unit, g.name))
 	if g.cfg.OnChange != nil {
 		g.cfg.OnChange(nil)
 	}
 }
+
+// Owner is who holds number p of the group's unit: the holder's name and
+// what its member key holds (GroupConfig.Member). ErrNotFound-like
+// answers are an *Error of CodeHeld with no Holder: nobody holds p now
+// (a handover under way).
+func (g *Group) Owner(ctx context.Context, p int) (name string, member []byte, err error) {
+	key := UnitKey(cmpOr(g.leases.unit, Partition), p)
+	cur, err := g.kv.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return "", nil, &Error{Code: CodeHeld, Op: "owner", Key: key, Err: errors.New("nobody holds it")}
+		}
+		return "", nil, &Error{Code: CodeUnavailable, Op: "owner", Key: key, Err: err}
+	}
+	var v value
+	if err := json.Unmarshal(cur.Value(), &v); err != nil || v.Owner == "" {
+		return "", nil, &Error{Code: CodeUnavailable, Op: "owner", Key: key, Err: fmt.Errorf("a lease value that is not one: %q", cur.Value())}
+	}
+	m, err := g.kv.Get(ctx, UnitMemberKey(g.leases.unit, v.Owner))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return v.Owner, nil, nil // its membership expired first: the name alone
+		}
+		return v.Owner, nil, &Error{Code: CodeUnavailable, Op: "owner", Key: key, Err: err}
+	}
+	return v.Owner, m.Value(), nil
+}
+
+// Name is the engine's name in the group.
+func (g *Group) Name() string { return g.name }

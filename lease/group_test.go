@@ -234,3 +234,83 @@ func TestGroup_Invalid(t *testing.T) {
 		}
 	}
 }
+
+// Groups of streams beside a group of partitions in one bucket: each
+// counts its own members and holds its own keys; the owner of a stream is
+// read with what its member key holds; a stopped engine's streams go to
+// the other at once.
+func TestGroup_StreamsBesidePartitions(t *testing.T) {
+	s, kv := startGroup(t)
+	ctx := context.Background()
+	parts := join(t, s, "p1") // a group of partitions, alone
+	type streamMember struct {
+		g      *lease.Group
+		cancel context.CancelFunc
+		done   chan error
+	}
+	joinStreams := func(name string) *streamMember {
+		nc, err := nats.Connect("", nats.InProcessServer(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		kv, _ := js.KeyValue(ctx, groupBucket)
+		l, err := lease.New(ctx, kv, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := lease.NewGroup(l.Of(lease.Stream), lease.GroupConfig{Partitions: 4, Member: []byte(`{"url":"http://` + name + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		m := &streamMember{g: g, cancel: cancel, done: make(chan error, 1)}
+		go func() { m.done <- g.Run(cctx) }()
+		t.Cleanup(cancel)
+		return m
+	}
+	a, b := joinStreams("a"), joinStreams("b")
+	if !eventually.Within(15*time.Second, func() bool {
+		return len(a.g.Held()) == 2 && len(b.g.Held()) == 2 && len(parts.g.Held()) == partition.Count
+	}) {
+		t.Fatalf("held: a %v, b %v, partitions %d", a.g.Held(), b.g.Held(), len(parts.g.Held()))
+	}
+	for st := range 4 {
+		name, member, err := a.g.Owner(ctx, st)
+		want := "a"
+		if b.g.Holds(st) {
+			want = "b"
+		}
+		if err != nil || name != want || string(member) != `{"url":"http://`+want+`"}` {
+			t.Errorf("stream %d: owner %q %s %v, want %s", st, name, member, err, want)
+		}
+	}
+	if _, err := kv.Get(ctx, lease.UnitKey(lease.Stream, 0)); err != nil {
+		t.Errorf("no stream.0000 key: %v", err)
+	}
+	if _, err := kv.Get(ctx, lease.UnitMemberKey(lease.Stream, "a")); err != nil {
+		t.Errorf("no stream-member.a key: %v", err)
+	}
+	// a stops: b holds all four at once (a released its leases).
+	a.cancel()
+	<-a.done
+	if !eventually.Within(10*time.Second, func() bool { return len(b.g.Held()) == 4 }) {
+		t.Fatalf("b holds %v after a stopped", b.g.Held())
+	}
+	if len(parts.g.Held()) != partition.Count {
+		t.Errorf("the group of partitions holds %d", len(parts.g.Held()))
+	}
+	if _, err := lease.NewGroup(mustLeases(t, kv, "c").Of(lease.Stream), lease.GroupConfig{Partitions: 4, Member: make([]byte, 1025)}); err == nil {
+		t.Error("a member value of 1,025 bytes was taken")
+	}
+}
+
+func mustLeases(t *testing.T, kv jetstream.KeyValue, name string) *lease.Leases {
+	t.Helper()
+	l, err := lease.New(context.Background(), kv, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

@@ -32,9 +32,9 @@ func (m *Leases) Guarded(ctx context.Context, js jetstream.JetStream, l *Lease, 
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return nil, &Error{Code: CodeConflict, Op: "write", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+			return nil, &Error{Code: CodeConflict, Op: "write", Key: l.key(), Revision: l.Revision, Err: err}
 		}
-		return nil, &Error{Code: CodeUnavailable, Op: "write", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+		return nil, &Error{Code: CodeUnavailable, Op: "write", Key: l.key(), Revision: l.Revision, Err: err}
 	}
 	return ack, nil
 }

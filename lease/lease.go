@@ -80,12 +80,28 @@ func Bucket(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.
 }
 
 // Key is partition p's key: "partition.0017".
-func Key(p int) string { return fmt.Sprintf("partition.%04d", p) }
+func Key(p int) string { return UnitKey(Partition, p) }
+
+// The units a bucket's leases are of: the partitions (Key), or the
+// streams of a record of several (engine serve --own-streams). Each unit
+// has keys and members of its own, so that groups of both share a bucket
+// without counting each other.
+const (
+	Partition = "partition"
+	Stream    = "stream"
+)
+
+// UnitKey is the key of the lease of number p of unit: "stream.0002".
+func UnitKey(unit string, p int) string { return fmt.Sprintf("%s.%04d", unit, p) }
 
 // Lease is one holding of a partition: what its owner keeps between
 // renewals.
 type Lease struct {
+	// Partition is the number of what is leased: a partition, or a
+	// stream (Unit).
 	Partition int
+	// Unit is Partition or Stream ("" is Partition).
+	Unit      string
 	Owner     string
 	// Revision is the key's revision the owner last wrote: the fencing
 	// token.
@@ -107,6 +123,28 @@ type Leases struct {
 	kv    jetstream.KeyValue
 	owner string
 	ttl   time.Duration
+	unit  string
+}
+
+// Of returns a lease client of the same bucket and owner for the leases
+// of unit (Partition or Stream).
+func (m *Leases) Of(unit string) *Leases {
+	c := *m
+	c.unit = unit
+	return &c
+}
+
+// key is p's key in m's unit.
+func (m *Leases) key(p int) string { return UnitKey(cmpOr(m.unit, Partition), p) }
+
+// key is l's key.
+func (l *Lease) key() string { return UnitKey(cmpOr(l.Unit, Partition), l.Partition) }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // New returns owner's lease client of bucket kv. owner names the engine
@@ -146,12 +184,12 @@ func (m *Leases) Acquire(ctx context.Context, p int) (*Lease, error) {
 	}
 	var nb [12]byte
 	_, _ = rand.Read(nb[:])
-	l := &Lease{Partition: p, Owner: m.owner, nonce: hex.EncodeToString(nb[:])}
-	rev, err := m.kv.Create(ctx, Key(p), l.value())
+	l := &Lease{Partition: p, Unit: m.unit, Owner: m.owner, nonce: hex.EncodeToString(nb[:])}
+	rev, err := m.kv.Create(ctx, m.key(p), l.value())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
-			e := &Error{Code: CodeHeld, Op: "acquire", Key: Key(p), Err: err}
-			if cur, gerr := m.kv.Get(ctx, Key(p)); gerr == nil {
+			e := &Error{Code: CodeHeld, Op: "acquire", Key: m.key(p), Err: err}
+			if cur, gerr := m.kv.Get(ctx, m.key(p)); gerr == nil {
 				var v value
 				if json.Unmarshal(cur.Value(), &v) == nil {
 					e.Holder = v.Owner
@@ -160,7 +198,7 @@ func (m *Leases) Acquire(ctx context.Context, p int) (*Lease, error) {
 			}
 			return nil, e
 		}
-		return nil, &Error{Code: CodeUnavailable, Op: "acquire", Key: Key(p), Err: err}
+		return nil, &Error{Code: CodeUnavailable, Op: "acquire", Key: m.key(p), Err: err}
 	}
 	l.Revision = rev
 	return l, nil
@@ -179,14 +217,14 @@ func (l *Lease) value() []byte {
 // again; a renewal that was written although its answer was lost is
 // recognised then by the lease's nonce.
 func (m *Leases) Renew(ctx context.Context, l *Lease) error {
-	rev, err := m.kv.Update(ctx, Key(l.Partition), l.value(), l.Revision)
+	rev, err := m.kv.Update(ctx, l.key(), l.value(), l.Revision)
 	if err == nil {
 		l.Revision, l.unsure = rev, false
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		l.unsure = true
-		return &Error{Code: CodeUnavailable, Op: "renew", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+		return &Error{Code: CodeUnavailable, Op: "renew", Key: l.key(), Revision: l.Revision, Err: err}
 	}
 	// Was the last revision this acquisition's own renewal, whose answer
 	// was lost? Only the same acquisition writes its nonce.
@@ -204,7 +242,7 @@ func (m *Leases) settle(ctx context.Context, l *Lease) bool {
 	if !l.unsure {
 		return false
 	}
-	cur, err := m.kv.Get(ctx, Key(l.Partition))
+	cur, err := m.kv.Get(ctx, l.key())
 	if err != nil || cur.Revision() <= l.Revision {
 		return false
 	}
@@ -217,8 +255,8 @@ func (m *Leases) settle(ctx context.Context, l *Lease) bool {
 }
 
 func (m *Leases) lost(op string, l *Lease, err error) error {
-	e := &Error{Code: CodeLost, Op: op, Key: Key(l.Partition), Revision: l.Revision, Err: err}
-	if cur, gerr := m.kv.Get(context.Background(), Key(l.Partition)); gerr == nil {
+	e := &Error{Code: CodeLost, Op: op, Key: l.key(), Revision: l.Revision, Err: err}
+	if cur, gerr := m.kv.Get(context.Background(), l.key()); gerr == nil {
 		var v value
 		if json.Unmarshal(cur.Value(), &v) == nil {
 			e.Holder = v.Owner
@@ -232,12 +270,12 @@ func (m *Leases) lost(op string, l *Lease, err error) error {
 // nothing of a moment later (see Guarded).
 func (m *Leases) Check(ctx context.Context, l *Lease) error {
 	m.settle(ctx, l)
-	cur, err := m.kv.Get(ctx, Key(l.Partition))
+	cur, err := m.kv.Get(ctx, l.key())
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return &Error{Code: CodeLost, Op: "check", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+		return &Error{Code: CodeLost, Op: "check", Key: l.key(), Revision: l.Revision, Err: err}
 	case err != nil:
-		return &Error{Code: CodeUnavailable, Op: "check", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+		return &Error{Code: CodeUnavailable, Op: "check", Key: l.key(), Revision: l.Revision, Err: err}
 	case cur.Revision() != l.Revision:
 		return m.lost("check", l, fmt.Errorf("the key is at revision %d", cur.Revision()))
 	}
@@ -249,14 +287,14 @@ func (m *Leases) Check(ctx context.Context, l *Lease) error {
 // no longer l's to give.
 func (m *Leases) Release(ctx context.Context, l *Lease) error {
 	m.settle(ctx, l)
-	err := m.kv.Delete(ctx, Key(l.Partition), jetstream.LastRevision(l.Revision))
+	err := m.kv.Delete(ctx, l.key(), jetstream.LastRevision(l.Revision))
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		return m.lost("release", l, err)
 	default:
-		return &Error{Code: CodeUnavailable, Op: "release", Key: Key(l.Partition), Revision: l.Revision, Err: err}
+		return &Error{Code: CodeUnavailable, Op: "release", Key: l.key(), Revision: l.Revision, Err: err}
 	}
 }
 
@@ -279,7 +317,7 @@ func (m *Leases) Keep(ctx context.Context, l *Lease, interval time.Duration) err
 		case <-t.C:
 		}
 		if time.Since(last) >= m.ttl {
-			return &Error{Code: CodeLost, Op: "keep", Key: Key(l.Partition), Revision: l.Revision, Err: fmt.Errorf("no renewal for %v", time.Since(last).Round(time.Millisecond))}
+			return &Error{Code: CodeLost, Op: "keep", Key: l.key(), Revision: l.Revision, Err: fmt.Errorf("no renewal for %v", time.Since(last).Round(time.Millisecond))}
 		}
 		// A renewal runs to its answer even when ctx ends meanwhile, so
 		// that Keep returns with l's revision known (a Release then
@@ -308,9 +346,9 @@ func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, e
 	if poll <= 0 {
 		poll = m.ttl / 4
 	}
-	w, err := m.kv.Watch(ctx, Key(p), jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	w, err := m.kv.Watch(ctx, m.key(p), jetstream.UpdatesOnly(), jetstream.MetaOnly())
 	if err != nil {
-		return nil, &Error{Code: CodeUnavailable, Op: "wait", Key: Key(p), Err: err}
+		return nil, &Error{Code: CodeUnavailable, Op: "wait", Key: m.key(p), Err: err}
 	}
 	defer func() { _ = w.Stop() }()
 	t := time.NewTicker(poll)
@@ -322,7 +360,7 @@ func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, e
 		l, err := m.Acquire(actx, p)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return nil, &Error{Code: CodeHeld, Op: "wait", Key: Key(p), Err: context.Cause(ctx)}
+			return nil, &Error{Code: CodeHeld, Op: "wait", Key: m.key(p), Err: context.Cause(ctx)}
 		}
 		if err == nil {
 			return l, nil
@@ -332,7 +370,7 @@ func (m *Leases) Wait(ctx context.Context, p int, poll time.Duration) (*Lease, e
 		}
 		select {
 		case <-ctx.Done():
-			return nil, &Error{Code: CodeHeld, Op: "wait", Key: Key(p), Err: context.Cause(ctx)}
+			return nil, &Error{Code: CodeHeld, Op: "wait", Key: m.key(p), Err: context.Cause(ctx)}
 		case <-w.Updates():
 		case <-t.C:
 		}
@@ -345,5 +383,5 @@ const Header = "Parley-Lease"
 
 // Stamp is l's Header value.
 func (l *Lease) Stamp() string {
-	return Key(l.Partition) + "@" + strconv.FormatUint(l.Revision, 10)
+	return l.key() + "@" + strconv.FormatUint(l.Revision, 10)
 }
