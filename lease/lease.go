@@ -101,8 +101,8 @@ type Lease struct {
 	// stream (Unit).
 	Partition int
 	// Unit is Partition or Stream ("" is Partition).
-	Unit      string
-	Owner     string
+	Unit  string
+	Owner string
 	// Revision is the key's revision the owner last wrote: the fencing
 	// token.
 	Revision uint64
