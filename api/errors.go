@@ -94,6 +94,11 @@ const (
 	// CodeBehind is the code of a read whose min_position the projection
 	// has not reached within the wait.
 	CodeBehind = "projection.behind"
+	// CodePartitionUnavailable is the code of a read of a deliberation
+	// whose stream no engine answering it holds now: its owner died and
+	// the others have not taken it yet, or the forward to its owner
+	// failed (503, retried; engine serve --own-streams).
+	CodePartitionUnavailable = "partition.unavailable"
 	// CodeHalted is the code of every answer of a halted engine's query
 	// API (the client does not retry it).
 	CodeHalted = "engine.halted"

@@ -160,7 +160,7 @@ func (w *Watch) Report(ctx context.Context) Health {
 		// Over several streams a position carries its stream's index
 		// above the sequence (ledger.Position): the lag is the stream's.
 		h.StreamLast = info.State.LastSeq
-		if seq := ledger.Sequence(h.Position); h.StreamLast > seq {
+		if seq := ledger.Sequence(h.Position); h.StreamLast > seq && w.holds() {
 			h.Lag = h.StreamLast - seq
 		}
 	}
@@ -181,11 +181,29 @@ func (w *Watch) Report(ctx context.Context) Health {
 	return h
 }
 
+// Projection is what a watch reads of the projection folded from its
+// stream (*runner.Runner is one). One that also has a method Held() bool
+// is watched for its position only while it holds the stream: an engine
+// that does not hold it is neither behind it nor stalled.
+type Projection interface {
+	Position() uint64
+	Layout() ledger.Layout
+	OwnsConsumer(name string) bool
+}
+
+// holds reports whether the watch's projection holds the stream now.
+func (w *Watch) holds() bool {
+	h, ok := w.r.(interface{ Held() bool })
+	return !ok || h.Held()
+}
+
+var _ Projection = (*runner.Runner)(nil)
+
 // Watch watches the engine's stream and its writes.
 type Watch struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
-	r       *runner.Runner
+	r       Projection
 	name    string         // the stream's
 	srv     *server.Server // the embedded server, for its storage limit
 	m       Metrics
@@ -229,7 +247,10 @@ type Watch struct {
 type Config struct {
 	JS     jetstream.JetStream
 	Stream jetstream.Stream
-	Runner *runner.Runner
+	// Runner is the projection folded from the stream: a
+	// *runner.Runner, or a view of one stream of an engine that holds it
+	// only at times (its Held says when; engine serve --own-streams).
+	Runner Projection
 	// Server is the embedded server, for its storage limit (nil: an
 	// external one).
 	Server  *server.Server
@@ -494,6 +515,14 @@ func (w *Watch) check(ctx context.Context, by string) {
 		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream %s was created at %s, not at %s as when the engine started: another stream of the name", w.name, info.Created.Format(time.RFC3339Nano), w.created.Format(time.RFC3339Nano)), by)
 	}
 	st := info.State
+	if !w.holds() {
+		// Another engine folds the stream: no position to compare.
+		w.mu.Lock()
+		w.lastPos, w.lastMove = 0, time.Time{}
+		w.mu.Unlock()
+		w.clear(ProblemProjectionStalled)
+		position = st.LastSeq
+	}
 	if st.LastSeq < position {
 		w.raise(ProblemStreamReplaced, fmt.Sprintf("the stream ends at %d, behind the projection at %d", st.LastSeq, position), by)
 	}

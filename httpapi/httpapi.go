@@ -288,3 +288,6 @@ func asAPIError(err error) *api.Error {
 	}
 	return &api.Error{Kind: api.KindInternal, Code: api.CodeInternal, Message: err.Error()}
 }
+
+// Reply answers v, or the refusal err, as every handler of the API does.
+func Reply(w http.ResponseWriter, v any, err error) { reply(w, v, err) }

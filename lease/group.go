@@ -69,7 +69,8 @@ func (c GroupConfig) memberValue(name string) []byte {
 // (Run's context ended) releases its leases at once; one that dies stops
 // renewing them and the bucket's TTL expires them. Every round, each
 // engine counts the live members (their member.<name> keys), takes free
-// partitions up to its share (⌈partitions / members⌉) in an order of its
+// partitions up to its share (partitions / members, one more for the first
+// members by name while the division leaves some over) in an order of its
 // own (rendezvous hashing of its name and the partition, so that engines
 // seldom race for the same key), and releases those past its share, the
 // least preferred first, for the others to take. A partition whose lease
@@ -208,11 +209,16 @@ func (g *Group) round(ctx context.Context) error {
 		return &Error{Code: CodeUnavailable, Op: "heartbeat", Key: member, Err: err}
 	}
 	g.renew(rctx)
-	members, taken, err := g.look(rctx)
+	members, rank, taken, err := g.look(rctx)
 	if err != nil {
 		return err
 	}
-	share := (g.cfg.Partitions + members - 1) / members
+	// An exact split: the members first by name take one more each while
+	// the division leaves some over (4 streams over 3 engines: 2, 1, 1).
+	share := g.cfg.Partitions / members
+	if rank < g.cfg.Partitions%members {
+		share++
+	}
 	held := g.Held()
 	order := g.preference()
 	switch {
@@ -275,15 +281,15 @@ func (g *Group) renew(ctx context.Context) {
 	wg.Wait()
 }
 
-// look lists the bucket: the live members (this one included) and the
-// partitions someone holds.
-func (g *Group) look(ctx context.Context) (members int, taken map[int]bool, err error) {
+// look lists the bucket: the live members (this one included), this
+// one's rank among them by name, and the partitions someone holds.
+func (g *Group) look(ctx context.Context) (members, rank int, taken map[int]bool, err error) {
 	keys, err := g.kv.ListKeys(ctx)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-			return 0, nil, &Error{Code: CodeBucket, Op: "look", Err: err}
+			return 0, 0, nil, &Error{Code: CodeBucket, Op: "look", Err: err}
 		}
-		return 0, nil, &Error{Code: CodeUnavailable, Op: "look", Err: err}
+		return 0, 0, nil, &Error{Code: CodeUnavailable, Op: "look", Err: err}
 	}
 	taken = map[int]bool{}
 	self := false
@@ -292,6 +298,9 @@ func (g *Group) look(ctx context.Context) (members int, taken map[int]bool, err 
 		if name, ok := strings.CutPrefix(k, members0); ok {
 			members++
 			self = self || name == g.name
+			if name < g.name {
+				rank++
+			}
 			continue
 		}
 		if rest, ok := strings.CutPrefix(k, unit); ok {
@@ -303,7 +312,7 @@ func (g *Group) look(ctx context.Context) (members int, taken map[int]bool, err 
 	if !self {
 		members++ // its heartbeat is not listed yet
 	}
-	return members, taken, nil
+	return members, rank, taken, nil
 }
 
 // preference is the order in which the engine takes partitions:

@@ -55,10 +55,27 @@ type Config struct {
 	Partitioned bool
 	// Streams, over several streams, are their names (api.EngineInfo).
 	Streams []string
+	// Self, when set, is the prefix of the engine's own query subjects
+	// (parley.api.engine.<name>): every endpoint is served there too, to
+	// this engine alone, and a request that came there is never
+	// forwarded again.
+	Self string
+	// Route, when set, says where a read of deliberation id goes: ""
+	// when this engine holds it, the owner's Self prefix when another
+	// engine does; an error when no engine holds it now (answered, as
+	// partition.unavailable, for the client to ask again).
+	Route func(ctx context.Context, id string) (prefix string, err error)
+	// ForwardTimeout bounds a forwarded read (default DefaultForwardTimeout).
+	ForwardTimeout time.Duration
 }
+
+// DefaultForwardTimeout bounds a read forwarded to the owner of its
+// deliberation's stream.
+const DefaultForwardTimeout = 5 * time.Second
 
 // server answers the endpoints.
 type server struct {
+	nc      *nats.Conn
 	q       *readmodel.Queries
 	cfg     Config
 	offLoop atomic.Int64 // reads served off their endpoint's goroutine
@@ -88,54 +105,79 @@ type server struct {
 // reached it (up to readmodel.Config.MinPositionWait, off the endpoint's goroutine), or is
 // the error 503 with code projection.behind (api.CodeBehind): ask again.
 func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error) {
-	a := &server{q: q, cfg: cfg}
+	a := &server{q: q, cfg: cfg, nc: nc}
 	svc, err := micro.AddService(nc, micro.Config{Name: "parley", Version: semver(cfg.Version),
 		Description: "parley query API: deliberation state, artifacts, rejections"})
 	if err != nil {
 		return nil, err
 	}
-	g := svc.AddGroup(wire.MicroPrefix)
-	type req struct {
-		ID         string   `json:"id"`
-		ArtifactID string   `json:"artifact_id"`
-		Ordinals   []uint64 `json:"ordinals"`
-		Decision   string   `json:"decision"`
-		At         uint64   `json:"at"`
-		Position   uint64   `json:"position"`
-		// MinPosition: read-your-writes (readmodel.Queries.AwaitPosition).
-		MinPosition uint64 `json:"min_position"`
-		api.PageRequest
+	groups := []micro.Group{svc.AddGroup(wire.MicroPrefix)}
+	if cfg.Self != "" {
+		// The engine's own subjects: to it alone, no queue group.
+		groups = append(groups, svc.AddGroup(cfg.Self, micro.WithGroupQueueGroupDisabled()))
 	}
-	parse := func(r micro.Request) (req, bool) {
-		var v req
-		if len(r.Data()) > 0 {
-			if err := json.Unmarshal(r.Data(), &v); err != nil {
-				r.Error("400", "request is not JSON: "+err.Error(), nil)
-				return v, false
-			}
+	var errs []error
+	for i, g := range groups {
+		errs = append(errs, a.endpoints(g, i > 0)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		svc.Stop()
+		return nil, err
+	}
+	return svc, nil
+}
+
+// req is a request of any endpoint.
+type req struct {
+	ID         string   `json:"id"`
+	ArtifactID string   `json:"artifact_id"`
+	Ordinals   []uint64 `json:"ordinals"`
+	Decision   string   `json:"decision"`
+	At         uint64   `json:"at"`
+	Position   uint64   `json:"position"`
+	// MinPosition: read-your-writes (readmodel.Queries.AwaitPosition).
+	MinPosition uint64 `json:"min_position"`
+	api.PageRequest
+}
+
+func parse(r micro.Request) (req, bool) {
+	var v req
+	if len(r.Data()) > 0 {
+		if err := json.Unmarshal(r.Data(), &v); err != nil {
+			r.Error("400", "request is not JSON: "+err.Error(), nil)
+			return v, false
 		}
-		return v, true
 	}
-	respond := func(r micro.Request, v any, err error) {
-		if err != nil {
-			var ae *api.Error
-			if errors.As(err, &ae) {
-				body, _ := json.Marshal(ae) // the stable code, as over HTTP
-				r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
-			} else {
-				r.Error("500", err.Error(), nil)
-			}
-			return
+	return v, true
+}
+
+func respond(r micro.Request, v any, err error) {
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			body, _ := json.Marshal(ae) // the stable code, as over HTTP
+			r.Error(strconv.Itoa(ae.HTTPStatus()), ae.Message, body)
+		} else {
+			r.Error("500", err.Error(), nil)
 		}
-		r.RespondJSON(v)
+		return
 	}
-	respondPage := func(r micro.Request, v any, next string, err error) {
-		if err != nil || next == "" {
-			respond(r, v, err)
-			return
-		}
-		r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
+	r.RespondJSON(v)
+}
+
+func respondPage(r micro.Request, v any, next string, err error) {
+	if err != nil || next == "" {
+		respond(r, v, err)
+		return
 	}
+	r.RespondJSON(v, micro.WithHeaders(micro.Headers{wire.NextCursorHeader: {next}}))
+}
+
+// endpoints registers every endpoint on g; own: g is the engine's own
+// subjects (Config.Self), whose requests are never forwarded.
+func (a *server) endpoints(g micro.Group, own bool) []error {
+	nc, q := a.nc, a.q
+	_ = q
 	// add registers a read: parsed, then served once the projection has
 	// reached the request's min_position. A micro endpoint calls its
 	// handler for one request at a time: a read that must wait, and one
@@ -153,6 +195,9 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 			id := v.ID
 			if global {
 				id = ""
+			}
+			if id != "" && a.cfg.Route != nil && a.forward(r, name, id, own) {
+				return
 			}
 			if !stream && a.q.Reached(id, v.MinPosition) {
 				h(r, v)
@@ -236,11 +281,7 @@ func Add(nc *nats.Conn, q *readmodel.Queries, cfg Config) (micro.Service, error)
 		})),
 		g.AddEndpoint("health", a.onlyRequests(func(r micro.Request) { respond(r, a.cfg.Health(context.Background()), nil) })),
 	}
-	if err := errors.Join(errs...); err != nil {
-		svc.Stop()
-		return nil, err
-	}
-	return svc, nil
+	return errs
 }
 
 // receiptReadTimeout bounds a receipts read, which reads a deliberation's

@@ -125,6 +125,11 @@ func ctlPermission(l ledger.Layout) string {
 // and leave their deliberations unsupervised.
 const LeaseSubjects = "$KV.PARLEY_LEASES.>"
 
+// EngineAPISubjects are the query subjects of each engine alone
+// (parley.api.engine.<name>.<endpoint>, engine serve --own-streams), to
+// which an engine forwards the reads of another's streams.
+const EngineAPISubjects = "parley.api.engine.>"
+
 // ReservedTokens are the participant tokens the embedded default refuses
 // to clients without credentials: the supervisor's and those the engine
 // publishes principals' resolutions as. NATS permissions cannot match a
@@ -194,7 +199,7 @@ func embeddedUsers(l ledger.Layout, enginePassword, operatorPassword, participan
 			// the response permission below, and the server's pruning of
 			// those entries cost the engine's projection about 1 us a
 			// message (its consumer acknowledges nothing).
-			Allow: append(append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>", LeaseSubjects), acks...),
+			Allow: append(append(engineArt, wire.BindingSubject("*"), ctlPermission(l), "$JS.API.>", "$JS.FC.>", "_INBOX.>", "$SRV.>", LeaseSubjects, EngineAPISubjects), acks...),
 			Deny:  admin,
 		},
 		// The stream's advisories and the API audit: the engine watches

@@ -11,6 +11,7 @@ import (
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/projector"
+	"github.com/parley-engine/parley/runner"
 )
 
 // Outcome says what the projector did with the message of deliberation id
@@ -23,6 +24,9 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	out := api.OutcomeReport{Deliberation: id, Position: position}
 	if position == 0 {
 		return out, &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "position must be a stream position (1 or more)"}
+	}
+	if id != "" && !q.r.Holds(id) {
+		return out, notHeld(id)
 	}
 	var want *canon.Digest
 	if artifactID != "" {
@@ -54,6 +58,8 @@ func (q *Queries) Outcome(ctx context.Context, id string, position uint64, artif
 	case errors.Is(err, projector.ErrOtherDeliberation):
 		return out, &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound,
 			Message: "the message at position " + strconv.FormatUint(position, 10) + " is not one of deliberation " + id + "'s"}
+	case errors.Is(err, runner.ErrNotHeld):
+		return out, notHeld(id)
 	case errors.Is(err, projector.ErrArtifactMismatch):
 		return out, &api.Error{Kind: api.KindConflict, Code: api.CodeArtifactMismatch,
 			Message: "the message at position " + strconv.FormatUint(position, 10) + " is artifact " + mo.ArtifactID.String() + ", not " + artifactID}

@@ -180,7 +180,7 @@ func (q *Queries) ArtifactPage(id string, p api.PageRequest) ([]api.ArtifactEntr
 	}
 	out, _, found := q.artifactsAfter(id, after, limit+1, -1)
 	if !found {
-		return nil, "", notFound("deliberation " + id)
+		return nil, "", q.missing(id)
 	}
 	if len(out) > limit {
 		return out[:limit], encodeCursor(cursorArtifacts, id, out[limit-1].Position), nil
@@ -260,7 +260,7 @@ func (q *Queries) RejectionPage(id string, p api.PageRequest) (api.RejectionList
 		}
 	})
 	if !found {
-		return out, notFound("deliberation " + id)
+		return out, q.missing(id)
 	}
 	more := len(h) > limit
 	if more {
@@ -337,7 +337,7 @@ func (q *Queries) Recording(ctx context.Context, id string, p api.PageRequest, a
 	t.release()
 	list, asOf, found := q.artifactsAfter(id, after, chunk, -1)
 	if !found {
-		return notFound("deliberation " + id)
+		return q.missing(id)
 	}
 	next := ""
 	if p.Limit > 0 && len(list) > p.Limit {

@@ -12,6 +12,7 @@ package readmodel
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -122,6 +123,13 @@ func (q *Queries) AwaitPosition(ctx context.Context, id string, min uint64, wait
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, runner.ErrNotHeld) {
+		if id == "" {
+			return &api.Error{Kind: api.KindUnavailable, Code: api.CodePartitionUnavailable, RetryAfter: 1,
+				Message: "min_position " + strconv.FormatUint(min, 10) + " is in a stream this engine does not fold now: ask the engine that owns it, or again"}
+		}
+		return notHeld(id)
+	}
 	at := q.r.PositionAt(min)
 	if id != "" {
 		at = q.r.PositionOf(id)
@@ -143,6 +151,33 @@ func (q *Queries) MinPositionWait() time.Duration {
 func (q *Queries) Reached(id string, min uint64) bool {
 	return q.AwaitPosition(context.Background(), id, min, 0) == nil
 }
+
+// missing is the error of a deliberation the projection does not hold:
+// partition.unavailable when its stream is not this engine's (engine
+// serve --own-streams: another engine folds it), not found otherwise.
+func (q *Queries) missing(id string) *api.Error {
+	if !q.r.Holds(id) {
+		return notHeld(id)
+	}
+	return q.missing(id)
+}
+
+func notHeld(id string) *api.Error {
+	return NotHeld(id, "another engine owns it, or is taking it over")
+}
+
+// NotHeld is the partition.unavailable error of a read of deliberation
+// id, whose stream this engine does not fold now, for the reason why
+// (503, retried).
+func NotHeld(id, why string) *api.Error {
+	return &api.Error{Kind: api.KindUnavailable, Code: api.CodePartitionUnavailable, RetryAfter: 1,
+		Message: "deliberation " + id + " is in a stream this engine does not fold now (" + why + "): ask again"}
+}
+
+// Holds reports whether the engine folds deliberation id's stream now
+// (always, but for an engine that owns streams: engine serve
+// --own-streams).
+func (q *Queries) Holds(id string) bool { return q.r.Holds(id) }
 
 func notFound(what string) *api.Error {
 	return &api.Error{Kind: api.KindNotFound, Code: api.CodeNotFound, Message: what + " not found"}
@@ -176,7 +211,7 @@ func (q *Queries) Get(id string) (api.View, error) {
 		v, found = d.View(), true
 	})
 	if !found {
-		return v, notFound("deliberation " + id)
+		return v, q.missing(id)
 	}
 	return v, nil
 }
@@ -194,7 +229,7 @@ func (q *Queries) ArtifactList(id string) ([]api.ArtifactEntry, error) {
 		})
 	})
 	if !found {
-		return nil, notFound("deliberation " + id)
+		return nil, q.missing(id)
 	}
 	slices.SortFunc(out, func(a, b api.ArtifactEntry) int {
 		switch {
@@ -226,7 +261,7 @@ func (q *Queries) Rejections(id string) (api.RejectionList, error) {
 		}
 	})
 	if !found {
-		return out, notFound("deliberation " + id)
+		return out, q.missing(id)
 	}
 	return out, nil
 }
@@ -258,7 +293,7 @@ func (q *Queries) Artifact(ctx context.Context, delib, artifactID string) ([]byt
 	})
 	switch {
 	case !known:
-		return nil, notFound("deliberation " + delib)
+		return nil, q.missing(delib)
 	case seq == 0:
 		return nil, notFound("artifact " + artifactID)
 	}
@@ -295,7 +330,7 @@ func (q *Queries) ClosureBudgeted(id, decisionID string, at uint64, admit func()
 		}
 		final, size = closureFinal(dl, d, eff, q.r.PositionOf(id)), dl.Artifacts()
 	}) {
-		return r, notFound("deliberation " + id)
+		return r, q.missing(id)
 	}
 	named := func(r closure.Result) closure.Result {
 		if eff != at && r.Position == eff {
@@ -379,7 +414,7 @@ func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 		})
 	})
 	if !found {
-		return out, notFound("deliberation " + id)
+		return out, q.missing(id)
 	}
 	if q.rv != nil {
 		out.Roots = q.rv.Roots()
@@ -396,7 +431,7 @@ func (q *Queries) Provenance(id string) (ProvenanceReport, error) {
 func (q *Queries) Bindings(_ context.Context, id string) ([]binding.Moment, error) {
 	var out []binding.Moment
 	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { out = d.BindingMoments() }) {
-		return nil, notFound("deliberation " + id)
+		return nil, q.missing(id)
 	}
 	return out, nil
 }

@@ -34,7 +34,7 @@ func (q *Queries) Receipts(ctx context.Context, id string, ordinals []uint64, ad
 	}
 	var size uint64
 	if !q.r.ReadDeliberation(id, func(d *projector.Deliberation) { size = d.LogSize() }) {
-		return out, notFound("deliberation " + id)
+		return out, q.missing(id)
 	}
 	if size > q.maxReceiptLog {
 		return out, &api.Error{Kind: api.KindUnprocessable, Code: api.CodeReceiptLogTooLarge,

@@ -115,7 +115,8 @@ func signal(c chan struct{}) {
 // past its return; while it runs, only this deliberation's messages wait.
 func (r *Runner) ReadDeliberation(id string, fn func(*projector.Deliberation)) bool {
 	if r.parts != nil {
-		return r.partOf(id).ReadDeliberation(id, fn)
+		p := r.partOf(id)
+		return p != nil && p.ReadDeliberation(id, fn)
 	}
 
 	d, l := r.lookup(id)
@@ -147,7 +148,8 @@ func (r *Runner) lookup(id string) (*projector.Deliberation, *delibLock) {
 // than what it reads after.
 func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Deliberation, yield func(rest time.Duration))) bool {
 	if r.parts != nil {
-		return r.partOf(id).ReadDeliberationYielding(id, fn)
+		p := r.partOf(id)
+		return p != nil && p.ReadDeliberationYielding(id, fn)
 	}
 
 	d, l := r.lookup(id)
@@ -170,7 +172,7 @@ func (r *Runner) ReadDeliberationYielding(id string, fn func(d *projector.Delibe
 // lock, in no particular order.
 func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 	if r.parts != nil {
-		for _, p := range r.parts {
+		for _, p := range r.held() {
 			p.EachDeliberation(fn)
 		}
 		return
@@ -198,7 +200,7 @@ func (r *Runner) EachDeliberation(fn func(*projector.Deliberation)) {
 func (r *Runner) Deliberations() int {
 	if r.parts != nil {
 		n := 0
-		for _, p := range r.parts {
+		for _, p := range r.held() {
 			n += p.Deliberations()
 		}
 		return n
@@ -240,7 +242,11 @@ func (r *Runner) Unrouted() ([]api.Rejection, int) {
 // id (projector.Projection.OutcomeOf), once the projection has reached it.
 func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projector.MessageOutcome, error) {
 	if r.parts != nil {
-		return r.partOf(id).Outcome(id, m, want)
+		p := r.partOf(id)
+		if p == nil {
+			return projector.MessageOutcome{}, r.notHeld(id)
+		}
+		return p.Outcome(id, m, want)
 	}
 
 	if m.Seq > r.Position() {
@@ -263,7 +269,10 @@ func (r *Runner) Outcome(id string, m projector.Msg, want *canon.Digest) (projec
 // Position is the stream position up to which every message is applied.
 func (r *Runner) Position() uint64 {
 	if r.parts != nil {
-		return r.parts[0].Position()
+		if p := r.slot(0); p != nil {
+			return p.Position()
+		}
+		return 0
 	}
 
 	pos := r.dispatched.Load()
@@ -289,7 +298,11 @@ func (r *Runner) advanced() { r.moved.notify(r.dispatched.Load()) }
 // waiters each time they have applied a batch's part or held messages.
 func (r *Runner) WaitFor(ctx context.Context, seq uint64) error {
 	if r.parts != nil {
-		return r.partAt(seq).WaitFor(ctx, seq)
+		p := r.partAt(seq)
+		if p == nil {
+			return r.notHeldAt(seq)
+		}
+		return p.WaitFor(ctx, seq)
 	}
 
 	return r.wait(ctx, seq, r.Position)
@@ -302,9 +315,13 @@ func (r *Runner) WaitForIn(ctx context.Context, id string, seq uint64) error {
 		// A position of another stream than id's (a client's write to
 		// another deliberation) is waited for in its own stream.
 		if k, _, _ := r.layout.Split(seq); k != r.layout.Index(id) {
-			return r.partAt(seq).WaitFor(ctx, seq)
+			return r.WaitFor(ctx, seq)
 		}
-		return r.partOf(id).WaitForIn(ctx, id, seq)
+		p := r.partOf(id)
+		if p == nil {
+			return r.notHeld(id)
+		}
+		return p.WaitForIn(ctx, id, seq)
 	}
 
 	s := r.shardOf(id)

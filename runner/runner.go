@@ -65,6 +65,11 @@ type Runner struct {
 	// of each; such a runner has no shards, consumer or snapshots of its
 	// own, and its exported methods route to its parts.
 	parts []*Runner
+	// owned: a set whose parts come and go (NewOwnedSet): parts[k] is
+	// nil while the engine does not hold stream k, and partsMu guards
+	// them.
+	owned   bool
+	partsMu sync.RWMutex
 
 	shards     []*shard
 	budget     *byteBudget      // the bytes read and not yet applied (budget.go)
@@ -222,7 +227,7 @@ func (r *Runner) pos(seq uint64) uint64 { return r.base | seq }
 // StreamOf is the name of the stream holding deliberation id.
 func (r *Runner) StreamOf(id string) string {
 	if r.parts != nil {
-		return r.partOf(id).Stream()
+		return r.layout.StreamOf(id)
 	}
 	return r.Stream()
 }
@@ -231,7 +236,7 @@ func (r *Runner) StreamOf(id string) string {
 // deliberation id.
 func (r *Runner) posIn(id string, seq uint64) uint64 {
 	if r.parts != nil {
-		return r.partOf(id).pos(seq)
+		return r.layout.Position(r.layout.Index(id), seq)
 	}
 	return r.pos(seq)
 }
@@ -281,7 +286,11 @@ func NewInMemory(n int, opts projector.Options) *Runner {
 // NewInMemory, which has none).
 func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 	if r.parts != nil {
-		return r.partOf(wire.DeliberationOf(m.Subject)).ApplyInMemory(m)
+		p := r.partOf(wire.DeliberationOf(m.Subject))
+		if p == nil {
+			return projector.Outcome{}
+		}
+		return p.ApplyInMemory(m)
 	}
 
 	id := wire.DeliberationOf(m.Subject)
@@ -305,7 +314,7 @@ func (r *Runner) ApplyInMemory(m projector.Msg) projector.Outcome {
 // watch never counts or removes it.
 func (r *Runner) OwnsConsumer(name string) bool {
 	if r.parts != nil {
-		return slices.ContainsFunc(r.parts, func(p *Runner) bool { return p.OwnsConsumer(name) })
+		return slices.ContainsFunc(r.held(), func(p *Runner) bool { return p.OwnsConsumer(name) })
 	}
 
 	return strings.HasPrefix(name, r.consumerPrefix+"_")

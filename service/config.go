@@ -140,6 +140,19 @@ type Config struct {
 	// (docs/SCALING.md). Every engine still folds the whole record and
 	// answers every read.
 	Leases bool
+	// OwnStreams makes the engine one of several that share the streams
+	// of a record of several (Streams) by stream leases (engine serve
+	// --own-streams): each folds only the streams whose lease it holds,
+	// each from the latest snapshot (SnapshotStore jetstream, so that
+	// another engine takes a stream over near its head), judges only
+	// their deliberations, and forwards the reads of the others' to their
+	// owner (docs/SCALING.md). A dead engine's streams are taken within
+	// LeaseTTL and a round.
+	OwnStreams bool
+	// AdvertiseURL is the base URL at which the other engines reach this
+	// one's HTTP API, to forward reads (default: HTTPURL, a loopback
+	// address when HTTP listens on every interface).
+	AdvertiseURL string
 	// EngineName names the engine among those (default: the host's name
 	// and the process id); each must have its own.
 	EngineName string

@@ -85,6 +85,9 @@ type Service struct {
 	runErr     error
 	superDone  chan struct{}
 	groupDone  chan struct{}
+	owner      *owner // with Config.OwnStreams (own.go)
+	self       Member // with Config.OwnStreams
+	routes     routeCache
 	cancel     context.CancelFunc
 	lock       *datadir.Lock
 	watch      atomic.Pointer[health.Watch]
@@ -229,11 +232,15 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// Each layout's own snapshots, each stream's of a layout of several:
 	// a projection is never restored over another stream.
 	n := record.N()
-	parts := make([]*runner.Runner, n)
-	for k := range n {
+	if cfg.OwnStreams && n < 2 {
+		return nil, fmt.Errorf("service: --own-streams: the record %s is one stream; the engines share the streams of a record of several (--streams)", record.Stream())
+	}
+	// newPart is the runner of the stream of index k.
+	newPart := func(ctx context.Context, k int) (*runner.Runner, error) {
 		var snapshots runner.SnapshotStore
 		if cfg.SnapshotStore == SnapshotJetStream {
-			if snapshots, err = snapshotBucket(ensureCtx, s.js, s.Streams[k], bucket, natsconn.SnapshotNameAt(prefix, record, k)); err != nil {
+			var err error
+			if snapshots, err = snapshotBucket(ctx, s.js, s.Streams[k], bucket, natsconn.SnapshotNameAt(prefix, record, k)); err != nil {
 				return nil, err
 			}
 		}
@@ -254,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		// Not ensureCtx: snapshots kept in JetStream take as long as their
 		// size needs (runner.ObjectSnapshots bounds each read).
-		parts[k], err = runner.New(ctx, s.js, s.Streams[k], runner.Config{
+		return runner.New(ctx, s.js, s.Streams[k], runner.Config{
 			SnapshotPath:  filepath.Join(cfg.DataDir, natsconn.SnapshotNameAt(SnapshotFile, record, k)),
 			Snapshots:     snapshots,
 			SnapshotEvery: cfg.SnapshotEvery,
@@ -266,14 +273,25 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 			Observe:       s.Metrics.Observe,
 			OnApply:       announcer.OnApply,
 		})
-		if err != nil {
+	}
+	parts := make([]*runner.Runner, n)
+	if cfg.OwnStreams {
+		// The engines share the streams by leases (own.go): a stream's
+		// runner is made when the engine takes it.
+		if s.Runner, err = runner.NewOwnedSet(record, s.log.With("component", "projector")); err != nil {
 			return nil, err
 		}
-	}
-	s.Runner = parts[0]
-	if n > 1 {
-		if s.Runner, err = runner.NewSet(parts); err != nil {
-			return nil, err
+	} else {
+		for k := range n {
+			if parts[k], err = newPart(ctx, k); err != nil {
+				return nil, err
+			}
+		}
+		s.Runner = parts[0]
+		if n > 1 {
+			if s.Runner, err = runner.NewSet(parts); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s.Metrics.WatchRunner(s.Runner)
@@ -289,7 +307,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.log.Error("the engine stopped judging: restart it once the stream is safe", "reason", reason)
 	}
 	for k, part := range parts {
-		wk := health.New(health.Config{JS: s.js, Stream: s.Streams[k], Runner: part, Server: s.conn.Server, Metrics: s.Metrics,
+		var view health.Projection = part
+		if cfg.OwnStreams {
+			view = streamView{set: s.Runner, k: k}
+		}
+		wk := health.New(health.Config{JS: s.js, Stream: s.Streams[k], Runner: view, Server: s.conn.Server, Metrics: s.Metrics,
 			Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery, MaxConsumers: cfg.MaxConsumers, Halt: halt})
 		subs, err := wk.Subscribe(s.nc)
 		if err != nil {
@@ -309,11 +331,21 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}})
 	writer := bindwrite.New(s.Queries, s.Runner, ejs, w)
 	writer.Key = s.Key
+	// Engines that own streams serve the reads of the others' streams by
+	// forwarding them to their owner (own.go), over NATS to its own query
+	// subjects.
+	var selfAPI string
+	var route func(context.Context, string) (string, error)
+	if cfg.OwnStreams {
+		s.self.Name = engineName(cfg)
+		selfAPI, route = EngineAPIPrefix(s.self.Name), s.routeNATS
+	}
 	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: watched, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
 		Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record)})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: watched.Halted,
 		Health:  func(ctx context.Context) any { return watched.Report(ctx) },
-		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record)}); err != nil {
+		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record),
+		Self: selfAPI, Route: route}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	// The service's subscriptions reach the server before Start returns:
@@ -362,7 +394,12 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	if cfg.HTTPEvictAfter > 0 {
 		s.httpBudget.EvictAfter = cfg.HTTPEvictAfter
 	}
-	s.http = httplimit.Server(s.auth.Wrap(httpapi.Guard(watched.Halted, httpAPI.MinPosition(root))), s.httpBudget)
+	var handler http.Handler = httpapi.Guard(watched.Halted, httpAPI.MinPosition(root))
+	if cfg.OwnStreams {
+		// After the authentication: only who may read is forwarded.
+		handler = s.routeHTTP(handler)
+	}
+	s.http = httplimit.Server(s.auth.Wrap(handler), s.httpBudget)
 	s.http.RegisterOnShutdown(explorer.Shutdown)
 	mem := metrics.NewMemoryLimit()
 	bounds := metrics.BoundSources{Budget: s.httpBudget, Explorer: explorer, Reads: s.Queries.Budget(), Runner: s.Runner, Memory: mem, Consumers: w.ConsumerBound}
@@ -416,7 +453,13 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.Supervisor = runner.NewSupervisor(s.Runner, ejs, s.log.With("component", "supervisor"))
 	s.Supervisor.Settle = 300 * time.Millisecond
 	s.Supervisor.Key = s.Key
-	if cfg.Leases && !cfg.NoSupervisor {
+	switch {
+	case cfg.OwnStreams:
+		if err := s.startOwner(ensureCtx, runCtx, cfg, newPart); err != nil {
+			s.Close()
+			return nil, err
+		}
+	case cfg.Leases && !cfg.NoSupervisor:
 		if err := s.startLeases(ensureCtx, runCtx, cfg); err != nil {
 			s.Close()
 			return nil, err
@@ -507,6 +550,9 @@ func (s *Service) Close() error {
 		}
 		if s.groupDone != nil {
 			<-s.groupDone
+		}
+		if s.owner != nil {
+			s.owner.wait()
 		}
 		if s.watchDone != nil {
 			<-s.watchDone

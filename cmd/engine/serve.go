@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -76,6 +77,8 @@ never to a log. docs/SECURITY.md says who may do what.`)
 	fs.Var(&memLimit, "memory-limit", "the Go runtime's soft memory limit, BYTES with an optional unit B, KiB, MiB, GiB or TiB (512MiB): the collector works harder as the engine's memory nears it, and the embedded server's caches of large messages are reclaimed sooner, at the cost of CPU under load (docs/OPERATIONS.md). Default: GOMEMLIMIT's, or none")
 	fs.BoolVar(&cfg.NoSupervisor, "no-supervisor", false, "do not run the termination supervisor")
 	fs.BoolVar(&cfg.Leases, "leases", false, "share the deliberations' supervision with the other engines of the stream by partition leases (bucket PARLEY_LEASES): this engine's supervisor judges only the partitions it holds (docs/SCALING.md)")
+	fs.BoolVar(&cfg.OwnStreams, "own-streams", false, "share the streams of a record of several (--streams) with the other engines by stream leases (bucket PARLEY_LEASES): this engine folds and judges only the streams it holds, each from its latest snapshot in the snapshot bucket (implies --snapshot-store jetstream), and forwards the reads of the others' deliberations to their owner; a dead engine's streams are taken over within --lease-ttl and a round (docs/SCALING.md)")
+	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "with --own-streams: the base URL at which the other engines reach this engine's HTTP API to forward reads (default: the --http address, loopback when it listens on every interface)")
 	fs.StringVar(&cfg.EngineName, "engine-name", "", "this engine's name among those that share the partitions (--leases; default: the host's name and the process id)")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", lease.DefaultTTL, "the leases' time to live when this engine creates their bucket (--leases): a dead engine's partitions are taken over that long after its last renewal, and a round more")
 	fs.StringVar(&defaultsFile, "charter-defaults", "", `JSON file of engine-wide charter defaults: {"limits":{…},"policy":{…}}`)
@@ -119,6 +122,21 @@ never to a log. docs/SECURITY.md says who may do what.`)
 		}
 	}
 	cfg.HTTPTokens = tokens
+	if cfg.OwnStreams {
+		snapshotSet := false
+		fs.Visit(func(f *flag.Flag) { snapshotSet = snapshotSet || f.Name == "snapshot-store" })
+		switch {
+		case !snapshotSet:
+			cfg.SnapshotStore = service.SnapshotJetStream
+		case cfg.SnapshotStore != service.SnapshotJetStream:
+			fmt.Fprintf(e.stderr, "engine serve: --own-streams keeps the snapshots in JetStream (another engine takes a stream over from them): drop --snapshot-store %s\n", cfg.SnapshotStore)
+			return exitUsage
+		}
+		if cfg.NoSupervisor {
+			fmt.Fprintln(e.stderr, "engine serve: --own-streams needs the supervisor: an engine that holds a stream judges its deliberations (drop --no-supervisor)")
+			return exitUsage
+		}
+	}
 	if cfg.SnapshotStore != service.SnapshotFiles && cfg.SnapshotStore != service.SnapshotJetStream {
 		fmt.Fprintf(e.stderr, "engine serve: --snapshot-store %q: give %s or %s\n", cfg.SnapshotStore, service.SnapshotFiles, service.SnapshotJetStream)
 		return exitUsage
