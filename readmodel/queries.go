@@ -159,7 +159,7 @@ func (q *Queries) missing(id string) *api.Error {
 	if !q.r.Holds(id) {
 		return notHeld(id)
 	}
-	return q.missing(id)
+	return notFound("deliberation " + id)
 }
 
 func notHeld(id string) *api.Error {

@@ -13,6 +13,14 @@
 //     leases left to expire): the others take its partitions over. It
 //     reports the takeover time, from the crash until the two others hold
 //     every partition between them.
+//   - own: the record partitioned over four streams (R3) and three
+//     engines owning them (engine serve --own-streams): one engine
+//     crashed once a third of the fleet's turns are taken, and a fourth
+//     started. It reports the takeover time (the crash until the others
+//     fold every stream), every engine's answers to a read of every
+//     deliberation after the fleet (its own, or forwarded to the owner),
+//     and each engine's share of the projection (deliberations and
+//     bytes kept) beside the whole.
 //
 // With -nats-server, the nodes are nats-server processes and the leader
 // is killed with SIGKILL; without it, they run in this process and the
@@ -38,6 +46,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +64,8 @@ import (
 
 	"github.com/parley-engine/parley/client"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
 	"github.com/parley-engine/parley/wire"
@@ -65,7 +76,7 @@ func main() {
 	relays := flag.Int("relays", 40, "relays in each fleet")
 	config := flag.String("config", "examples/relay/fleet.json", "the relay configuration (scripted participants)")
 	restartAfter := flag.Duration("restart-after", 2*time.Second, "how long the killed leader stays down")
-	only := flag.String("only", "", "run only these scenarios (comma-separated: baseline,kill,kill2,leases)")
+	only := flag.String("only", "", "run only these scenarios (comma-separated: baseline,kill,kill2,leases,own)")
 	leaseTTL := flag.Duration("lease-ttl", 3*time.Second, "the leases' time to live in the leases scenario")
 	timeout := flag.Duration("timeout", 0, "the relays' per-attempt request timeout (client.Options.Timeout; 0: the client's default)")
 	flag.Parse()
@@ -78,7 +89,8 @@ func main() {
 		engines int
 		kill    bool
 		leases  bool
-	}{{"baseline", 1, false, false}, {"kill", 1, true, false}, {"kill2", 2, true, false}, {"leases", 3, true, true}}
+		own     bool
+	}{{"baseline", 1, false, false, false}, {"kill", 1, true, false, false}, {"kill2", 2, true, false, false}, {"leases", 3, true, true, false}, {"own", 3, true, true, true}}
 	mode := "in-process nodes, leader shut down"
 	if *bin != "" {
 		mode = "nats-server processes, leader SIGKILLed"
@@ -93,7 +105,7 @@ func main() {
 		if sc.leases {
 			ttl = *leaseTTL
 		}
-		r, err := run(cfg, *bin, sc.engines, *relays, sc.kill, ttl, *restartAfter, client.Options{Timeout: *timeout})
+		r, err := run(cfg, *bin, sc.engines, *relays, sc.kill, ttl, *restartAfter, client.Options{Timeout: *timeout}, sc.own)
 		if err != nil {
 			log.Fatalf("%s: %v", sc.name, err)
 		}
@@ -119,6 +131,74 @@ type result struct {
 	elected                time.Duration // kill -> the stream's new leader answers
 	takeover               time.Duration // leases: the crash -> the others hold every partition
 	wall                   time.Duration
+	// own: the engines alive at the end, their answers to reads of
+	// every deliberation, and their shares of the projection.
+	alive  []*service.Service
+	reads  readStats
+	shares []share
+}
+
+type share struct {
+	held   []int
+	delibs int
+	kept   int64
+}
+
+// readStats counts the answers to a read of every deliberation at every
+// engine: at the first try, and after the client's retries.
+type readStats struct {
+	asked, firstOK, forwarded, finalOK int
+}
+
+// readEverywhere reads every deliberation at every engine's HTTP API.
+func readEverywhere(ctx context.Context, svcs []*service.Service, ids map[string]bool) readStats {
+	var st readStats
+	for id := range ids {
+		for _, s := range svcs {
+			st.asked++
+			for try := 0; try < 20; try++ {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.HTTPURL()+"/api/v1/deliberations/"+id, nil)
+				resp, err := http.DefaultClient.Do(req)
+				ok := err == nil && resp.StatusCode == 200
+				if err == nil {
+					if ok && resp.Header.Get(service.EngineHeader) != "" && try == 0 {
+						st.forwarded++
+					}
+					resp.Body.Close()
+				}
+				if ok {
+					if try == 0 {
+						st.firstOK++
+					}
+					st.finalOK++
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	return st
+}
+
+// heldStreams is how many streams the engines fold between them.
+func heldStreams(svcs ...*service.Service) int {
+	seen := map[int]bool{}
+	for _, s := range svcs {
+		for _, k := range s.HeldStreams() {
+			seen[k] = true
+		}
+	}
+	return len(seen)
+}
+
+// everyHolds reports whether every engine folds a stream.
+func everyHolds(svcs ...*service.Service) bool {
+	for _, s := range svcs {
+		if len(s.HeldStreams()) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *result) print(name string, engines int, base *result) {
@@ -143,8 +223,22 @@ func (r *result) print(name string, engines int, base *result) {
 		fmt.Printf("   kill -> next acknowledged artifact: median %s, p90 %s, max %s (a relay's usual gap between artifacts: median %s; kill -> a new stream leader answers: %s)\n",
 			q(r.delays, 0.5), q(r.delays, 0.9), q(r.delays, 1), q(r.gaps, 0.5), r.elected.Round(time.Millisecond))
 	}
-	if r.takeover != 0 {
+	if r.takeover != 0 && r.reads.asked == 0 {
 		fmt.Printf("   crash -> the other engines hold every partition: %s\n", r.takeover.Round(time.Millisecond))
+	}
+	if r.reads.asked > 0 {
+		fmt.Printf("   crash -> the engines alive fold every stream: %s\n", r.takeover.Round(time.Millisecond))
+		fmt.Printf("   reads of every deliberation at every engine: %d asked, %d answered at once (%d of them forwarded to the owner), %d after retries\n",
+			r.reads.asked, r.reads.firstOK, r.reads.forwarded, r.reads.finalOK)
+		var delibs int
+		var kept int64
+		for _, sh := range r.shares {
+			delibs, kept = delibs+sh.delibs, kept+sh.kept
+		}
+		for i, sh := range r.shares {
+			fmt.Printf("   engine %d folds streams %v: %d deliberations (%.2f of all), %d bytes kept (%.2f of all)\n",
+				i+1, sh.held, sh.delibs, float64(sh.delibs)/float64(max(delibs, 1)), sh.kept, float64(sh.kept)/float64(max(kept, 1)))
+		}
 	}
 	fmt.Println()
 }
@@ -181,13 +275,13 @@ func (s *stamps) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL, restartAfter time.Duration, copts client.Options) (*result, error) {
+func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL, restartAfter time.Duration, copts client.Options, own bool) (*result, error) {
 	dir, err := os.MkdirTemp("", "parley-bench-cluster-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := newCluster(dir, bin, 3)
+	c, err := newCluster(dir, bin, 3, own)
 	if err != nil {
 		return nil, err
 	}
@@ -196,14 +290,18 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 	defer cancel()
 	var supErrs atomic.Int64
 	var svcs []*service.Service
-	for i := range engines {
+	startEngine := func(i int) (*service.Service, error) {
 		var s *service.Service
 		// A cluster just formed may still refuse the stream's creation
 		// (no responders while its meta group settles): try for 30 s.
 		for deadline := time.Now().Add(30 * time.Second); ; {
-			s, err = service.Start(ctx, service.Config{DataDir: filepath.Join(dir, fmt.Sprintf("engine-%d", i)), NATS: c.urls(i), HTTP: "127.0.0.1:0",
+			cfg := service.Config{DataDir: filepath.Join(dir, fmt.Sprintf("engine-%d", i)), NATS: c.urls(i), HTTP: "127.0.0.1:0",
 				Replicas: 3, Logger: slog.New(&errorCounter{n: &supErrs}),
-				Leases: leaseTTL > 0, LeaseTTL: leaseTTL, EngineName: fmt.Sprintf("engine-%d", i+1)})
+				Leases: leaseTTL > 0 && !own, LeaseTTL: leaseTTL, EngineName: fmt.Sprintf("engine-%d", i+1)}
+			if own {
+				cfg.Partitioned, cfg.Streams, cfg.OwnStreams, cfg.SnapshotStore = true, 4, true, service.SnapshotJetStream
+			}
+			s, err = service.Start(ctx, cfg)
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
@@ -212,10 +310,23 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 		if err != nil {
 			return nil, fmt.Errorf("engine %d: %w", i+1, err)
 		}
+		return s, nil
+	}
+	for i := range engines {
+		s, err := startEngine(i)
+		if err != nil {
+			return nil, err
+		}
 		defer s.Close()
 		svcs = append(svcs, s)
 	}
-	if leaseTTL > 0 {
+	if own {
+		for deadline := time.Now().Add(60 * time.Second); heldStreams(svcs...) < 4 || !everyHolds(svcs...); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("the engines hold %d streams between them", heldStreams(svcs...))
+			}
+		}
+	} else if leaseTTL > 0 {
 		// The shares settle before the fleet starts.
 		for deadline := time.Now().Add(60 * time.Second); held(svcs...) < 1024; time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -243,7 +354,31 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 		}()
 	}
 	var killedAt time.Time
-	if kill && leaseTTL > 0 {
+	if kill && own {
+		total := int64(relays * cfg.Rounds * (len(cfg.Participants) - 1))
+		for turns.Load() < total/3 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		// The crash: the engine's connection goes, nothing is released;
+		// a fourth engine starts.
+		crashed := svcs[1]
+		killedAt, at := time.Now(), turns.Load()
+		crashed.Conn().Close()
+		fourth, err := startEngine(3)
+		if err != nil {
+			return nil, err
+		}
+		defer fourth.Close()
+		alive := []*service.Service{svcs[0], svcs[2], fourth}
+		for deadline := time.Now().Add(2 * time.Minute); heldStreams(alive...) < 4; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("after the crash the others hold %d streams", heldStreams(alive...))
+			}
+		}
+		res.takeover = time.Since(killedAt)
+		res.killed = fmt.Sprintf(": engine-2 crashed after %d of %d turns (lease TTL %s), engine-4 started", at, total, leaseTTL)
+		res.alive = alive
+	} else if kill && leaseTTL > 0 {
 		total := int64(relays * cfg.Rounds * (len(cfg.Participants) - 1))
 		for turns.Load() < total/3 {
 			time.Sleep(5 * time.Millisecond)
@@ -319,6 +454,13 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 		}
 	}
 	res.delibs = len(ids)
+	if own {
+		res.reads = readEverywhere(ctx, res.alive, ids)
+		for _, s := range res.alive {
+			used, _, _, _ := s.Runner.KeptBytes()
+			res.shares = append(res.shares, share{held: s.HeldStreams(), delibs: s.Runner.Deliberations(), kept: used})
+		}
+	}
 	res.failures, res.terminations, err = c.count(ctx, ids)
 	return res, err
 }
@@ -356,6 +498,7 @@ type cluster struct {
 	procs     []*exec.Cmd
 	servers   []*server.Server
 	routeList string
+	mapped    bool // the partition mapping on every node
 }
 
 func freePort() (int, error) {
@@ -367,8 +510,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func newCluster(dir, bin string, n int) (*cluster, error) {
-	c := &cluster{dir: dir, bin: bin, procs: make([]*exec.Cmd, n), servers: make([]*server.Server, n)}
+func newCluster(dir, bin string, n int, mapped bool) (*cluster, error) {
+	c := &cluster{dir: dir, bin: bin, procs: make([]*exec.Cmd, n), servers: make([]*server.Server, n), mapped: mapped}
 	var routes []string
 	for range n {
 		p, err := freePort()
@@ -418,9 +561,19 @@ func (c *cluster) name(i int) string { return fmt.Sprintf("n%d", i+1) }
 func (c *cluster) start(i int) error {
 	store := filepath.Join(c.dir, c.name(i))
 	if c.bin == "" {
-		s, err := server.NewServer(&server.Options{ServerName: c.name(i), Host: "127.0.0.1", Port: c.ports[i], JetStream: true, StoreDir: store,
+		opts := &server.Options{ServerName: c.name(i), Host: "127.0.0.1", Port: c.ports[i], JetStream: true, StoreDir: store,
 			NoSigs: true, NoLog: true, MaxPayload: 4 << 20,
-			Cluster: server.ClusterOpts{Name: "parley", Host: "127.0.0.1", Port: c.routes[i]}, Routes: server.RoutesFromStr(c.routeList)})
+			Cluster: server.ClusterOpts{Name: "parley", Host: "127.0.0.1", Port: c.routes[i]}, Routes: server.RoutesFromStr(c.routeList)}
+		if c.mapped {
+			global := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+			for _, m := range partition.Mappings() {
+				if err := global.AddMapping(m.From, m.To); err != nil {
+					return err
+				}
+			}
+			opts.Accounts = []*server.Account{global}
+		}
+		s, err := server.NewServer(opts)
 		if err != nil {
 			return err
 		}
@@ -438,6 +591,9 @@ func (c *cluster) start(i int) error {
 	}
 	text := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nmax_payload: 4MB\njetstream { store_dir: %q }\ncluster { name: parley, listen: 127.0.0.1:%d, routes: [%s] }\n",
 		c.name(i), c.ports[i], store, c.routes[i], strings.Join(routes, ", "))
+	if c.mapped {
+		text += partition.MappingBlock("")
+	}
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 		return err
 	}
@@ -562,45 +718,45 @@ func (c *cluster) count(ctx context.Context, ids map[string]bool) (failures, ter
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	s, err := js.Stream(ctx, wire.StreamName)
+	l, _, err := ledger.Locate(ctx, js)
 	if err != nil {
 		return 0, 0, err
 	}
-	info, err := s.Info(ctx)
+	streams, err := l.ExistingAll(ctx, js)
 	if err != nil {
 		return 0, 0, err
 	}
-	cons, err := js.OrderedConsumer(ctx, wire.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return 0, 0, err
-	}
-	for seq := uint64(0); seq < info.State.LastSeq; {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+	var total uint64
+	for _, s := range streams {
+		info, err := s.Info(ctx)
 		if err != nil {
 			return 0, 0, err
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, _ := m.Metadata()
-			seq = meta.Sequence.Stream
-			id, _, _ := strings.Cut(strings.TrimPrefix(m.Subject(), "parley."), ".")
-			if !ids[id] {
-				continue
-			}
-			a, err := events.Validate(m.Data())
-			if err != nil {
-				continue
-			}
-			switch a.Type {
-			case events.TypeFailure:
-				failures++
-			case events.TypeTermination:
-				terms++
-			}
+		total += info.State.Msgs
+	}
+	rd, err := l.Read(ctx, nc, "", 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rd.Stop()
+	for range total {
+		m, err := rd.Next(ctx)
+		if err != nil {
+			return 0, 0, err
 		}
-		if got == 0 && batch.Error() != nil {
-			return 0, 0, batch.Error()
+		id := wire.DeliberationOf(m.Subject)
+		if !ids[id] {
+			continue
+		}
+		a, err := events.Validate(m.Data)
+		if err != nil {
+			continue
+		}
+		switch a.Type {
+		case events.TypeFailure:
+			failures++
+		case events.TypeTermination:
+			terms++
 		}
 	}
 	return failures, terms, nil
