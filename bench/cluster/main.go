@@ -20,7 +20,7 @@
 //     fold every stream), every engine's answers to a read of every
 //     deliberation after the fleet (its own, or forwarded to the owner),
 //     and each engine's share of the projection (deliberations and
-//     bytes kept) beside the whole.
+//     artifacts) beside the whole.
 //
 // With -nats-server, the nodes are nats-server processes and the leader
 // is killed with SIGKILL; without it, they run in this process and the
@@ -139,9 +139,8 @@ type result struct {
 }
 
 type share struct {
-	held   []int
-	delibs int
-	kept   int64
+	held              []int
+	delibs, artifacts int
 }
 
 // readStats counts the answers to a read of every deliberation at every
@@ -230,14 +229,13 @@ func (r *result) print(name string, engines int, base *result) {
 		fmt.Printf("   crash -> the engines alive fold every stream: %s\n", r.takeover.Round(time.Millisecond))
 		fmt.Printf("   reads of every deliberation at every engine: %d asked, %d answered at once (%d of them forwarded to the owner), %d after retries\n",
 			r.reads.asked, r.reads.firstOK, r.reads.forwarded, r.reads.finalOK)
-		var delibs int
-		var kept int64
+		var delibs, arts int
 		for _, sh := range r.shares {
-			delibs, kept = delibs+sh.delibs, kept+sh.kept
+			delibs, arts = delibs+sh.delibs, arts+sh.artifacts
 		}
 		for i, sh := range r.shares {
-			fmt.Printf("   engine %d folds streams %v: %d deliberations (%.2f of all), %d bytes kept (%.2f of all)\n",
-				i+1, sh.held, sh.delibs, float64(sh.delibs)/float64(max(delibs, 1)), sh.kept, float64(sh.kept)/float64(max(kept, 1)))
+			fmt.Printf("   engine %d folds streams %v: %d deliberations (%.2f of all), %d artifacts (%.2f of all)\n",
+				i+1, sh.held, sh.delibs, float64(sh.delibs)/float64(max(delibs, 1)), sh.artifacts, float64(sh.artifacts)/float64(max(arts, 1)))
 		}
 	}
 	fmt.Println()
@@ -457,8 +455,11 @@ func run(cfg *relay.Config, bin string, engines, relays int, kill bool, leaseTTL
 	if own {
 		res.reads = readEverywhere(ctx, res.alive, ids)
 		for _, s := range res.alive {
-			used, _, _, _ := s.Runner.KeptBytes()
-			res.shares = append(res.shares, share{held: s.HeldStreams(), delibs: s.Runner.Deliberations(), kept: used})
+			arts := 0
+			for _, sum := range s.Queries.List() {
+				arts += sum.Artifacts
+			}
+			res.shares = append(res.shares, share{held: s.HeldStreams(), delibs: s.Runner.Deliberations(), artifacts: arts})
 		}
 	}
 	res.failures, res.terminations, err = c.count(ctx, ids)

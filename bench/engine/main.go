@@ -35,9 +35,12 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,6 +54,8 @@ import (
 	"github.com/parley-engine/parley/embedded"
 	"github.com/parley-engine/parley/events"
 	"github.com/parley-engine/parley/internal/benchkit"
+	"github.com/parley-engine/parley/ledger"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/runner"
 	"github.com/parley-engine/parley/service"
@@ -66,6 +71,9 @@ func main() {
 	m := flag.Int("m", 1000000, "artifacts for the replay and memory benchmark")
 	d := flag.Int("d", 1000, "deliberations for the concurrency benchmark (10 participants each)")
 	flag.BoolVar(&partitionedIngest, "partitioned", false, "ingest on the partitioned record too (engine serve --partitioned), beside the unpartitioned one")
+	ownMemory := flag.Int("own-memory", 0, "fold this many artifacts of a record of four streams (100 deliberations) by one engine holding every stream, and by the engines that would share them with --own-streams (one, two, three streams), and report each one's projection heap; 0: not")
+	foldDir = flag.String("fold-server", "", "(internal to -own-memory) fold the record at this server")
+	foldStreams = flag.String("fold-streams", "", "(internal to -own-memory) the streams to fold, comma-separated")
 	flag.IntVar(&streamsIngest, "streams", 0, "ingest spread over 64 deliberations on the partitioned record over this many streams, beside one stream (engine serve --streams); 0: not")
 	flag.BoolVar(&signedIngest, "signed", true, "ingest a signed deliberation too (a key bound to every participant, signatures required), beside the unsigned one")
 	rounds := flag.Int("rounds", 3, "rounds of the ingest benchmark (raw, raw read by a bare consumer, engine) and of the replay (bare consumer, rebuild), alternating their order")
@@ -77,7 +85,15 @@ func main() {
 	ctx := context.Background()
 	defer benchkit.CPUProfile(*cpuprofile)()
 
+	if *foldDir != "" {
+		foldHeld(ctx, *foldDir, *foldStreams)
+		return
+	}
 	fmt.Printf("%s\n\n", benchkit.Machine())
+	if *ownMemory > 0 {
+		ownedMemory(ctx, *ownMemory)
+		return
+	}
 	if *n > 0 {
 		ingest(ctx, *n, *k, *rounds)
 	}
@@ -126,6 +142,9 @@ var signedIngest, partitionedIngest bool
 
 // streamsIngest: -streams.
 var streamsIngest int
+
+// foldDir, foldStreams: one measure of -own-memory, in a process of its own.
+var foldDir, foldStreams *string
 
 // spread is how many deliberations the -streams ingest spreads its
 // artifacts over (a deliberation's messages are in one stream).
@@ -597,4 +616,126 @@ func concurrent(ctx context.Context, delibs, parts, per int) {
 	}
 	fmt.Printf("concurrency  %d deliberations x %d participants x %d artifacts = %d, all at once\n", delibs, parts, per, total)
 	fmt.Printf("  accepted into projection         %9.0f msgs/s  (%s); every deliberation complete\n", float64(total)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
+}
+
+// ownedMemory fills a record of four streams with m artifacts over 100
+// deliberations (the chains of objections of replay) and measures the
+// projection heap of runners of every stream, beside runners of only
+// some: what an engine that owns streams holds (engine serve
+// --own-streams; three engines over four streams hold 2, 1 and 1). Each
+// measure runs in a process of its own (this command, -fold-server), so
+// that none sees another's heap.
+func ownedMemory(ctx context.Context, m int) {
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	// The server listens: each measure is a process of its own, whose
+	// heap holds the runners and its connection, not the server's.
+	srv, err := embedded.Start(embedded.Config{Dir: dir, Host: "127.0.0.1", Port: -1, Mappings: mappings()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer embedded.Stop(srv)
+	nc := benchkit.Connect(srv.ClientURL())
+	defer nc.Close()
+	js := benchkit.JetStream(nc, 4096)
+	four, _ := ledger.PartitionedOver(4)
+	streams, err := four.EnsureAll(ctx, js, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	const delibs = 100
+	for dnum := 0; dnum < delibs; dnum++ {
+		id := uuid.Must(uuid.NewV7()).String()
+		js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"memory"}}`), jetstream.WithStallWait(30*time.Second))
+		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
+		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
+		for i := 1; i < m/delibs; i++ {
+			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
+				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
+				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
+			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
+				log.Fatal(err)
+			}
+			prev = a
+		}
+	}
+	<-js.PublishAsyncComplete()
+	var last []uint64
+	for _, st := range streams {
+		info, err := st.Info(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		last = append(last, info.State.LastSeq)
+	}
+	fmt.Printf("memory by ownership  %d artifacts over %d deliberations in four streams (messages a stream: %v), each measure in a process of its own\n", m, delibs, last)
+	measure := func(held string) (heap int64, artifacts int) {
+		out, err := exec.Command(os.Args[0], "-fold-server", srv.ClientURL(), "-fold-streams", held).Output()
+		if err != nil {
+			log.Fatalf("fold %s: %v", held, err)
+		}
+		if _, err := fmt.Sscanf(string(out), "%d %d", &heap, &artifacts); err != nil {
+			log.Fatalf("fold %s: %q", held, out)
+		}
+		return heap, artifacts
+	}
+	allHeap, allArts := measure("0,1,2,3")
+	fmt.Printf("  one engine, every stream          %6.1f MB heap, %7d artifacts (%d B an artifact)\n", float64(allHeap)/(1<<20), allArts, allHeap/int64(max(allArts, 1)))
+	for _, held := range []string{"0,1", "2", "3"} {
+		h, a := measure(held)
+		fmt.Printf("  an engine owning streams %-8s %6.1f MB heap, %7d artifacts: %.2f of the heap, %.2f of the artifacts\n",
+			held, float64(h)/(1<<20), a, float64(h)/float64(max(allHeap, 1)), float64(a)/float64(max(allArts, 1)))
+	}
+}
+
+func mappings() []embedded.Mapping {
+	var ms []embedded.Mapping
+	for _, mp := range partition.Mappings() {
+		ms = append(ms, embedded.Mapping{From: mp.From, To: mp.To})
+	}
+	return ms
+}
+
+// foldHeld folds the streams of the record at the server url and prints
+// the heap the runners hold and the artifacts they folded.
+func foldHeld(ctx context.Context, url, held string) {
+	nc := benchkit.Connect(url)
+	js := benchkit.JetStream(nc, 4096)
+	four, _ := ledger.PartitionedOver(4)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var rs []*runner.Runner
+	for _, f := range strings.Split(held, ",") {
+		k, _ := strconv.Atoi(f)
+		st, err := js.Stream(ctx, four.StreamAt(k))
+		if err != nil {
+			log.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		r, err := runner.New(ctx, js, st, runner.Config{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { r.Run(rctx); close(done) }()
+		if err := r.WaitFor(ctx, four.Position(k, info.State.LastSeq)); err != nil {
+			log.Fatal(err)
+		}
+		cancel()
+		<-done
+		rs = append(rs, r)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	artifacts := 0
+	for _, r := range rs {
+		r.EachDeliberation(func(d *projector.Deliberation) { artifacts += d.Artifacts() })
+	}
+	runtime.KeepAlive(rs)
+	fmt.Printf("%d %d\n", int64(after.HeapAlloc)-int64(before.HeapAlloc), artifacts)
 }
