@@ -20,6 +20,7 @@ import (
 
 	"github.com/parley-engine/parley/canon"
 	"github.com/parley-engine/parley/events"
+	"github.com/parley-engine/parley/partition"
 	"github.com/parley-engine/parley/projector"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
@@ -32,11 +33,16 @@ import (
 type jsCluster struct {
 	t     testing.TB
 	mu    sync.Mutex
-	opts  []*server.Options
-	nodes []*server.Server // nil while a node is down
+	opts   []*server.Options
+	nodes  []*server.Server // nil while a node is down
+	mapped bool             // the partition mapping on every node
 }
 
-func startCluster(t testing.TB, n int) *jsCluster {
+func startCluster(t testing.TB, n int) *jsCluster { return startClusterWith(t, n, false) }
+
+// startClusterWith is startCluster, with the partition mapping on every
+// node when mapped (partition.Mappings).
+func startClusterWith(t testing.TB, n int, mapped bool) *jsCluster {
 	t.Helper()
 	c := &jsCluster{t: t}
 	var routes []string
@@ -55,6 +61,7 @@ func startCluster(t testing.TB, n int) *jsCluster {
 			Cluster:    server.ClusterOpts{Name: "parley", Host: "127.0.0.1", Port: routePorts[i]},
 			Routes:     server.RoutesFromStr(strings.Join(routes, ",")),
 		})
+		c.mapped = mapped
 		c.nodes = append(c.nodes, nil)
 	}
 	for i := range n {
@@ -80,6 +87,17 @@ func startCluster(t testing.TB, n int) *jsCluster {
 func (c *jsCluster) start(i int) {
 	c.t.Helper()
 	o := *c.opts[i]
+	if c.mapped {
+		// An account of the node's own: accounts are not shared
+		// between servers.
+		global := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+		for _, m := range partition.Mappings() {
+			if err := global.AddMapping(m.From, m.To); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+		o.Accounts = []*server.Account{global}
+	}
 	s, err := server.NewServer(&o)
 	if err != nil {
 		c.t.Fatal(err)
