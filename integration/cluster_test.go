@@ -31,8 +31,8 @@ import (
 // each with its own store, client port and route port, all routed to
 // each other: what an operator runs as three machines.
 type jsCluster struct {
-	t     testing.TB
-	mu    sync.Mutex
+	t      testing.TB
+	mu     sync.Mutex
 	opts   []*server.Options
 	nodes  []*server.Server // nil while a node is down
 	mapped bool             // the partition mapping on every node
