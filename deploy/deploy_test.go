@@ -85,12 +85,14 @@ func TestClusterConfig_AccountsMatch(t *testing.T) {
 // does, and may not pull nor make a direct get: the server would deliver
 // onto any reply subject they named, a stream subject included.
 //
-// The same of deploy/nats-partitioned.conf, for its stream.
+// The same of deploy/nats-partitioned.conf, for its stream, and of
+// deploy/nats-streams4.conf, for its four.
 func TestNATSConf_ParticipantsDoNotPull(t *testing.T) {
+	four, _ := ledger.PartitionedOver(4)
 	for _, c := range []struct {
 		file   string
 		layout ledger.Layout
-	}{{"nats.conf", ledger.Unpartitioned}, {"nats-partitioned.conf", ledger.Partitioned}} {
+	}{{"nats.conf", ledger.Unpartitioned}, {"nats-partitioned.conf", ledger.Partitioned}, {"nats-streams4.conf", four}} {
 		t.Run(c.file, func(t *testing.T) { participantsDoNotPull(t, c.file, c.layout) })
 	}
 }

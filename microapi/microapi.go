@@ -137,6 +137,10 @@ type req struct {
 	Position   uint64   `json:"position"`
 	// MinPosition: read-your-writes (readmodel.Queries.AwaitPosition).
 	MinPosition uint64 `json:"min_position"`
+	// Stream, on deliberations: the page of one stream's deliberations
+	// alone, which the engine holds (readmodel DeliberationPageOf): what
+	// engines that own streams ask each other for.
+	Stream *int `json:"stream"`
 	api.PageRequest
 }
 
@@ -227,6 +231,11 @@ func (a *server) endpoints(g micro.Group, own bool) []error {
 	}
 	errs := []error{
 		add("deliberations", true, false, func(r micro.Request, v req) {
+			if v.Stream != nil {
+				out, next, err := a.q.DeliberationPageOf(*v.Stream, v.PageRequest)
+				respondPage(r, out, next, err)
+				return
+			}
 			out, next, err := a.q.DeliberationPage(v.PageRequest)
 			respondPage(r, out, next, err)
 		}),

@@ -152,17 +152,89 @@ func (q *Queries) AppendDeliberationPage(p api.PageRequest, out []api.Summary) (
 	if err != nil {
 		return nil, "", err
 	}
-	q.r.DeliberationsBefore(before, func(d *projector.Deliberation) bool {
+	collect := func(d *projector.Deliberation) bool {
 		if want == nil || want[d.Status] {
 			out = append(out, d.Summary())
 		}
 		return len(out) <= limit
-	})
+	}
+	if q.r.Owned() && q.remote != nil {
+		// The streams from the last to the first (positions order by
+		// stream, then by sequence), each from this engine or its owner.
+		l := q.r.Layout()
+		for k := l.N() - 1; k >= 0 && len(out) <= limit; k-- {
+			if before > 0 {
+				if bk, _, _ := l.Split(before); bk < k {
+					continue
+				}
+			}
+			if q.r.DeliberationsBeforeIn(k, before, collect) {
+				continue
+			}
+			sp := api.PageRequest{Limit: min(limit+1-len(out), wire.MaxPageLimit), Status: p.Status}
+			if bk, _, _ := l.Split(before); before > 0 && bk == k {
+				sp.Cursor = encodeCursor(cursorDeliberations, "", before)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+			page, more, err := q.remote(ctx, k, sp)
+			cancel()
+			if err != nil {
+				return nil, "", StreamNotHeld(l.StreamAt(k), "its owner did not give its list: "+err.Error())
+			}
+			out = append(out, page...)
+			if more && len(out) > 0 && len(out) <= limit {
+				// The owner's page was full and the stream has more: the
+				// next page goes on from this one's last.
+				return out, encodeCursor(cursorDeliberations, "", out[len(out)-1].OpenedAt), nil
+			}
+		}
+	} else {
+		q.r.DeliberationsBefore(before, collect)
+	}
 	if len(out) > limit {
 		return out[:limit], encodeCursor(cursorDeliberations, "", out[limit-1].OpenedAt), nil
 	}
 	if out == nil {
 		out = []api.Summary{}
+	}
+	return out, "", nil
+}
+
+// remoteTimeout bounds the read of another engine's page of a stream.
+const remoteTimeout = 5 * time.Second
+
+// DeliberationPageOf is DeliberationPage over the deliberations of the
+// stream of index k alone, which this engine holds (partition.unavailable
+// otherwise): what an engine that owns streams asks another for, to
+// gather the list of every deliberation.
+func (q *Queries) DeliberationPageOf(k int, p api.PageRequest) ([]api.Summary, string, error) {
+	limit, err := PageLimit(p)
+	if err != nil {
+		return nil, "", err
+	}
+	before, err := decodeCursor(p.Cursor, cursorDeliberations, "")
+	if err != nil {
+		return nil, "", err
+	}
+	want, err := statusFilter(p)
+	if err != nil {
+		return nil, "", err
+	}
+	l := q.r.Layout()
+	if k < 0 || k >= l.N() {
+		return nil, "", &api.Error{Kind: api.KindInvalid, Code: api.CodeBadRequest, Message: "stream " + strconv.Itoa(k) + " is not one of the record's " + strconv.Itoa(l.N())}
+	}
+	out := []api.Summary{}
+	if !q.r.DeliberationsBeforeIn(k, before, func(d *projector.Deliberation) bool {
+		if want == nil || want[d.Status] {
+			out = append(out, d.Summary())
+		}
+		return len(out) <= limit
+	}) {
+		return nil, "", StreamNotHeld(l.StreamAt(k), "another engine owns it")
+	}
+	if len(out) > limit {
+		return out[:limit], encodeCursor(cursorDeliberations, "", out[limit-1].OpenedAt), nil
 	}
 	return out, "", nil
 }

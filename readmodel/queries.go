@@ -53,6 +53,12 @@ type Config struct {
 	// MaxReceiptLog bounds the log a receipt read rebuilds (0:
 	// api.MaxReceiptLog).
 	MaxReceiptLog uint64
+	// Remote, for an engine that owns some of the streams (runner
+	// NewOwnedSet), reads a page of the deliberations of the stream of
+	// index k from the engine that holds it (its DeliberationPageOf):
+	// the list of every deliberation gathers the streams' pages.
+	// more says the stream has more past the page.
+	Remote func(ctx context.Context, k int, p api.PageRequest) (page []api.Summary, more bool, err error)
 }
 
 // Queries are the reads of the query API, shared by HTTP and NATS micro.
@@ -61,6 +67,7 @@ type Queries struct {
 	receiptSem    chan struct{}
 	maxReceiptLog uint64
 	r             *runner.Runner
+	remote        func(ctx context.Context, k int, p api.PageRequest) ([]api.Summary, bool, error)
 	streams       []jetstream.Stream
 	rv            *substrate.Reverifier
 	budget        *Budget       // the read budget and the closure cache (budget.go)
@@ -74,7 +81,7 @@ func New(cfg Config) *Queries {
 	if len(streams) == 0 {
 		streams = []jetstream.Stream{cfg.Stream}
 	}
-	return &Queries{r: cfg.Runner, streams: streams, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
+	return &Queries{r: cfg.Runner, remote: cfg.Remote, streams: streams, rv: cfg.Reverifier, minWait: cfg.MinPositionWait, budget: NewBudget(cfg.Budget),
 		receipts: cfg.Receipts, receiptSem: make(chan struct{}, receiptSlots), maxReceiptLog: cmp.Or(cfg.MaxReceiptLog, api.MaxReceiptLog)}
 }
 
@@ -125,8 +132,10 @@ func (q *Queries) AwaitPosition(ctx context.Context, id string, min uint64, wait
 	}
 	if errors.Is(err, runner.ErrNotHeld) {
 		if id == "" {
-			return &api.Error{Kind: api.KindUnavailable, Code: api.CodePartitionUnavailable, RetryAfter: 1,
-				Message: "min_position " + strconv.FormatUint(min, 10) + " is in a stream this engine does not fold now: ask the engine that owns it, or again"}
+			// A list of every deliberation, at an engine that does not
+			// fold the position's stream: the list gathers that stream's
+			// page from its owner, as its projection is.
+			return nil
 		}
 		return notHeld(id)
 	}
@@ -172,6 +181,13 @@ func notHeld(id string) *api.Error {
 func NotHeld(id, why string) *api.Error {
 	return &api.Error{Kind: api.KindUnavailable, Code: api.CodePartitionUnavailable, RetryAfter: 1,
 		Message: "deliberation " + id + " is in a stream this engine does not fold now (" + why + "): ask again"}
+}
+
+// StreamNotHeld is the partition.unavailable error of a read of the
+// stream named stream, which this engine does not fold now.
+func StreamNotHeld(stream, why string) *api.Error {
+	return &api.Error{Kind: api.KindUnavailable, Code: api.CodePartitionUnavailable, RetryAfter: 1,
+		Message: "the stream " + stream + " is not folded by this engine now (" + why + "): ask again"}
 }
 
 // Holds reports whether the engine folds deliberation id's stream now

@@ -332,3 +332,37 @@ func (r *Runner) setNotUsed() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DeliberationsBeforeIn is DeliberationsBefore over the deliberations of
+// the stream of index k alone; false when the runner does not hold it
+// (an owned set, NewOwnedSet). A position before names its stream: the
+// stream k's deliberations all come after a position of an earlier
+// stream, and all before one of a later stream.
+func (r *Runner) DeliberationsBeforeIn(k int, before uint64, fn func(*projector.Deliberation) bool) bool {
+	if r.parts == nil {
+		if k != 0 {
+			return false
+		}
+		r.DeliberationsBefore(before, fn)
+		return true
+	}
+	p := r.slot(k)
+	if p == nil {
+		return false
+	}
+	if before > 0 {
+		bk, _, _ := r.layout.Split(before)
+		switch {
+		case bk < k:
+			return true // every position of the stream is at or after before
+		case bk > k:
+			before = 0
+		}
+	}
+	p.DeliberationsBefore(before, fn)
+	return true
+}
+
+// Owned reports whether the runner is an owned set (NewOwnedSet), whose
+// streams come and go.
+func (r *Runner) Owned() bool { return r.owned }

@@ -10,9 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/lease"
 	"github.com/parley-engine/parley/ledger"
 	"github.com/parley-engine/parley/runner"
+	"github.com/parley-engine/parley/wire"
 )
 
 // Engines that own streams (engine serve --own-streams): the engines of a
@@ -357,4 +361,37 @@ func (s *Service) routeNATS(ctx context.Context, id string) (string, error) {
 		return "", fmt.Errorf("the owner %s has no query subjects", m.Name)
 	}
 	return m.API, nil
+}
+
+// remotePage is readmodel's Remote: a page of the deliberations of the
+// stream of index k, from the engine that holds it.
+func (s *Service) remotePage(ctx context.Context, k int, p api.PageRequest) ([]api.Summary, bool, error) {
+	m, err := s.ownerOf(ctx, k)
+	if err != nil {
+		return nil, false, err
+	}
+	if m.Name == s.self.Name || m.API == "" {
+		return nil, false, errors.New("nobody else holds the stream")
+	}
+	body, _ := json.Marshal(struct {
+		Stream int `json:"stream"`
+		api.PageRequest
+	}{k, p})
+	resp, err := s.nc.RequestWithContext(ctx, m.API+".deliberations", body)
+	if err != nil {
+		s.forgetRoute(k)
+		return nil, false, err
+	}
+	if code := resp.Header.Get(micro.ErrorCodeHeader); code != "" {
+		s.forgetRoute(k)
+		return nil, false, fmt.Errorf("%s: %s %s", m.Name, code, resp.Header.Get(micro.ErrorHeader))
+	}
+	var out []api.Summary
+	if err := json.Unmarshal(resp.Data, &out); err != nil {
+		return nil, false, fmt.Errorf("%s: a page that is not one: %w", m.Name, err)
+	}
+	if len(out) > max(p.Limit, 1) {
+		out = out[:max(p.Limit, 1)] // no more than asked, whatever it sent
+	}
+	return out, resp.Header.Get(wire.NextCursorHeader) != "", nil
 }

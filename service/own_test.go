@@ -232,6 +232,49 @@ func TestOwnStreams_FleetHandover(t *testing.T) {
 			}
 		}
 	}
+	// Every engine lists every deliberation, gathering the others'
+	// streams from their owners: in one page, and page by page.
+	for _, s := range []*service.Service{a, b, d} {
+		for _, limit := range []int{1000, 7} {
+			seen := map[string]bool{}
+			var last uint64
+			cursor := ""
+			for pages := 0; ; pages++ {
+				if pages > 100 {
+					t.Fatal("the pages never end")
+				}
+				url := fmt.Sprintf("%s/api/v1/deliberations?limit=%d", s.HTTPURL(), limit)
+				if cursor != "" {
+					url += "&cursor=" + cursor
+				}
+				resp, err := http.Get(url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var body bytes.Buffer
+				body.ReadFrom(resp.Body)
+				resp.Body.Close()
+				var page []api.Summary
+				if err := json.Unmarshal(body.Bytes(), &page); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("%s: %d %v: %s", url, resp.StatusCode, err, body.Bytes())
+				}
+				for _, sum := range page {
+					if seen[sum.ID] || (last != 0 && sum.OpenedAt >= last) {
+						t.Fatalf("%s: %s twice, or out of order (%d after %d)", url, sum.ID, sum.OpenedAt, last)
+					}
+					seen[sum.ID], last = true, sum.OpenedAt
+				}
+				if cursor = resp.Header.Get("X-Next-Cursor"); cursor == "" {
+					break
+				}
+			}
+			for id := range ids {
+				if !seen[id] {
+					t.Errorf("%s (limit %d) does not list %s", s.HTTPURL(), limit, id)
+				}
+			}
+		}
+	}
 	// Each engine holds its streams' deliberations only.
 	total := 0
 	for _, s := range []*service.Service{a, b, d} {

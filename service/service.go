@@ -29,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nkeys"
 
+	"github.com/parley-engine/parley/api"
 	"github.com/parley-engine/parley/archive"
 	"github.com/parley-engine/parley/bindwrite"
 	"github.com/parley-engine/parley/canon"
@@ -324,7 +325,11 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.watch.Store(w)
 	watched := watchSet(s.watches)
 	ejs := w.JetStream(s.js)
-	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Streams: s.Streams, Reverifier: s.Reverifier,
+	var remote func(context.Context, int, api.PageRequest) ([]api.Summary, bool, error)
+	if cfg.OwnStreams {
+		remote = s.remotePage
+	}
+	s.Queries = readmodel.New(readmodel.Config{Runner: s.Runner, Stream: s.Stream, Streams: s.Streams, Reverifier: s.Reverifier, Remote: remote,
 		Budget: cfg.ReadBudget, MinPositionWait: cfg.MinPositionWait,
 		Receipts: func(ctx context.Context, id string, ordinals []uint64) (map[uint64][]byte, map[uint64]error, error) {
 			return archive.Receipts(ctx, s.js, id, ordinals, verify)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/parley-engine/parley/api"
@@ -129,5 +130,68 @@ func TestStart_FourStreams(t *testing.T) {
 		t.Error("--streams 3 started")
 	} else if !errors.Is(err, ledger.ErrLayout) {
 		t.Errorf("--streams 3: %v", err)
+	}
+}
+
+// deploy/nats-streams4.conf on the embedded server, the record over four
+// streams: the orchestrator, who was told nothing, finds the record and
+// opens deliberations in every stream; alice publishes and reads her own
+// writes in each; the supervisor ends each one the orchestrator
+// cancels.
+func TestStart_StreamsNATSConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := service.Start(ctx, service.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
+		NATSConfig: "../deploy/nats-streams4.conf", User: "engine", Password: "change-me-engine", Partitioned: true, Streams: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	four, _ := ledger.PartitionedOver(4)
+	if s.Runner.Layout() != four {
+		t.Fatalf("the engine reads the %s record", s.Runner.Layout())
+	}
+	onc, err := nats.Connect(s.NATSURL(), nats.UserInfo("orchestrator", "change-me-orchestrator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onc.Close()
+	anc, err := nats.Connect(s.NATSURL(), nats.UserInfo("alice", "change-me-alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anc.Close()
+	orch, _ := client.New(onc, "orchestrator")
+	alice, _ := client.New(anc, "alice")
+	used := map[int]bool{}
+	var ids []string
+	for len(used) < 4 {
+		id := uuid.Must(uuid.NewV7()).String()
+		if used[four.Index(id)] {
+			continue
+		}
+		used[four.Index(id)] = true
+		if err := orch.OpenID(ctx, id, client.Charter{Title: "four streams"}); err != nil {
+			t.Fatalf("open in %s: %v", four.StreamOf(id), err)
+		}
+		if _, _, err := alice.Publish(ctx, id, events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "claim"}}); err != nil {
+			t.Fatalf("alice in %s: %v", four.StreamOf(id), err)
+		}
+		v, err := alice.State(ctx, id)
+		if err != nil || v.Artifacts != 1 {
+			t.Fatalf("alice reads %s: %+v %v", id, v, err)
+		}
+		if _, err := orch.Control(ctx, id, client.Control{Op: "cancel"}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		if !eventually.Within(20*time.Second, func() bool {
+			v, err := orch.State(ctx, id)
+			return err == nil && v.Status == api.StatusCancelled && len(v.Terminations) == 1
+		}) {
+			t.Errorf("%s (%s) never ended", id, four.StreamOf(id))
+		}
 	}
 }

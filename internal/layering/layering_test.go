@@ -353,7 +353,7 @@ func TestBannedNATS(t *testing.T) {
 // imports service, nor another part but those listed: they meet through
 // small interfaces, and service wires them together.
 var parts = map[string][]string{
-	"readmodel": {"api", "binding", "canon", "closure", "events", "projector", "runner", "substrate", "wire"},
+	"readmodel": {"api", "binding", "canon", "closure", "events", "ledger", "projector", "runner", "substrate", "wire"},
 	"microapi":  {"api", "readmodel", "wire"},
 	"bindwrite": {"api", "binding", "events", "ledger", "projector", "runner", "signing", "wire"},
 	"httpapi":   {"api", "binding", "canon", "health", "readmodel", "web", "wire"},
