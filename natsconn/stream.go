@@ -49,8 +49,9 @@ type Stream struct {
 // would otherwise create an empty one and serve it as the record, the
 // history it folded gone without a word. It refuses to start instead.
 //
-// It first finds which layout the server holds (ledger.Detect): both, or
-// a partitioned one of several streams, is refused (ledger.ErrLayout);
+// It first finds which layout the server holds (ledger.Detect): both
+// layouts, or streams of two partitioned layouts, is refused
+// (ledger.ErrLayout);
 // one of the other layout than c.Layout too, unless c.Adopt takes it.
 // The stream's layout is ledger.LayoutOf its name.
 //
