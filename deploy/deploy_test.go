@@ -105,8 +105,9 @@ func participantsDoNotPull(t *testing.T, file string, l ledger.Layout) {
 	stream := l.Stream()
 	refused := []string{"$JS.API.CONSUMER.MSG.NEXT." + stream + ".c", "$JS.API.DIRECT.GET." + stream,
 		"$JS.API.DIRECT.GET." + stream + ".parley.x.art.principal", "$JS.API.STREAM.MSG.GET." + stream,
-		// Nor take a partition's lease from the engines.
-		"$KV.PARLEY_LEASES.partition.0001", "$KV.PARLEY_LEASES.member.mallory"}
+		// Nor take a partition's or a stream's lease from the engines.
+		"$KV.PARLEY_LEASES.partition.0001", "$KV.PARLEY_LEASES.member.mallory",
+		"$KV.PARLEY_LEASES.stream.0001", "$KV.PARLEY_LEASES.stream-member.mallory"}
 	readers := 0
 	for _, u := range o.Users {
 		if u.Username == "admin" || u.Username == "engine" {
@@ -123,6 +124,17 @@ func participantsDoNotPull(t *testing.T, file string, l ledger.Layout) {
 			for _, a := range allow {
 				if server.SubjectMatchesFilter(s, a) {
 					t.Errorf("%s may publish %s (%s)", u.Username, s, a)
+				}
+			}
+		}
+		// Nor answer the reads engines forward to each other (an
+		// engine's own query subjects), nor any query.
+		if u.Permissions.Subscribe != nil {
+			for _, a := range u.Permissions.Subscribe.Allow {
+				for _, sub := range []string{"parley.api.engine.e1.deliberation", "parley.api.deliberation"} {
+					if server.SubjectMatchesFilter(sub, a) {
+						t.Errorf("%s may subscribe to %s (%s)", u.Username, sub, a)
+					}
 				}
 			}
 		}

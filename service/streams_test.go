@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,6 +78,32 @@ func TestStart_FourStreams(t *testing.T) {
 	}
 	if got := s.Runner.Deliberations(); got != n {
 		t.Errorf("the engine holds %d deliberations, want %d", got, n)
+	}
+	// One stream's page (what engines that own streams ask each other
+	// for): its deliberations alone; a stream of no index is refused.
+	for k := range 4 {
+		m, err := nc.Request("parley.api.deliberations", []byte(fmt.Sprintf(`{"stream":%d,"limit":1000}`, k)), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page []api.Summary
+		if err := json.Unmarshal(m.Data, &page); err != nil || len(page) != used[k] {
+			t.Errorf("stream %d: %d deliberations listed, %d in it (%v): %s", k, len(page), used[k], err, m.Data)
+		}
+		for _, sum := range page {
+			if four.Index(sum.ID) != k {
+				t.Errorf("stream %d lists %s, of stream %d", k, sum.ID, four.Index(sum.ID))
+			}
+		}
+	}
+	for _, bad := range []string{`{"stream":4}`, `{"stream":-1}`, `{"stream":"x"}`} {
+		m, err := nc.Request("parley.api.deliberations", []byte(bad), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "400" {
+			t.Errorf("%s: answered %q %s", bad, code, m.Data)
+		}
 	}
 	s.Close()
 	for _, name := range four.Streams() {
