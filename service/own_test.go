@@ -24,6 +24,7 @@ import (
 	"github.com/parley-engine/parley/recording"
 	"github.com/parley-engine/parley/relay"
 	"github.com/parley-engine/parley/service"
+	"github.com/parley-engine/parley/web"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -272,6 +273,45 @@ func TestOwnStreams_FleetHandover(t *testing.T) {
 				if !seen[id] {
 					t.Errorf("%s (limit %d) does not list %s", s.HTTPURL(), limit, id)
 				}
+			}
+		}
+	}
+	// And the explorer's list, page by page.
+	for _, s := range []*service.Service{a, b, d} {
+		seen := map[string]bool{}
+		var before uint64
+		for pages := 0; ; pages++ {
+			if pages > 100 {
+				t.Fatal("the explorer's pages never end")
+			}
+			url := fmt.Sprintf("%s/api/v1/explorer/deliberations?limit=7", s.HTTPURL())
+			if before != 0 {
+				url += fmt.Sprintf("&before=%d", before)
+			}
+			resp, err := http.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body bytes.Buffer
+			body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			var page web.ListPage
+			if err := json.Unmarshal(body.Bytes(), &page); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %v: %s", url, resp.StatusCode, err, body.Bytes())
+			}
+			for _, row := range page.Deliberations {
+				if seen[row.ID] {
+					t.Fatalf("%s: %s twice", url, row.ID)
+				}
+				seen[row.ID] = true
+			}
+			if before = page.NextBefore; before == 0 {
+				break
+			}
+		}
+		for id := range ids {
+			if !seen[id] {
+				t.Errorf("%s: the explorer does not list %s", s.HTTPURL(), id)
 			}
 		}
 	}

@@ -2,16 +2,21 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/parley-engine/parley/httpapi"
 	"github.com/parley-engine/parley/microapi"
 	"github.com/parley-engine/parley/readmodel"
+	"github.com/parley-engine/parley/web"
 	"github.com/parley-engine/parley/wire"
 )
 
@@ -104,3 +109,49 @@ func pathDeliberation(path string) string {
 	}
 	return ""
 }
+
+// remoteList is the explorer's RemoteList: the list page of stream k
+// from the engine that holds it, asked over HTTP with the credentials
+// the client gave this engine (the owner checks them again).
+func (s *Service) remoteList(r *http.Request, k int, query url.Values) (web.ListPage, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), microapi.DefaultForwardTimeout)
+	defer cancel()
+	m, err := s.ownerOf(ctx, k)
+	if err != nil {
+		return web.ListPage{}, err
+	}
+	if m.Name == s.self.Name || m.HTTP == "" {
+		return web.ListPage{}, errors.New("nobody else holds the stream")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(m.HTTP, "/")+r.URL.Path+"?"+query.Encode(), nil)
+	if err != nil {
+		return web.ListPage{}, err
+	}
+	for _, h := range []string{"Authorization", "Cookie"} {
+		if v := r.Header.Values(h); len(v) > 0 {
+			req.Header[h] = v
+		}
+	}
+	req.Header.Set(microapi.ForwardedHeader, "1")
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		s.forgetRoute(k)
+		return web.ListPage{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.forgetRoute(k)
+		return web.ListPage{}, fmt.Errorf("%s answered %s", m.Name, resp.Status)
+	}
+	var page web.ListPage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&page); err != nil {
+		return web.ListPage{}, fmt.Errorf("%s: a page that is not one: %w", m.Name, err)
+	}
+	if n, _ := strconv.Atoi(query.Get("limit")); n > 0 && len(page.Deliberations) > n {
+		page.Deliberations = page.Deliberations[:n] // no more than asked
+	}
+	return page, nil
+}
+
+// forwardClient asks other engines.
+var forwardClient = &http.Client{Transport: forwardTransport}

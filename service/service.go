@@ -377,6 +377,9 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	explorer.Halted = watched.Halted
 	explorer.JetStream = ejs
 	explorer.SignedIn = httpapi.SignedIn
+	if cfg.OwnStreams {
+		explorer.RemoteList = s.remoteList
+	}
 	explorer.Admit = func(r *http.Request) (func(), error) {
 		t, err := httpAPI.Admit(r, readmodel.ReadList)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,7 +112,7 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
 	out := ListPage{Deliberations: []Row{}}
-	e.r.DeliberationsBefore(before, func(d *projector.Deliberation) bool {
+	collect := func(d *projector.Deliberation) bool {
 		if ctx.Err() != nil {
 			return false
 		}
@@ -127,7 +128,59 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Deliberations = append(out.Deliberations, row(d))
 		return true
-	})
+	}
+	l := e.r.Layout()
+	switch {
+	case qv.Has("stream"):
+		// One stream's page, which this engine holds: what an engine
+		// that owns streams asks another for.
+		k, err := strconv.Atoi(qv.Get("stream"))
+		if err != nil || k < 0 || k >= l.N() {
+			writeError(w, http.StatusBadRequest, "stream.invalid", "stream must be the index of one of the record's "+strconv.Itoa(l.N())+" streams")
+			return
+		}
+		if !e.r.DeliberationsBeforeIn(k, before, collect) {
+			writeError(w, http.StatusServiceUnavailable, "partition.unavailable", "the stream "+l.StreamAt(k)+" is not folded by this engine now: ask again")
+			return
+		}
+	case e.r.Owned() && e.RemoteList != nil:
+		// The streams from the last to the first, each from this engine
+		// or from its owner.
+		for k := l.N() - 1; k >= 0 && out.NextBefore == 0 && len(out.Deliberations) < limit; k-- {
+			if before > 0 {
+				if bk, _, _ := l.Split(before); bk < k {
+					continue
+				}
+			}
+			if e.r.DeliberationsBeforeIn(k, before, collect) {
+				continue
+			}
+			sub := url.Values{}
+			for key, v := range qv {
+				sub[key] = v
+			}
+			sub.Set("stream", strconv.Itoa(k))
+			sub.Set("limit", strconv.Itoa(limit-len(out.Deliberations)))
+			sub.Del("before")
+			if bk, _, _ := l.Split(before); before > 0 && bk == k {
+				sub.Set("before", strconv.FormatUint(before, 10))
+			}
+			page, err := e.RemoteList(r, k, sub)
+			if err != nil {
+				writeError(w, http.StatusServiceUnavailable, "partition.unavailable", "the list of the stream "+l.StreamAt(k)+" did not come from its owner: "+err.Error()+": ask again")
+				return
+			}
+			out.Deliberations = append(out.Deliberations, page.Deliberations...)
+			out.NextBefore = page.NextBefore
+		}
+		if out.NextBefore == 0 && len(out.Deliberations) >= limit {
+			// Full: whether more follow is the next page's to say.
+			out.Deliberations = out.Deliberations[:limit]
+			out.NextBefore = out.Deliberations[limit-1].OpenedAt
+		}
+	default:
+		e.r.DeliberationsBefore(before, collect)
+	}
 	if err := ctx.Err(); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the list took too long: "+err.Error())
 		return
@@ -136,6 +189,9 @@ func (e *Explorer) serveList(w http.ResponseWriter, r *http.Request) {
 	// deliberations' locks.
 	for i := range out.Deliberations {
 		row := &out.Deliberations[i]
+		if row.LastActivity != nil {
+			continue // from the engine that gave the row
+		}
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if m, err := e.getMsg(gctx, row.Position); err == nil {
 			t := m.Time.UTC()

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -65,6 +66,11 @@ type Explorer struct {
 	// an error with HTTPStatus, ErrorCode and RetryAfterSeconds); done
 	// ends it.
 	Admit func(r *http.Request) (done func(), err error)
+	// RemoteList, for an engine that owns some of the record's streams
+	// (runner NewOwnedSet), reads the list page of the stream of index k
+	// from the engine that holds it (this endpoint with stream=k, asked
+	// as r asked), for the list of every deliberation to gather them.
+	RemoteList func(r *http.Request, k int, query url.Values) (ListPage, error)
 	feeds feedCount
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
