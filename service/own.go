@@ -138,8 +138,9 @@ func (s *Service) startOwner(ctx, runCtx context.Context, cfg Config, newPart fu
 	}
 	s.Supervisor.Fence = streamFence{g: g, r: s.Runner}
 	s.Group = g
+	s.streams.Store(g)
 	s.owner = o
-	s.self = self
+	s.self.HTTP, s.self.API = self.HTTP, self.API
 	go o.run(runCtx)
 	s.groupDone = make(chan struct{})
 	go func() {
@@ -315,9 +316,9 @@ func (s *Service) ownerOf(ctx context.Context, k int) (Member, error) {
 		return r.m, nil
 	}
 	s.routes.mu.Unlock()
-	g := s.Group
+	g := s.streams.Load() // set once the engine joined (startOwner), after the API answers
 	if g == nil {
-		return Member{}, errors.New("this engine shares no stream")
+		return Member{}, errors.New("this engine has not joined the engines that share the streams yet")
 	}
 	name, value, err := g.Owner(ctx, k)
 	if err != nil {

@@ -89,6 +89,7 @@ type Service struct {
 	owner      *owner // with Config.OwnStreams (own.go)
 	self       Member // with Config.OwnStreams
 	routes     routeCache
+	streams    atomic.Pointer[lease.Group] // the stream leases' group, with Config.OwnStreams
 	cancel     context.CancelFunc
 	lock       *datadir.Lock
 	watch      atomic.Pointer[health.Watch]
