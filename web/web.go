@@ -71,7 +71,7 @@ type Explorer struct {
 	// from the engine that holds it (this endpoint with stream=k, asked
 	// as r asked), for the list of every deliberation to gather them.
 	RemoteList func(r *http.Request, k int, query url.Values) (ListPage, error)
-	feeds feedCount
+	feeds      feedCount
 	// Poll is how often a live feed looks for new messages, Heartbeat how
 	// often an idle one writes a comment (proxies close idle connections),
 	// MaxLife how long one lasts before the browser reconnects with its
