@@ -67,6 +67,10 @@ type Config struct {
 	Route func(ctx context.Context, id string) (prefix string, err error)
 	// ForwardTimeout bounds a forwarded read (default DefaultForwardTimeout).
 	ForwardTimeout time.Duration
+	// Unroute, when set, is told that a read of deliberation id could
+	// not be forwarded to the owner Route gave (no answer, or 503): the
+	// next read asks who owns the stream again.
+	Unroute func(id string)
 }
 
 // DefaultForwardTimeout bounds a read forwarded to the owner of its
@@ -200,19 +204,19 @@ func (a *server) endpoints(g micro.Group, own bool) []error {
 			if global {
 				id = ""
 			}
-			if id != "" && a.cfg.Route != nil && a.forward(r, name, id, own) {
-				return
-			}
-			if !stream && a.q.Reached(id, v.MinPosition) {
-				h(r, v)
-				return
-			}
 			serve := func(r micro.Request) {
 				if err := a.q.AwaitPosition(context.Background(), id, v.MinPosition, a.q.MinPositionWait()); err != nil {
 					respond(r, nil, err)
 					return
 				}
 				h(r, v)
+			}
+			if id != "" && a.cfg.Route != nil && a.forward(r, id, own, name, serve) {
+				return
+			}
+			if !stream && a.q.Reached(id, v.MinPosition) {
+				h(r, v)
+				return
 			}
 			if a.offLoop.Add(1) > maxOffLoop {
 				a.offLoop.Add(-1)

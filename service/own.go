@@ -92,6 +92,7 @@ type owner struct {
 	newPart func(context.Context, int) (*runner.Runner, error)
 	log     *slog.Logger
 	want    chan []int // the latest held set; a newer one replaces it
+	retry   chan struct{}
 	done    chan struct{}
 
 	mu      sync.Mutex
@@ -130,7 +131,7 @@ func (s *Service) startOwner(ctx, runCtx context.Context, cfg Config, newPart fu
 	}
 	value, _ := json.Marshal(self)
 	log := s.log.With("component", "owner", "engine", name)
-	o := &owner{set: s.Runner, newPart: newPart, log: log, want: make(chan []int, 1), done: make(chan struct{}), running: map[int]*ownedPart{}}
+	o := &owner{set: s.Runner, newPart: newPart, log: log, want: make(chan []int, 1), retry: make(chan struct{}, 1), done: make(chan struct{}), running: map[int]*ownedPart{}}
 	n := s.Runner.Layout().N()
 	g, err := lease.NewGroup(m.Of(lease.Stream), lease.GroupConfig{Partitions: n, Member: value, OnChange: o.offer})
 	if err != nil {
@@ -190,6 +191,7 @@ func (o *owner) run(ctx context.Context) {
 			return
 		case want = <-o.want:
 		case <-retry.C:
+		case <-o.retry:
 		}
 		if !o.apply(ctx, want) && ctx.Err() == nil {
 			retry.Reset(time.Second)
@@ -220,7 +222,11 @@ func (o *owner) apply(ctx context.Context, want []int) bool {
 			continue
 		}
 		start := time.Now()
+		slow := time.AfterFunc(5*time.Second, func() {
+			o.log.Warn("taking a stream is slow: its reads answer partition.unavailable meanwhile", "stream", o.set.Layout().StreamAt(k), "since", start)
+		})
 		p, err := o.newPart(ctx, k)
+		slow.Stop()
 		if err != nil {
 			if ctx.Err() == nil {
 				o.log.Error("take a stream", "stream", o.set.Layout().StreamAt(k), "err", err)
@@ -230,7 +236,17 @@ func (o *owner) apply(ctx context.Context, want []int) bool {
 		}
 		pctx, cancel := context.WithCancel(ctx)
 		op := &ownedPart{r: p, cancel: cancel, done: make(chan error, 1)}
-		go func() { op.done <- p.Run(pctx) }()
+		go func() {
+			err := p.Run(pctx)
+			op.done <- err
+			if pctx.Err() == nil {
+				// The runner ended on its own (its consumer gone): the
+				// stream is no longer folded here. Detach it and take it
+				// again from its snapshot.
+				o.log.Error("a stream's runner ended: taking the stream again", "stream", o.set.Layout().StreamAt(k), "err", err)
+				o.restart(k, op)
+			}
+		}()
 		if err := o.set.Attach(k, p); err != nil {
 			cancel()
 			<-op.done
@@ -245,6 +261,24 @@ func (o *owner) apply(ctx context.Context, want []int) bool {
 		o.log.Info("stream taken", "stream", o.set.Layout().StreamAt(k), "from", p.StartPosition(), "took", time.Since(start).Round(time.Millisecond))
 	}
 	return ok
+}
+
+// restart takes the runner op of stream k, which ended on its own, from
+// the set, and has the worker make it again.
+func (o *owner) restart(k int, op *ownedPart) {
+	o.mu.Lock()
+	if o.running[k] != op {
+		o.mu.Unlock()
+		return
+	}
+	delete(o.running, k)
+	o.mu.Unlock()
+	o.set.Detach(k)
+	op.cancel()
+	select {
+	case o.retry <- struct{}{}:
+	default:
+	}
 }
 
 // detach stops the runner of stream k (its last snapshot written) and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -48,11 +49,23 @@ func startMapped(t *testing.T) *server.Server {
 func ownEngine(t *testing.T, url, name string) *service.Service {
 	t.Helper()
 	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), HTTP: "127.0.0.1:0", NATS: url,
-		Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream, LeaseTTL: 2 * time.Second, EngineName: name})
+		Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream, LeaseTTL: 2 * time.Second, EngineName: name,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// testWriter writes an engine's log lines about its streams into the
+// test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("component=owner")) {
+		w.t.Logf("%s", bytes.TrimSpace(p))
+	}
+	return len(p), nil
 }
 
 // held is every engine's held streams, and whether each stream is held

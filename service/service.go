@@ -342,16 +342,18 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 	// subjects.
 	var selfAPI string
 	var route func(context.Context, string) (string, error)
+	var unroute func(string)
 	if cfg.OwnStreams {
 		s.self.Name = engineName(cfg)
 		selfAPI, route = EngineAPIPrefix(s.self.Name), s.routeNATS
+		unroute = func(id string) { s.forgetRoute(s.Runner.Layout().Index(id)) }
 	}
 	httpAPI := httpapi.New(httpapi.Config{Queries: s.Queries, Writer: writer, Health: watched, Metrics: s.Metrics.Registry, EngineKey: s.creds.EngineKey,
 		Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record)})
 	if s.micro, err = microapi.Add(s.nc, s.Queries, microapi.Config{Version: cfg.Version, Halted: watched.Halted,
 		Health:  func(ctx context.Context) any { return watched.Report(ctx) },
 		Ignored: s.Metrics.Ignored, EngineKey: s.creds.EngineKey, Stream: record.Stream(), Partitioned: record.Partitioned(), Streams: streamNames(record),
-		Self: selfAPI, Route: route}); err != nil {
+		Self: selfAPI, Route: route, Unroute: unroute}); err != nil {
 		return nil, fmt.Errorf("service: micro service: %w", err)
 	}
 	// The service's subscriptions reach the server before Start returns:
