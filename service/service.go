@@ -92,7 +92,7 @@ type Service struct {
 	streams    atomic.Pointer[lease.Group] // the stream leases' group, with Config.OwnStreams
 	cancel     context.CancelFunc
 	lock       *datadir.Lock
-	watch      atomic.Pointer[health.Watch]
+	watch      atomic.Pointer[watchSet]
 	watches    []*health.Watch // each stream's; watch is the first
 	watchSubs  []*nats.Subscription
 	watchDone  chan struct{}
@@ -177,8 +177,10 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		TLSCA: cfg.TLSCA, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey, User: cfg.User, Password: cfg.Password,
 		MaxConn: s.fds.NATS, Principals: principals, SnapshotBucket: bucket, Logger: s.log, Partitioned: cfg.Partitioned, Streams: cfg.Streams,
 		OnError: func(err error) {
-			if w := s.watch.Load(); w != nil {
-				w.PermissionDenied(err)
+			if ws := s.watch.Load(); ws != nil {
+				for _, w := range *ws {
+					w.PermissionDenied(err)
+				}
 			}
 		}}); err != nil {
 		return nil, err
@@ -315,16 +317,21 @@ func Start(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 		wk := health.New(health.Config{JS: s.js, Stream: s.Streams[k], Runner: view, Server: s.conn.Server, Metrics: s.Metrics,
 			Log: s.log.With("component", "watch"), CheckEvery: cfg.StreamCheckEvery, MaxConsumers: cfg.MaxConsumers, Halt: halt})
+		s.watches = append(s.watches, wk)
+	}
+	// Every watch is told of the connection's permission errors before
+	// it subscribes: a refused subscription to the advisories comes back
+	// during its Subscribe.
+	watched := watchSet(s.watches)
+	s.watch.Store(&watched)
+	for _, wk := range s.watches {
 		subs, err := wk.Subscribe(s.nc)
 		if err != nil {
 			return nil, err
 		}
 		s.watchSubs = append(s.watchSubs, subs...)
-		s.watches = append(s.watches, wk)
 	}
 	w := s.watches[0]
-	s.watch.Store(w)
-	watched := watchSet(s.watches)
 	ejs := w.JetStream(s.js)
 	var remote func(context.Context, int, api.PageRequest) ([]api.Summary, bool, error)
 	if cfg.OwnStreams {
