@@ -38,14 +38,17 @@ func TestCluster_OwnStreamsEngineCrash(t *testing.T) {
 	c := startClusterWith(t, 3, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	var logs []*levelLog
 	start := func(i int) *service.Service {
 		t.Helper()
 		var s *service.Service
 		var err error
+		l := &levelLog{}
+		logs = append(logs, l)
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			s, err = service.Start(ctx, service.Config{DataDir: t.TempDir(), NATS: c.urls(i % 3), HTTP: "127.0.0.1:0", Replicas: 3,
-				Logger: slog.New(&levelLog{}), Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream,
-				LeaseTTL: 2 * time.Second, EngineName: fmt.Sprintf("engine-%d", i+1)})
+				Logger: slog.New(l), Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream,
+				LeaseTTL: 5 * time.Second, EngineName: fmt.Sprintf("engine-%d", i+1)})
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
@@ -69,12 +72,15 @@ func TestCluster_OwnStreamsEngineCrash(t *testing.T) {
 		}
 		return len(seen), once
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		n, once := streamsHeld(engines...)
 		if n == 4 && once && len(engines[0].HeldStreams()) > 0 && len(engines[1].HeldStreams()) > 0 && len(engines[2].HeldStreams()) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
+			for i, l := range logs {
+				t.Logf("engine-%d's errors: %q", i+1, l.errors())
+			}
 			t.Fatalf("the streams were not shared: %v %v %v", engines[0].HeldStreams(), engines[1].HeldStreams(), engines[2].HeldStreams())
 		}
 	}
@@ -113,6 +119,9 @@ func TestCluster_OwnStreamsEngineCrash(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			for i, l := range logs {
+				t.Logf("engine-%d's errors: %q", i+1, l.errors())
+			}
 			t.Fatalf("after the crash the others fold %v %v %v", alive[0].HeldStreams(), alive[1].HeldStreams(), alive[2].HeldStreams())
 		}
 	}

@@ -49,7 +49,7 @@ func startMapped(t *testing.T) *server.Server {
 func ownEngine(t *testing.T, url, name string) *service.Service {
 	t.Helper()
 	s, err := service.Start(context.Background(), service.Config{DataDir: t.TempDir(), HTTP: "127.0.0.1:0", NATS: url,
-		Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream, LeaseTTL: 2 * time.Second, EngineName: name,
+		Partitioned: true, Streams: 4, OwnStreams: true, SnapshotStore: service.SnapshotJetStream, LeaseTTL: 5 * time.Second, EngineName: name,
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func TestOwnStreams_FleetHandover(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if !eventually.Within(20*time.Second, func() bool {
+	if !eventually.Within(90*time.Second, func() bool {
 		_, ok := heldOnce(a, b, c)
 		return ok && len(a.HeldStreams()) > 0 && len(b.HeldStreams()) > 0 && len(c.HeldStreams()) > 0
 	}) {
@@ -193,7 +193,7 @@ func TestOwnStreams_FleetHandover(t *testing.T) {
 	d = ownEngine(t, url, "d")
 	defer d.Close()
 	wg.Wait()
-	if !eventually.Within(20*time.Second, func() bool {
+	if !eventually.Within(90*time.Second, func() bool {
 		_, ok := heldOnce(a, b, d)
 		return ok && len(d.HeldStreams()) > 0
 	}) {
