@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -305,6 +306,7 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fetchRetries := 0
 	for seq := uint64(0); seq < fresh.Position(); {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
@@ -329,8 +331,17 @@ func clusterFleet(t *testing.T, engines, relays int, leader bool) {
 				terms[id]++
 			}
 		}
-		if batch.Error() != nil {
-			t.Fatal(batch.Error())
+		if err := batch.Error(); err != nil {
+			// A node restarted a moment ago: its pull may find no
+			// responder while the consumer's leader settles. Ask again
+			// (the ordered consumer goes on from what it delivered).
+			if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+				if fetchRetries++; fetchRetries < 50 {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+			}
+			t.Fatal(err)
 		}
 	}
 	for id, i := range ids {
