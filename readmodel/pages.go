@@ -140,15 +140,7 @@ func (q *Queries) DeliberationPage(p api.PageRequest) ([]api.Summary, string, er
 // AppendDeliberationPage is DeliberationPage appending to out (whose
 // memory a caller may reuse from one page to the next).
 func (q *Queries) AppendDeliberationPage(p api.PageRequest, out []api.Summary) ([]api.Summary, string, error) {
-	limit, err := PageLimit(p)
-	if err != nil {
-		return nil, "", err
-	}
-	before, err := decodeCursor(p.Cursor, cursorDeliberations, "")
-	if err != nil {
-		return nil, "", err
-	}
-	want, err := statusFilter(p)
+	limit, before, want, err := deliberationPage(p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -200,6 +192,19 @@ func (q *Queries) AppendDeliberationPage(p api.PageRequest, out []api.Summary) (
 	return out, "", nil
 }
 
+// deliberationPage reads a request of a page of the deliberations: its
+// limit, the position it starts before, and the statuses it admits.
+func deliberationPage(p api.PageRequest) (limit int, before uint64, want map[api.Status]bool, err error) {
+	if limit, err = PageLimit(p); err != nil {
+		return 0, 0, nil, err
+	}
+	if before, err = decodeCursor(p.Cursor, cursorDeliberations, ""); err != nil {
+		return 0, 0, nil, err
+	}
+	want, err = statusFilter(p)
+	return limit, before, want, err
+}
+
 // remoteTimeout bounds the read of another engine's page of a stream.
 const remoteTimeout = 5 * time.Second
 
@@ -208,15 +213,7 @@ const remoteTimeout = 5 * time.Second
 // otherwise): what an engine that owns streams asks another for, to
 // gather the list of every deliberation.
 func (q *Queries) DeliberationPageOf(k int, p api.PageRequest) ([]api.Summary, string, error) {
-	limit, err := PageLimit(p)
-	if err != nil {
-		return nil, "", err
-	}
-	before, err := decodeCursor(p.Cursor, cursorDeliberations, "")
-	if err != nil {
-		return nil, "", err
-	}
-	want, err := statusFilter(p)
+	limit, before, want, err := deliberationPage(p)
 	if err != nil {
 		return nil, "", err
 	}

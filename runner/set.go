@@ -112,6 +112,10 @@ func (r *Runner) Detach(k int) *Runner {
 // but for an owned set (NewOwnedSet) not holding it.
 func (r *Runner) Holds(id string) bool { return !r.owned || r.partOf(id) != nil }
 
+// Part is the runner of the stream of index k in a set (nil when the set
+// does not hold it, or for a runner of one stream).
+func (r *Runner) Part(k int) *Runner { return r.slot(k) }
+
 // HoldsStream reports whether the runner holds the stream of index k.
 func (r *Runner) HoldsStream(k int) bool { return !r.owned || r.slot(k) != nil }
 

@@ -47,12 +47,7 @@ type streamView struct {
 	k   int
 }
 
-func (v streamView) part() *runner.Runner {
-	if ps := v.set.Parts(); v.k < len(ps) {
-		return ps[v.k]
-	}
-	return nil
-}
+func (v streamView) part() *runner.Runner { return v.set.Part(v.k) }
 
 func (v streamView) Position() uint64 {
 	if p := v.part(); p != nil {

@@ -438,26 +438,8 @@ func replay(ctx context.Context, m, rounds int) {
 	js, stream := srv.JS, srv.Stream
 	// 100 deliberations; in each, a chain of objections, each objecting to
 	// the one before (one reference per artifact).
-	const delibs = 100
 	fill := time.Now()
-	for dnum := 0; dnum < delibs; dnum++ {
-		id := uuid.Must(uuid.NewV7()).String()
-		if _, err := js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"replay"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
-			log.Fatal(err)
-		}
-		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
-		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
-		for i := 1; i < m/delibs; i++ {
-			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
-				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
-				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
-			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
-				log.Fatal(err)
-			}
-			prev = a
-		}
-	}
-	<-js.PublishAsyncComplete()
+	fillChains(js, m, "replay")
 	info, _ := stream.Info(ctx)
 	last := info.State.LastSeq
 	fmt.Printf("replay  %d messages (%d MB in the stream; filled in %s)\n", last, info.State.Bytes>>20, time.Since(fill).Round(time.Second))
@@ -618,6 +600,34 @@ func concurrent(ctx context.Context, delibs, parts, per int) {
 	fmt.Printf("  accepted into projection         %9.0f msgs/s  (%s); every deliberation complete\n", float64(total)/elapsed.Seconds(), elapsed.Round(time.Millisecond))
 }
 
+// chainDelibs is how many deliberations fillChains spreads its artifacts
+// over.
+const chainDelibs = 100
+
+// fillChains publishes m artifacts over chainDelibs deliberations, each
+// opened with the charter title: in each, a chain of objections, each
+// objecting to the one before (one reference per artifact).
+func fillChains(js jetstream.JetStream, m int, title string) {
+	for dnum := 0; dnum < chainDelibs; dnum++ {
+		id := uuid.Must(uuid.NewV7()).String()
+		if _, err := js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"`+title+`"}}`), jetstream.WithStallWait(30*time.Second)); err != nil {
+			log.Fatal(err)
+		}
+		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
+		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
+		for i := 1; i < m/chainDelibs; i++ {
+			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
+				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
+				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
+			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
+				log.Fatal(err)
+			}
+			prev = a
+		}
+	}
+	<-js.PublishAsyncComplete()
+}
+
 // ownedMemory fills a record of four streams with m artifacts over 100
 // deliberations (the chains of objections of replay) and measures the
 // projection heap of runners of every stream, beside runners of only
@@ -643,23 +653,7 @@ func ownedMemory(ctx context.Context, m int) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	const delibs = 100
-	for dnum := 0; dnum < delibs; dnum++ {
-		id := uuid.Must(uuid.NewV7()).String()
-		js.PublishAsync(wire.ControlSubject(id), []byte(`{"op":"open","charter":{"title":"memory"}}`), jetstream.WithStallWait(30*time.Second))
-		prev := events.MustSeal(events.Draft{Type: events.TypeClaim, Payload: events.Claim{Statement: "root " + id}})
-		js.PublishAsync(wire.ArtifactSubject(id, "p0"), prev.Canonical, jetstream.WithStallWait(30*time.Second))
-		for i := 1; i < m/delibs; i++ {
-			a := events.MustSeal(events.Draft{Type: events.TypeObjection,
-				Payload:    events.Objection{Statement: fmt.Sprintf("objection %d: the previous point does not hold for mixed workloads", i), Blocking: i%10 == 0},
-				References: []events.Reference{{Target: prev.ID, Relation: events.ObjectsTo}}})
-			if _, err := js.PublishAsync(wire.ArtifactSubject(id, fmt.Sprintf("p%d", i%10)), a.Canonical, jetstream.WithStallWait(30*time.Second)); err != nil {
-				log.Fatal(err)
-			}
-			prev = a
-		}
-	}
-	<-js.PublishAsyncComplete()
+	fillChains(js, m, "memory")
 	var last []uint64
 	for _, st := range streams {
 		info, err := st.Info(ctx)
@@ -668,7 +662,7 @@ func ownedMemory(ctx context.Context, m int) {
 		}
 		last = append(last, info.State.LastSeq)
 	}
-	fmt.Printf("memory by ownership  %d artifacts over %d deliberations in four streams (messages a stream: %v), each measure in a process of its own\n", m, delibs, last)
+	fmt.Printf("memory by ownership  %d artifacts over %d deliberations in four streams (messages a stream: %v), each measure in a process of its own\n", m, chainDelibs, last)
 	measure := func(held string) (heap int64, artifacts int) {
 		out, err := exec.Command(os.Args[0], "-fold-server", srv.ClientURL(), "-fold-streams", held).Output()
 		if err != nil {

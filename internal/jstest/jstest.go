@@ -16,17 +16,7 @@ import (
 // Start starts the server and connects to it.
 func Start(tb testing.TB) (*server.Server, *nats.Conn) {
 	tb.Helper()
-	s, err := embedded.Start(embedded.Config{Dir: tb.TempDir(), DontListen: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { embedded.Stop(s) })
-	nc, err := nats.Connect("", nats.InProcessServer(s))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	return s, nc
+	return start(tb, nil)
 }
 
 // StartPartitioned is Start with the partitioned record's subject mapping
@@ -37,6 +27,11 @@ func StartPartitioned(tb testing.TB) (*server.Server, *nats.Conn) {
 	for _, m := range partition.Mappings() {
 		ms = append(ms, embedded.Mapping{From: m.From, To: m.To})
 	}
+	return start(tb, ms)
+}
+
+func start(tb testing.TB, ms []embedded.Mapping) (*server.Server, *nats.Conn) {
+	tb.Helper()
 	s, err := embedded.Start(embedded.Config{Dir: tb.TempDir(), DontListen: true, Mappings: ms})
 	if err != nil {
 		tb.Fatal(err)
